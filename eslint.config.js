@@ -1,0 +1,29 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+// Pure modules (model, desired state, planner, codec, renderers, plugins) must not reach sockets,
+// processes, the logger or client-node at runtime: the rule below keeps them pure.
+const impure = ['netlink', 'node:child_process', 'child_process', 'node:net', 'net', 'node:dgram',
+  'node:fs', 'fs', 'node:fs/promises', 'fs/promises', 'winston', '@kubernetes/client-node', 'node:http', 'http'];
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', '.cache/**', 'coverage/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['src/model/**/*.ts', 'src/desired/**/*.ts', 'src/plan/**/*.ts', 'src/ipvs/codec.ts',
+      'src/ipvs/constants.ts', 'src/iptables/render.ts', 'plugins/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: impure.map((name) => ({ name, message: 'pure module: side effects live at the edges' })),
+        patterns: [{ group: ['**/ipvs/socket*', '**/ipvs/client*', '**/kube/*'], allowTypeImports: true,
+          message: 'pure module: side effects live at the edges' }],
+      }],
+    },
+  },
+);

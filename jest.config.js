@@ -1,0 +1,19 @@
+// Jest runs the JavaScript that `tsc` emitted into dist/ (no transform): the same files the lab VM
+// runs, and ESM dependencies such as @kubernetes/client-node (>= 1, ESM-only) load natively
+// under --experimental-vm-modules.
+export default {
+  projects: [
+    {
+      displayName: 'unit',
+      testEnvironment: 'node',
+      transform: {},
+      testMatch: ['<rootDir>/dist/test/unit/**/*.test.js'],
+    },
+    {
+      displayName: 'kernel',
+      testEnvironment: 'node',
+      transform: {},
+      testMatch: ['<rootDir>/dist/test/kernel/**/*.test.js'],
+    },
+  ],
+};

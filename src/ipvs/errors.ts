@@ -1,0 +1,78 @@
+// Typed IPVS errors. The `netlink` package only throws `Error('Request rejected: CODE')`; our own
+// socket layer reads the errno from NLMSG_ERROR directly, and this is the one place that turns
+// either form into an IpvsError. pure: no I/O.
+import { constants } from 'node:os';
+
+const errnoByName = constants.errno as Record<string, number>;
+const nameByErrno = new Map<number, string>(Object.entries(errnoByName).map(([k, v]) => [v, k]));
+
+/** Where an error came from: the operation (its one-line form, or a verb like `dump-services`). */
+export class IpvsError extends Error {
+  /** Positive errno (ENOENT = 2, EEXIST = 17, ...); 0 for errors that are not the kernel's. */
+  readonly errno: number;
+  /** Symbolic errno name ("EEXIST"), or "EINVALARG" for arguments we refused before sending. */
+  readonly code: string;
+  /** The operation that failed, e.g. `add-dest TCP 10.0.0.1:80 -> 10.1.0.1:80 w=1 masq`. */
+  readonly op: string;
+
+  constructor(op: string, errno: number, code: string, detail?: string) {
+    super(`${op}: ${detail ?? describeErrno(errno, code)}`);
+    this.name = 'IpvsError';
+    this.errno = errno;
+    this.code = code;
+    this.op = op;
+  }
+
+  /** An error from a positive or negative errno as the kernel reports it in NLMSG_ERROR. */
+  static fromErrno(op: string, errno: number, detail?: string): IpvsError {
+    const e = Math.abs(errno);
+    return new IpvsError(op, e, nameByErrno.get(e) ?? `E${e}`, detail);
+  }
+
+  /** Arguments refused before anything was sent to the kernel. */
+  static invalidArgument(op: string, message: string): IpvsError {
+    return new IpvsError(op, 0, 'EINVALARG', message);
+  }
+
+  /** A malformed message from the kernel (or garbage handed to the decoder). */
+  static malformed(op: string, message: string): IpvsError {
+    return new IpvsError(op, 0, 'EMALFORMED', message);
+  }
+
+  /** Converts the `netlink` package's message-only errors (`Request rejected: EEXIST`). */
+  static fromPackageError(op: string, err: unknown): IpvsError {
+    if (err instanceof IpvsError) return err;
+    const message = err instanceof Error ? err.message : String(err);
+    const m = /Request rejected: (E[A-Z0-9]+)/.exec(message);
+    if (m?.[1]) return IpvsError.fromErrno(op, errnoByName[m[1]] ?? 0, undefined);
+    const errno = (err as { errno?: unknown })?.errno;
+    if (typeof errno === 'number') return IpvsError.fromErrno(op, errno, message);
+    return new IpvsError(op, 0, 'EUNKNOWN', message);
+  }
+}
+
+function describeErrno(errno: number, code: string): string {
+  switch (code) {
+    case 'EEXIST': return 'already exists (EEXIST)';
+    case 'ENOENT': return 'no such object, or unknown scheduler/persistence engine (ENOENT)';
+    case 'ESRCH': return 'no such virtual server (ESRCH)';
+    case 'EINVAL': return 'the kernel rejected the arguments (EINVAL)';
+    case 'EPERM': return 'operation not permitted: needs CAP_NET_ADMIN (EPERM)';
+    default: return `kernel error ${code} (${errno})`;
+  }
+}
+
+/** The object does not exist: ENOENT, or ESRCH which IPVS returns for a missing virtual server. */
+export function isNotFound(e: unknown): boolean {
+  return e instanceof IpvsError && (e.code === 'ENOENT' || e.code === 'ESRCH');
+}
+
+/** The object exists already (EEXIST). */
+export function isExists(e: unknown): boolean {
+  return e instanceof IpvsError && e.code === 'EEXIST';
+}
+
+/** The arguments were refused before touching the kernel. */
+export function isInvalidArgument(e: unknown): boolean {
+  return e instanceof IpvsError && (e.code === 'EINVALARG' || e.code === 'EINVAL');
+}

@@ -1,0 +1,45 @@
+// The IPVS client interface. `NetlinkIpvs` (client.ts) implements it over the kernel's generic
+// netlink family; `FakeIpvs` (fake.ts) implements it in memory with the kernel's semantics
+// (duplicate add -> EEXIST, missing -> ENOENT/ESRCH) for unit tests of everything above it.
+import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
+import type { IpvsError } from './errors.js';
+
+/** Outcome of one op in a batch: undefined on success, else its IpvsError. */
+export type OpResult = IpvsError | undefined;
+
+/** A client of the kernel's IPVS table. Every method rejects with an IpvsError. */
+export interface IpvsClient {
+  /** GET_INFO: kernel IPVS version and connection table size. */
+  info(): Promise<IpvsInfo>;
+  /** GET_SERVICE dump: every virtual server, with stats. */
+  listVirtualServers(): Promise<VirtualServer[]>;
+  /** GET_DEST dump for one virtual server; ESRCH/ENOENT (isNotFound) when it does not exist. */
+  listRealServers(vs: VirtualServer): Promise<RealServer[]>;
+  /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
+  addVirtualServer(vs: VirtualServer): Promise<void>;
+  /** SET_SERVICE (scheduler, flags, timeout, netmask, PE); live connections survive. */
+  updateVirtualServer(vs: VirtualServer): Promise<void>;
+  /** DEL_SERVICE with its real servers. */
+  deleteVirtualServer(vs: VirtualServer): Promise<void>;
+  /** NEW_DEST; EEXIST when present. */
+  addRealServer(vs: VirtualServer, rs: RealServer): Promise<void>;
+  /** SET_DEST (weight, forwarding, thresholds, tunnel). */
+  updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void>;
+  /** DEL_DEST; ENOENT when missing. */
+  deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void>;
+  /** GET_CONFIG: tcp, tcpfin and udp timeouts. */
+  getTimeouts(): Promise<IpvsTimeouts>;
+  /** SET_CONFIG: 0 leaves a timeout unchanged. */
+  setTimeouts(t: IpvsTimeouts): Promise<void>;
+  /** ZERO: reset counters of one virtual server, or of all when none is given. */
+  zero(vs?: VirtualServer): Promise<void>;
+  /** FLUSH: delete every virtual server in this network namespace (never used by the operator). */
+  flush(): Promise<void>;
+  /**
+   * Applies ops in order without waiting for each reply (pipelined); one result per op, in order.
+   * A failing op does not stop the ops after it. Rejects only when the transport itself fails.
+   */
+  apply(ops: readonly IpvsOp[]): Promise<OpResult[]>;
+  /** Releases the socket; further calls reject. */
+  close(): void;
+}
