@@ -13,7 +13,7 @@ export interface IpvsClient {
   info(): Promise<IpvsInfo>;
   /** GET_SERVICE dump: every virtual server, with stats. */
   listVirtualServers(): Promise<VirtualServer[]>;
-  /** GET_DEST dump for one virtual server; ESRCH/ENOENT (isNotFound) when it does not exist. */
+  /** GET_DEST dump for one virtual server; empty when it does not exist (the kernel's dump cannot tell). */
   listRealServers(vs: VirtualServer): Promise<RealServer[]>;
   /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
   addVirtualServer(vs: VirtualServer): Promise<void>;

@@ -1,0 +1,513 @@
+// Encode and decode IPVS generic netlink messages. pure: bytes in, values out; the one socket is
+// in socket.ts. Constants follow include/uapi/linux/ip_vs.h as of Linux 6.1 (constants.ts).
+//
+// One message, as sent and as received (all integers host order = little-endian on x86, except
+// where marked be; every attribute is padded to 4 bytes):
+//
+//   0               4       6       8              12             16   17   18      20
+//   +---------------+-------+-------+--------------+--------------+----+----+-------+
+//   | nlmsg_len u32 | type  | flags | seq u32      | port u32     |cmd |ver | rsvd  |
+//   +---------------+-------+-------+--------------+--------------+----+----+-------+
+//   | nlmsghdr: type = the IPVS family id       | genlmsghdr: cmd = IPVS_CMD_*, ver = 1 |
+//   +---------------------------------------------------------------------------------+
+//   | nla_len u16 | nla_type u16 = IPVS_CMD_ATTR_SERVICE | nested:                      |
+//   |    | len | AF u16 | len | PROTOCOL u16 | len | ADDR 16 bytes (v4 in the first 4)  |
+//   |    | len | PORT be16 | len | SCHED_NAME "rr\0" | len | FLAGS {flags u32,mask u32} |
+//   |    | len | TIMEOUT u32 | len | NETMASK u32 | ...                                  |
+//   | nla_len | IPVS_CMD_ATTR_DEST | nested: ADDR, PORT be16, FWD_METHOD u32, WEIGHT u32, |
+//   |    U_THRESH u32, L_THRESH u32, ADDR_FAMILY u16, TUN_TYPE u8, TUN_PORT be16, ...     |
+//   +---------------------------------------------------------------------------------+
+//
+// Replies: NLMSG_ERROR (type 2) carries `int32 error` (0 = ACK, else -errno) and the request's
+// nlmsghdr; a dump answers with NLM_F_MULTI messages (cmd NEW_SERVICE / NEW_DEST) ended by
+// NLMSG_DONE. Every decoder throws only IpvsError, so garbage from the kernel (or a fuzzer) is a
+// typed error, never a RangeError escaping from a Buffer read.
+import type {
+  Family, ForwardMethod, IpvsInfo, IpvsOp, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
+} from '../model/ipvs.js';
+import { formatOp, virtualServerKey } from '../model/ipvs.js';
+import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import {
+  AF_INET, AF_INET6, CONN_F_FWD_MASK, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION,
+  CTRL_CMD_GETFAMILY, Cmd, CmdAttr, DestAttr, FwdMethod, GENL_HDRLEN, GENL_ID_CTRL, IPPROTO_SCTP, IPPROTO_TCP,
+  IPPROTO_UDP, IPVS_GENL_VERSION, InfoAttr, NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK,
+  NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr, TunType,
+} from './constants.js';
+import { IpvsError } from './errors.js';
+
+/** A netlink message: header fields and the payload after the 16-byte nlmsghdr. */
+export interface NlMessage {
+  type: number;
+  flags: number;
+  seq: number;
+  port: number;
+  payload: Buffer;
+}
+
+/** A request ready to be numbered and sent: its bytes are produced by `encodeRequest`. */
+export interface IpvsRequest {
+  /** Its one-line form, used in errors. */
+  what: string;
+  cmd: number;
+  dump: boolean;
+  attrs: Buffer[];
+}
+
+// ---------------------------------------------------------------- attributes (encode)
+
+function align4(n: number): number {
+  return (n + 3) & ~3;
+}
+
+/** One attribute: header, payload, padding. */
+export function nla(type: number, payload: Uint8Array): Buffer {
+  const len = NLA_HDRLEN + payload.length;
+  const b = Buffer.alloc(align4(len));
+  b.writeUInt16LE(len, 0);
+  b.writeUInt16LE(type, 2);
+  b.set(payload, NLA_HDRLEN);
+  return b;
+}
+
+/** A nested attribute. Sent without NLA_F_NESTED, as ipvsadm (libnl) does; IPVS accepts both. */
+export function nlaNested(type: number, children: Buffer[]): Buffer {
+  return nla(type, Buffer.concat(children));
+}
+
+function u8(v: number): Buffer {
+  return Buffer.from([v & 0xff]);
+}
+function u16(v: number): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16LE(v);
+  return b;
+}
+function be16(v: number): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(v);
+  return b;
+}
+function u32(v: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v >>> 0);
+  return b;
+}
+function cstring(s: string): Buffer {
+  return Buffer.concat([Buffer.from(s, 'utf8'), Buffer.from([0])]);
+}
+
+const afOf: Record<Family, number> = { IPv4: AF_INET, IPv6: AF_INET6 };
+const protoOf: Record<Protocol, number> = { TCP: IPPROTO_TCP, UDP: IPPROTO_UDP, SCTP: IPPROTO_SCTP };
+const fwdOf: Record<ForwardMethod, number> = {
+  masq: FwdMethod.MASQ, local: FwdMethod.LOCALNODE, tunnel: FwdMethod.TUNNEL, route: FwdMethod.DROUTE,
+  bypass: FwdMethod.BYPASS,
+};
+const tunOf: Record<TunnelType, number> = { ipip: TunType.IPIP, gue: TunType.GUE, gre: TunType.GRE };
+
+/**
+ * 16 bytes of `union nf_inet_addr`, as ipvsadm sends it (an IPv4 address in the first 4 bytes).
+ * Throws IpvsError on an address that is not of `family`.
+ */
+export function encodeAddr(what: string, family: Family, address: string): Buffer {
+  const raw = family === 'IPv4' ? parseIPv4(address) : parseIPv6(address);
+  if (!raw) throw IpvsError.invalidArgument(what, `${JSON.stringify(address)} is not an ${family} address`);
+  const b = Buffer.alloc(16);
+  b.set(raw, 0);
+  return b;
+}
+
+/** The attributes that identify a virtual server: AF + (FWMARK | PROTOCOL, ADDR, PORT). */
+function serviceKeyAttrs(what: string, vs: VirtualServer): Buffer[] {
+  const out = [nla(SvcAttr.AF, u16(afOf[vs.family]))];
+  if (vs.fwmark) {
+    out.push(nla(SvcAttr.FWMARK, u32(vs.fwmark)));
+  } else {
+    out.push(
+      nla(SvcAttr.PROTOCOL, u16(protoOf[vs.protocol])),
+      nla(SvcAttr.ADDR, encodeAddr(what, vs.family, vs.address)),
+      nla(SvcAttr.PORT, be16(vs.port)),
+    );
+  }
+  return out;
+}
+
+/**
+ * The nested SERVICE attribute. `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL
+ * when any of SCHED_NAME, FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
+ */
+export function encodeService(what: string, vs: VirtualServer, full: boolean): Buffer {
+  const attrs = serviceKeyAttrs(what, vs);
+  if (full) {
+    const flags = Buffer.alloc(8);
+    flags.writeUInt32LE(vs.flags >>> 0, 0);
+    flags.writeUInt32LE(0xffffffff, 4);
+    attrs.push(
+      nla(SvcAttr.SCHED_NAME, cstring(vs.scheduler)),
+      nla(SvcAttr.FLAGS, flags),
+      nla(SvcAttr.TIMEOUT, u32(vs.timeout)),
+      nla(SvcAttr.NETMASK, u32(vs.netmask)),
+    );
+    if (vs.peName) attrs.push(nla(SvcAttr.PE_NAME, cstring(vs.peName)));
+  }
+  return nlaNested(CmdAttr.SERVICE, attrs);
+}
+
+/**
+ * The nested DEST attribute. ADDR_FAMILY is always sent (kernels < 3.18 ignore it); `full` adds
+ * what NEW/SET_DEST require (FWD_METHOD, WEIGHT, U_THRESH, L_THRESH) and the tunnel settings for
+ * tunnel real servers (kernel >= 5.2).
+ */
+export function encodeDest(what: string, rs: RealServer, full: boolean): Buffer {
+  const attrs = [
+    nla(DestAttr.ADDR, encodeAddr(what, rs.family, rs.address)),
+    nla(DestAttr.PORT, be16(rs.port)),
+    nla(DestAttr.ADDR_FAMILY, u16(afOf[rs.family])),
+  ];
+  if (full) {
+    attrs.push(
+      nla(DestAttr.FWD_METHOD, u32(fwdOf[rs.forward])),
+      nla(DestAttr.WEIGHT, u32(rs.weight)),
+      nla(DestAttr.U_THRESH, u32(rs.upperThreshold)),
+      nla(DestAttr.L_THRESH, u32(rs.lowerThreshold)),
+    );
+    if (rs.forward === 'tunnel') {
+      attrs.push(
+        nla(DestAttr.TUN_TYPE, u8(tunOf[rs.tunnelType])),
+        nla(DestAttr.TUN_PORT, be16(rs.tunnelPort)),
+        nla(DestAttr.TUN_FLAGS, u16(rs.tunnelFlags)),
+      );
+    }
+  }
+  return nlaNested(CmdAttr.DEST, attrs);
+}
+
+// ---------------------------------------------------------------- requests
+
+/** The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. */
+export function opRequest(op: IpvsOp): IpvsRequest {
+  const what = formatOp(op);
+  switch (op.kind) {
+    case 'add-service':
+      return { what, cmd: Cmd.NEW_SERVICE, dump: false, attrs: [encodeService(what, op.vs, true)] };
+    case 'update-service':
+      return { what, cmd: Cmd.SET_SERVICE, dump: false, attrs: [encodeService(what, op.vs, true)] };
+    case 'delete-service':
+      return { what, cmd: Cmd.DEL_SERVICE, dump: false, attrs: [encodeService(what, op.vs, false)] };
+    case 'add-dest':
+      return { what, cmd: Cmd.NEW_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, true)] };
+    case 'update-dest':
+      return { what, cmd: Cmd.SET_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, true)] };
+    case 'delete-dest':
+      return { what, cmd: Cmd.DEL_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, false)] };
+  }
+}
+
+/** GET_SERVICE dump: an empty nested SERVICE attribute, as ipvsadm sends. */
+export function listServicesRequest(): IpvsRequest {
+  return { what: 'dump-services', cmd: Cmd.GET_SERVICE, dump: true, attrs: [nlaNested(CmdAttr.SERVICE, [])] };
+}
+
+/** GET_DEST dump of one virtual server. */
+export function listDestsRequest(vs: VirtualServer): IpvsRequest {
+  const what = `dump-dests ${virtualServerKey(vs)}`;
+  return { what, cmd: Cmd.GET_DEST, dump: true, attrs: [encodeService(what, vs, false)] };
+}
+
+/** GET_INFO. */
+export function infoRequest(): IpvsRequest {
+  return { what: 'get-info', cmd: Cmd.GET_INFO, dump: false, attrs: [] };
+}
+
+/** GET_CONFIG. */
+export function getTimeoutsRequest(): IpvsRequest {
+  return { what: 'get-config', cmd: Cmd.GET_CONFIG, dump: false, attrs: [] };
+}
+
+/** SET_CONFIG; a 0 timeout leaves the kernel's value unchanged. */
+export function setTimeoutsRequest(t: IpvsTimeouts): IpvsRequest {
+  return {
+    what: `set-config tcp=${t.tcp} tcpfin=${t.tcpFin} udp=${t.udp}`,
+    cmd: Cmd.SET_CONFIG,
+    dump: false,
+    attrs: [nla(CmdAttr.TIMEOUT_TCP, u32(t.tcp)), nla(CmdAttr.TIMEOUT_TCP_FIN, u32(t.tcpFin)), nla(CmdAttr.TIMEOUT_UDP, u32(t.udp))],
+  };
+}
+
+/** ZERO of one virtual server's counters, or of all. */
+export function zeroRequest(vs?: VirtualServer): IpvsRequest {
+  const what = vs ? `zero ${virtualServerKey(vs)}` : 'zero';
+  return { what, cmd: Cmd.ZERO, dump: false, attrs: vs ? [encodeService(what, vs, false)] : [] };
+}
+
+/** FLUSH: every virtual server of the network namespace. */
+export function flushRequest(): IpvsRequest {
+  return { what: 'flush', cmd: Cmd.FLUSH, dump: false, attrs: [] };
+}
+
+/** Encodes a request as one netlink message for the family id, with REQUEST|ACK (and DUMP). */
+export function encodeRequest(familyId: number, req: IpvsRequest, seq: number, port: number): Buffer {
+  return encodeGenlMessage(familyId, req.cmd, IPVS_GENL_VERSION,
+    NLM_F_REQUEST | NLM_F_ACK | (req.dump ? NLM_F_DUMP : 0), seq, port, req.attrs);
+}
+
+/** The controller request that resolves a family name to its id. */
+export function encodeGetFamily(name: string, seq: number, port: number): Buffer {
+  return encodeGenlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq, port,
+    [nla(CTRL_ATTR_FAMILY_NAME, cstring(name))]);
+}
+
+/** nlmsghdr + genlmsghdr + attributes. */
+export function encodeGenlMessage(
+  type: number, cmd: number, version: number, flags: number, seq: number, port: number, attrs: Buffer[],
+): Buffer {
+  const body = Buffer.concat(attrs);
+  const b = Buffer.alloc(NLMSG_HDRLEN + GENL_HDRLEN + body.length);
+  b.writeUInt32LE(b.length, 0);
+  b.writeUInt16LE(type, 4);
+  b.writeUInt16LE(flags, 6);
+  b.writeUInt32LE(seq >>> 0, 8);
+  b.writeUInt32LE(port >>> 0, 12);
+  b.writeUInt8(cmd, 16);
+  b.writeUInt8(version, 17);
+  body.copy(b, NLMSG_HDRLEN + GENL_HDRLEN);
+  return b;
+}
+
+// ---------------------------------------------------------------- decode
+
+/** Splits a datagram into netlink messages. Throws IpvsError on a bad length. */
+export function decodeMessages(buf: Buffer): NlMessage[] {
+  const out: NlMessage[] = [];
+  let off = 0;
+  while (off + NLMSG_HDRLEN <= buf.length) {
+    const len = buf.readUInt32LE(off);
+    if (len < NLMSG_HDRLEN || off + len > buf.length) {
+      throw IpvsError.malformed('decode', `netlink message length ${len} at offset ${off} of ${buf.length}`);
+    }
+    out.push({
+      type: buf.readUInt16LE(off + 4),
+      flags: buf.readUInt16LE(off + 6),
+      seq: buf.readUInt32LE(off + 8),
+      port: buf.readUInt32LE(off + 12),
+      payload: buf.subarray(off + NLMSG_HDRLEN, off + len),
+    });
+    off += align4(len);
+  }
+  // The last message may lack its padding; anything else left over is a torn message.
+  if (off < buf.length) {
+    throw IpvsError.malformed('decode', `${buf.length - off} trailing bytes after ${out.length} messages`);
+  }
+  return out;
+}
+
+/** The errno of an NLMSG_ERROR message: 0 for an ACK, else positive errno. */
+export function decodeErrno(msg: NlMessage): number {
+  if (msg.type !== NLMSG_ERROR) throw IpvsError.malformed('decode', `message type ${msg.type} is not NLMSG_ERROR`);
+  if (msg.payload.length < 4) throw IpvsError.malformed('decode', 'NLMSG_ERROR shorter than its error code');
+  return -msg.payload.readInt32LE(0);
+}
+
+/** The attributes of a generic netlink message (after its 4-byte genl header). */
+export function genlAttrs(msg: NlMessage): Buffer {
+  if (msg.payload.length < GENL_HDRLEN) throw IpvsError.malformed('decode', 'message shorter than a genl header');
+  return msg.payload.subarray(GENL_HDRLEN);
+}
+
+/** Attributes by type (NLA_F_NESTED / NET_BYTEORDER bits cleared). Throws IpvsError on bad lengths. */
+export function parseAttrs(buf: Buffer): Map<number, Buffer> {
+  const out = new Map<number, Buffer>();
+  let off = 0;
+  while (off + NLA_HDRLEN <= buf.length) {
+    const len = buf.readUInt16LE(off);
+    const type = buf.readUInt16LE(off + 2) & NLA_TYPE_MASK;
+    if (len < NLA_HDRLEN || off + len > buf.length) {
+      throw IpvsError.malformed('decode', `attribute ${type} length ${len} at offset ${off} of ${buf.length}`);
+    }
+    out.set(type, buf.subarray(off + NLA_HDRLEN, off + len));
+    off += align4(len);
+  }
+  return out;
+}
+
+function need(attrs: Map<number, Buffer>, type: number, size: number, what: string): Buffer {
+  const v = attrs.get(type);
+  if (!v) throw IpvsError.malformed('decode', `${what}: attribute ${type} missing`);
+  if (v.length < size) throw IpvsError.malformed('decode', `${what}: attribute ${type} has ${v.length} bytes, needs ${size}`);
+  return v;
+}
+function optU32(attrs: Map<number, Buffer>, type: number, what: string): number {
+  return attrs.has(type) ? need(attrs, type, 4, what).readUInt32LE(0) : 0;
+}
+function optU16(attrs: Map<number, Buffer>, type: number, what: string): number {
+  return attrs.has(type) ? need(attrs, type, 2, what).readUInt16LE(0) : 0;
+}
+function readCString(b: Buffer): string {
+  const nul = b.indexOf(0);
+  return b.subarray(0, nul < 0 ? b.length : nul).toString('utf8');
+}
+
+function familyFromAf(af: number, what: string): Family {
+  if (af === AF_INET) return 'IPv4';
+  if (af === AF_INET6) return 'IPv6';
+  throw IpvsError.malformed('decode', `${what}: unknown address family ${af}`);
+}
+
+function decodeAddr(b: Buffer, family: Family, what: string): string {
+  if (family === 'IPv4') {
+    if (b.length < 4) throw IpvsError.malformed('decode', `${what}: IPv4 address of ${b.length} bytes`);
+    return formatIPv4(b.subarray(0, 4));
+  }
+  if (b.length < 16) throw IpvsError.malformed('decode', `${what}: IPv6 address of ${b.length} bytes`);
+  return formatIPv6(b.subarray(0, 16));
+}
+
+const protocols: Record<number, Protocol> = { [IPPROTO_TCP]: 'TCP', [IPPROTO_UDP]: 'UDP', [IPPROTO_SCTP]: 'SCTP' };
+const forwards: ForwardMethod[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];
+const tunnels: TunnelType[] = ['ipip', 'gue', 'gre'];
+
+/** IPVS counters from a nested STATS (u32 but the byte counters) or STATS64 (all u64) attribute. */
+export function decodeStats(buf: Buffer, wide: boolean): IpvsStats {
+  const a = parseAttrs(buf);
+  const get = (type: number, isU64: boolean): bigint => {
+    const v = a.get(type);
+    if (!v) return 0n;
+    if (isU64) {
+      if (v.length < 8) throw IpvsError.malformed('decode', `stats attribute ${type} has ${v.length} bytes`);
+      return v.readBigUInt64LE(0);
+    }
+    if (v.length < 4) throw IpvsError.malformed('decode', `stats attribute ${type} has ${v.length} bytes`);
+    return BigInt(v.readUInt32LE(0));
+  };
+  return {
+    conns: get(StatsAttr.CONNS, wide),
+    inPkts: get(StatsAttr.INPKTS, wide),
+    outPkts: get(StatsAttr.OUTPKTS, wide),
+    inBytes: get(StatsAttr.INBYTES, true),
+    outBytes: get(StatsAttr.OUTBYTES, true),
+    cps: get(StatsAttr.CPS, wide),
+    inPps: get(StatsAttr.INPPS, wide),
+    outPps: get(StatsAttr.OUTPPS, wide),
+    inBps: get(StatsAttr.INBPS, wide),
+    outBps: get(StatsAttr.OUTBPS, wide),
+  };
+}
+
+function statsOf(a: Map<number, Buffer>, stats64: number, stats32: number): IpvsStats | undefined {
+  const s64 = a.get(stats64);
+  if (s64) return decodeStats(s64, true);
+  const s32 = a.get(stats32);
+  return s32 ? decodeStats(s32, false) : undefined;
+}
+
+/** A virtual server from the attributes of a nested SERVICE attribute. */
+export function decodeService(buf: Buffer): VirtualServer {
+  const what = 'service';
+  const a = parseAttrs(buf);
+  const family = familyFromAf(need(a, SvcAttr.AF, 2, what).readUInt16LE(0), what);
+  const fwmark = optU32(a, SvcAttr.FWMARK, what);
+  let protocol: Protocol = 'TCP';
+  let address = family === 'IPv4' ? '0.0.0.0' : '::';
+  let port = 0;
+  // Firewall-mark services come back without PROTOCOL/ADDR/PORT (the kernel stores TCP for them).
+  if (!fwmark) {
+    const p = need(a, SvcAttr.PROTOCOL, 2, what).readUInt16LE(0);
+    const proto = protocols[p];
+    if (!proto) throw IpvsError.malformed('decode', `${what}: unknown protocol ${p}`);
+    protocol = proto;
+    address = decodeAddr(need(a, SvcAttr.ADDR, 4, what), family, what);
+    port = need(a, SvcAttr.PORT, 2, what).readUInt16BE(0);
+  }
+  const flagsAttr = a.get(SvcAttr.FLAGS);
+  if (flagsAttr && flagsAttr.length < 4) throw IpvsError.malformed('decode', `${what}: flags of ${flagsAttr.length} bytes`);
+  const vs: VirtualServer = {
+    family,
+    protocol,
+    address,
+    port,
+    fwmark,
+    scheduler: readCString(need(a, SvcAttr.SCHED_NAME, 0, what)),
+    flags: flagsAttr ? flagsAttr.readUInt32LE(0) : 0,
+    timeout: optU32(a, SvcAttr.TIMEOUT, what),
+    netmask: optU32(a, SvcAttr.NETMASK, what),
+    peName: a.has(SvcAttr.PE_NAME) ? readCString(a.get(SvcAttr.PE_NAME)!) : '',
+  };
+  const stats = statsOf(a, SvcAttr.STATS64, SvcAttr.STATS);
+  if (stats) vs.stats = stats;
+  return vs;
+}
+
+/**
+ * A real server from the attributes of a nested DEST attribute. Kernels before 3.18 send no
+ * ADDR_FAMILY: the service's family is the real server's then.
+ */
+export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
+  const what = 'dest';
+  const a = parseAttrs(buf);
+  const family = a.has(DestAttr.ADDR_FAMILY)
+    ? familyFromAf(need(a, DestAttr.ADDR_FAMILY, 2, what).readUInt16LE(0), what)
+    : serviceFamily;
+  const fwd = optU32(a, DestAttr.FWD_METHOD, what) & CONN_F_FWD_MASK;
+  const forward = forwards[fwd];
+  if (!forward) throw IpvsError.malformed('decode', `${what}: unknown forwarding method ${fwd}`);
+  const tun = a.has(DestAttr.TUN_TYPE) ? need(a, DestAttr.TUN_TYPE, 1, what).readUInt8(0) : 0;
+  const rs: RealServer = {
+    address: decodeAddr(need(a, DestAttr.ADDR, 4, what), family, what),
+    port: need(a, DestAttr.PORT, 2, what).readUInt16BE(0),
+    family,
+    weight: optU32(a, DestAttr.WEIGHT, what),
+    forward,
+    upperThreshold: optU32(a, DestAttr.U_THRESH, what),
+    lowerThreshold: optU32(a, DestAttr.L_THRESH, what),
+    tunnelType: tunnels[tun] ?? 'ipip',
+    tunnelPort: a.has(DestAttr.TUN_PORT) ? need(a, DestAttr.TUN_PORT, 2, what).readUInt16BE(0) : 0,
+    tunnelFlags: optU16(a, DestAttr.TUN_FLAGS, what),
+    activeConns: optU32(a, DestAttr.ACTIVE_CONNS, what),
+    inactiveConns: optU32(a, DestAttr.INACT_CONNS, what),
+    persistentConns: optU32(a, DestAttr.PERSIST_CONNS, what),
+  };
+  const stats = statsOf(a, DestAttr.STATS64, DestAttr.STATS);
+  if (stats) rs.stats = stats;
+  return rs;
+}
+
+/** The virtual server of one GET_SERVICE dump message. */
+export function decodeServiceMessage(msg: NlMessage): VirtualServer {
+  const top = parseAttrs(genlAttrs(msg));
+  return decodeService(need(top, CmdAttr.SERVICE, 0, 'service message'));
+}
+
+/** The real server of one GET_DEST dump message. */
+export function decodeDestMessage(msg: NlMessage, serviceFamily: Family): RealServer {
+  const top = parseAttrs(genlAttrs(msg));
+  return decodeDest(need(top, CmdAttr.DEST, 0, 'dest message'), serviceFamily);
+}
+
+/** GET_INFO reply. */
+export function decodeInfo(msg: NlMessage): IpvsInfo {
+  const a = parseAttrs(genlAttrs(msg));
+  const code = need(a, InfoAttr.VERSION, 4, 'info').readUInt32LE(0);
+  return {
+    versionCode: code,
+    version: `${(code >> 16) & 0xff}.${(code >> 8) & 0xff}.${code & 0xff}`,
+    connTableSize: need(a, InfoAttr.CONN_TAB_SIZE, 4, 'info').readUInt32LE(0),
+  };
+}
+
+/** GET_CONFIG reply. */
+export function decodeTimeouts(msg: NlMessage): IpvsTimeouts {
+  const a = parseAttrs(genlAttrs(msg));
+  return {
+    tcp: optU32(a, CmdAttr.TIMEOUT_TCP, 'config'),
+    tcpFin: optU32(a, CmdAttr.TIMEOUT_TCP_FIN, 'config'),
+    udp: optU32(a, CmdAttr.TIMEOUT_UDP, 'config'),
+  };
+}
+
+/** CTRL_CMD_NEWFAMILY reply: the family id and version. */
+export function decodeFamily(msg: NlMessage): { id: number; version: number } {
+  const a = parseAttrs(genlAttrs(msg));
+  return {
+    id: need(a, CTRL_ATTR_FAMILY_ID, 2, 'family').readUInt16LE(0),
+    version: optU32(a, CTRL_ATTR_VERSION, 'family'),
+  };
+}
