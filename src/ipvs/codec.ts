@@ -425,7 +425,7 @@ export function decodeService(buf: Buffer): VirtualServer {
     address,
     port,
     fwmark,
-    scheduler: readCString(need(a, SvcAttr.SCHED_NAME, 0, what)),
+    scheduler: a.has(SvcAttr.SCHED_NAME) ? readCString(a.get(SvcAttr.SCHED_NAME)!) : '',
     flags: flagsAttr ? flagsAttr.readUInt32LE(0) : 0,
     timeout: optU32(a, SvcAttr.TIMEOUT, what),
     netmask: optU32(a, SvcAttr.NETMASK, what),
