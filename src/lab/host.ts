@@ -1,0 +1,163 @@
+// Host preparation for the lab VM: Debian packages the harness needs, and Debian's generic kernel
+// unpacked into the gitignored cache (never installed on the host).
+//
+// Cache layout under <project>/.cache/lab/:
+//   kernel/<package>/            `dpkg -x` of linux-image-<abi>-amd64 (+ depmod), re-used across runs
+//   kernel/<package>/.complete   written last: the unpack finished
+//   kernel.json                  { package, kver, dir } of the kernel in use
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { labCacheDir } from './paths.js';
+import { run, runInherit, runOk } from './proc.js';
+
+/** Host packages: qemu + what the guest uses from the host root (shared read-only over 9p). */
+export const HOST_PACKAGES = [
+  'qemu-system-x86', 'busybox-static', 'cpio', 'kmod', 'ipvsadm', 'ipset', 'iptables', 'iproute2', 'curl',
+] as const;
+
+const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+let aptUpdated = false;
+
+export class LabSetupError extends Error {}
+
+function log(msg: string): void {
+  process.stderr.write(`lab: ${msg}\n`);
+}
+
+function isDebian(): boolean {
+  return existsSync('/etc/debian_version') && existsSync('/usr/bin/apt-get') && existsSync('/usr/bin/dpkg-query');
+}
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+async function aptUpdateOnce(): Promise<void> {
+  if (aptUpdated) return;
+  log('apt-get update');
+  const code = await runInherit('apt-get', ['update', '-qq'], { env: aptEnv });
+  if (code !== 0) throw new LabSetupError(`apt-get update failed (exit ${code})`);
+  aptUpdated = true;
+}
+
+async function missingPackages(pkgs: readonly string[]): Promise<string[]> {
+  const r = await run('dpkg-query', ['-W', '-f=${Package} ${Status}\n', ...pkgs]);
+  const installed = new Set<string>();
+  for (const line of r.stdout.split('\n')) {
+    const [name, ...status] = line.trim().split(/\s+/);
+    if (name && status.join(' ') === 'install ok installed') installed.add(name.replace(/:.*$/, ''));
+  }
+  return pkgs.filter((p) => !installed.has(p));
+}
+
+/** Installs the host packages that are missing (needs root on Debian). */
+export async function ensureHostPackages(): Promise<void> {
+  if (!isDebian()) {
+    throw new LabSetupError(
+      `the lab VM needs a Debian-based host (apt-get, dpkg) to install: ${HOST_PACKAGES.join(' ')}. ` +
+      'On another system install the equivalents (qemu-system-x86_64, a static busybox, cpio, kmod, ipvsadm, ipset, ' +
+      'iptables, iproute2, curl) and a Debian machine is still needed to fetch the kernel package.');
+  }
+  const missing = await missingPackages(HOST_PACKAGES);
+  if (missing.length === 0) return;
+  if (!isRoot()) {
+    throw new LabSetupError(
+      `missing host packages: ${missing.join(' ')}. Run as root, or install them first:\n` +
+      `  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing.join(' ')}`);
+  }
+  await aptUpdateOnce();
+  log(`installing ${missing.join(' ')}`);
+  const code = await runInherit('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], { env: aptEnv });
+  if (code !== 0) throw new LabSetupError(`apt-get install ${missing.join(' ')} failed (exit ${code})`);
+}
+
+async function resolveKernelPackageOnce(): Promise<string | undefined> {
+  const r = await run('apt-cache', ['depends', 'linux-image-amd64']);
+  if (r.code !== 0) return undefined;
+  const m = /Depends: (linux-image-[0-9][^\s]*)/.exec(r.stdout);
+  return m?.[1];
+}
+
+/** The current ABI-numbered kernel package, e.g. linux-image-6.1.0-56-amd64 (never -cloud: no 9p). */
+export async function resolveKernelPackage(): Promise<string | undefined> {
+  let pkg = await resolveKernelPackageOnce();
+  if (!pkg && isRoot() && isDebian()) {
+    await aptUpdateOnce();
+    pkg = await resolveKernelPackageOnce();
+  }
+  return pkg;
+}
+
+export interface KernelInfo {
+  package: string;
+  kver: string;
+  /** The unpacked package root: boot/vmlinuz-<kver>, lib/modules/<kver>. */
+  dir: string;
+  vmlinuz: string;
+  modulesDir: string;
+}
+
+function kernelInfo(pkg: string, dir: string): KernelInfo {
+  const modRoot = join(dir, 'lib', 'modules');
+  const kvers = existsSync(modRoot) ? readdirSync(modRoot) : [];
+  const kver = kvers[0];
+  if (!kver || kvers.length !== 1) throw new LabSetupError(`unexpected kernel tree in ${dir}: lib/modules has ${kvers.join(', ') || 'nothing'}`);
+  return { package: pkg, kver, dir, vmlinuz: join(dir, 'boot', `vmlinuz-${kver}`), modulesDir: join(modRoot, kver) };
+}
+
+function readState(): { package: string } | undefined {
+  try {
+    return JSON.parse(readFileSync(join(labCacheDir, 'kernel.json'), 'utf8')) as { package: string };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Downloads and unpacks Debian's current generic kernel into the cache, unless already there. */
+export async function ensureKernel(): Promise<KernelInfo> {
+  const kernelsDir = join(labCacheDir, 'kernel');
+  mkdirSync(kernelsDir, { recursive: true });
+  let pkg = await resolveKernelPackage();
+  if (!pkg) {
+    const state = readState();
+    if (state && existsSync(join(kernelsDir, state.package, '.complete'))) {
+      log(`cannot resolve linux-image-amd64 with apt-cache; using the cached ${state.package}`);
+      pkg = state.package;
+    } else {
+      throw new LabSetupError('cannot resolve the kernel package: `apt-cache depends linux-image-amd64` names no linux-image-<abi>-amd64 (run apt-get update as root)');
+    }
+  }
+  const dir = join(kernelsDir, pkg);
+  if (!existsSync(join(dir, '.complete'))) {
+    const tmp = join(kernelsDir, `.tmp-${process.pid}`);
+    rmSync(tmp, { recursive: true, force: true });
+    mkdirSync(tmp, { recursive: true });
+    try {
+      log(`downloading ${pkg} (~70 MB, once)`);
+      // Sandbox user root: the cache dir may not be readable by _apt.
+      await runOk('apt-get', ['download', '-q', '-o', 'APT::Sandbox::User=root', pkg], { cwd: tmp, env: aptEnv });
+      const deb = readdirSync(tmp).find((f) => f.endsWith('.deb'));
+      if (!deb) throw new LabSetupError(`apt-get download ${pkg} left no .deb`);
+      log(`unpacking ${deb}`);
+      const tree = join(tmp, 'tree');
+      await runOk('dpkg', ['-x', join(tmp, deb), tree]);
+      const info = kernelInfo(pkg, tree);
+      await runOk('depmod', ['-b', tree, info.kver]);
+      rmSync(dir, { recursive: true, force: true });
+      renameSync(tree, dir);
+      writeFileSync(join(dir, '.complete'), `${info.kver}\n`);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+    // Drop kernels of packages that are no longer current.
+    for (const old of readdirSync(kernelsDir)) {
+      if (old !== pkg && !old.startsWith('.')) {
+        log(`removing old kernel ${old}`);
+        rmSync(join(kernelsDir, old), { recursive: true, force: true });
+      }
+    }
+  }
+  const info = kernelInfo(pkg, dir);
+  writeFileSync(join(labCacheDir, 'kernel.json'), `${JSON.stringify({ package: pkg, kver: info.kver, dir }, null, 2)}\n`);
+  return info;
+}
