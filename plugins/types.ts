@@ -1,0 +1,71 @@
+// The scheduler plugin interface. A plugin names one IPVS scheduler users can ask for with the
+// `ipvs-operator.io/scheduler` annotation, the JSON schema of the options they may give with
+// `ipvs-operator.io/scheduler-options`, and a pure `resolve` that turns validated options and the
+// endpoints chosen for one Service port into the kernel's terms: scheduler name, service flags and
+// one weight per endpoint. pure: no I/O.
+import type { SchemaObject } from 'ajv';
+import type { Family } from '../src/model/ipvs.js';
+
+/** One endpoint as a plugin sees it: where it runs, and what it is, from its EndpointSlice. */
+export interface PluginEndpoint {
+  address: string;
+  port: number;
+  family: Family;
+  /** EndpointSlice `endpoints[].nodeName`. */
+  nodeName?: string;
+  /** EndpointSlice `endpoints[].zone`. */
+  zone?: string;
+  /** EndpointSlice `endpoints[].hostname`. */
+  hostname?: string;
+  /** `targetRef.name` when the target is a Pod: the only pod identity a slice carries. */
+  podName?: string;
+  /** Labels of the EndpointSlice the endpoint came from (not the Pod's: we do not watch Pods). */
+  sliceLabels: Readonly<Record<string, string>>;
+  ready: boolean;
+  serving: boolean;
+  terminating: boolean;
+  /** Runs on this node (nodeName equals the operator's node). */
+  local: boolean;
+}
+
+/** What a plugin may know about where it runs. */
+export interface PluginContext {
+  /** This node's name. */
+  nodeName: string;
+  /** This node's `topology.kubernetes.io/zone` label, when known. */
+  nodeZone?: string;
+  /** Schedulers the kernel offers; undefined when unknown (then only `minKernel` is checked). */
+  availableSchedulers?: ReadonlySet<string>;
+  /** `uname -r`, e.g. "6.1.0-18-amd64"; undefined when unknown. */
+  kernelVersion?: string;
+}
+
+/** A plugin's answer for one virtual server. */
+export interface Resolution {
+  /** Kernel scheduler name (<= 15 characters). */
+  scheduler: string;
+  /** IP_VS_SVC_F_SCHED* bits (never PERSISTENT/HASHED: affinity comes from the Service). */
+  flags: number;
+  /** One weight per endpoint given to `resolve`, same order; 0 keeps an endpoint idle. */
+  weights: number[];
+  /** Persistence netmasks used when the Service has ClientIP affinity (prefix lengths). */
+  persistence?: { ipv4Prefix?: number; ipv6Prefix?: number };
+}
+
+/** A scheduler plugin: built-in (plugins/<name>.ts) or loaded from the extra plugin directory. */
+export interface SchedulerPlugin {
+  /** Annotation value selecting it: lowercase letters, digits and dashes. */
+  readonly name: string;
+  /** One line for `--help`, the README and problem messages. */
+  readonly description: string;
+  /** Kernel scheduler it programs (IPVS_SVC_ATTR_SCHED_NAME). */
+  readonly kernelScheduler: string;
+  /** Kernel module providing it (ip_vs_<scheduler>). */
+  readonly kernelModule: string;
+  /** Oldest kernel with the scheduler, "major.minor"; undefined when every supported kernel has it. */
+  readonly minKernel?: string;
+  /** JSON schema (ajv, draft-07) of the options object; `{}` is what users get by default. */
+  readonly optionsSchema: SchemaObject;
+  /** Resolves options already validated against `optionsSchema` (defaults filled in). */
+  resolve(options: unknown, endpoints: readonly PluginEndpoint[], context: PluginContext): Resolution;
+}

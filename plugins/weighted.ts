@@ -1,0 +1,60 @@
+// Builds the plugins whose kernel scheduler reads weights from the `weights` option. pure: no I/O.
+import type { SchemaObject } from 'ajv';
+import { type WeightedOptions, optionsSchema, persistenceOf, weightOf } from './options.js';
+import type { PluginEndpoint, SchedulerPlugin } from './types.js';
+
+/** What differs between weighted plugins. */
+export interface WeightedSpec<O extends WeightedOptions = WeightedOptions> {
+  name: string;
+  description: string;
+  /** Defaults to `name`. */
+  kernelScheduler?: string;
+  minKernel?: string;
+  /** Weight of endpoints no rule matches (1 unless the scheduler reads weights as capacities). */
+  defaultWeight?: number;
+  /** Extra option properties besides `weights` and `affinityNetmask`. */
+  extraOptions?: Record<string, SchemaObject>;
+  /** Extra top-level schema keywords (e.g. `not` to refuse two options together). */
+  schemaKeywords?: SchemaObject;
+  /** Service flags from the options. */
+  flags?: (options: O) => number;
+  /** Overrides the weights computed from `weights`. */
+  weights?: (options: O, endpoints: readonly PluginEndpoint[], defaultWeight: number) => number[];
+}
+
+/** A plugin that programs `kernelScheduler` with weights from the `weights` option. */
+export function makeWeightedPlugin<O extends WeightedOptions>(spec: WeightedSpec<O>): SchedulerPlugin {
+  const kernelScheduler = spec.kernelScheduler ?? spec.name;
+  const defaultWeight = spec.defaultWeight ?? 1;
+  return {
+    name: spec.name,
+    description: spec.description,
+    kernelScheduler,
+    kernelModule: `ip_vs_${kernelScheduler}`,
+    ...(spec.minKernel ? { minKernel: spec.minKernel } : {}),
+    optionsSchema: { ...optionsSchema(spec.extraOptions ?? {}, defaultWeight), ...spec.schemaKeywords },
+    resolve(options, endpoints) {
+      const o = options as O;
+      const weights = spec.weights
+        ? spec.weights(o, endpoints, defaultWeight)
+        : endpoints.map((ep) => weightOf(ep, o.weights, defaultWeight));
+      const persistence = persistenceOf(o);
+      return { scheduler: kernelScheduler, flags: spec.flags?.(o) ?? 0, weights, ...(persistence ? { persistence } : {}) };
+    },
+  };
+}
+
+/** A plugin whose kernel scheduler ignores weights (except 0): only `affinityNetmask` is accepted. */
+export function makeUnweightedPlugin(spec: { name: string; description: string }): SchedulerPlugin {
+  return {
+    name: spec.name,
+    description: spec.description,
+    kernelScheduler: spec.name,
+    kernelModule: `ip_vs_${spec.name}`,
+    optionsSchema: optionsSchema({}),
+    resolve(options, endpoints) {
+      const persistence = persistenceOf(options as WeightedOptions);
+      return { scheduler: spec.name, flags: 0, weights: endpoints.map(() => 1), ...(persistence ? { persistence } : {}) };
+    },
+  };
+}
