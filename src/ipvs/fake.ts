@@ -8,7 +8,7 @@
 // `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
 // key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
 import {
-  type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTimeouts, type Protocol,
+  type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
   type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatRealServer,
   formatVirtualServer, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
@@ -103,6 +103,11 @@ export class FakeIpvs implements IpvsClient {
 
   close(): void {
     this.closed = true;
+  }
+
+  /** The live table (read-only view, no copy): what `listVirtualServers` + `listRealServers` return. */
+  view(): IpvsTable {
+    return this.table;
   }
 
   /** Applies one op synchronously; undefined on success, else the kernel's error. */

@@ -239,3 +239,23 @@ export function formatOp(op: IpvsOp): string {
       return `${op.kind} ${virtualServerKey(op.vs)} -> ${realServerKey(op.rs)}`;
   }
 }
+
+/** One virtual server of a table with its real servers keyed by `realServerKey`. */
+export interface VirtualServerEntry {
+  vs: VirtualServer;
+  dests: ReadonlyMap<string, RealServer>;
+}
+
+/** An IPVS table (the kernel's, or one we want) keyed by `virtualServerKey`. */
+export type IpvsTable = ReadonlyMap<string, VirtualServerEntry>;
+
+/** A table as sorted `add-service` / `add-dest` lines: the ops that would build it from nothing. */
+export function formatTable(table: IpvsTable): string {
+  const lines: string[] = [];
+  for (const key of [...table.keys()].sort()) {
+    const e = table.get(key)!;
+    lines.push(formatOp({ kind: 'add-service', vs: e.vs }));
+    for (const rkey of [...e.dests.keys()].sort()) lines.push(formatOp({ kind: 'add-dest', vs: e.vs, rs: e.dests.get(rkey)! }));
+  }
+  return lines.join('\n');
+}

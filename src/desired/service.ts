@@ -1,0 +1,242 @@
+// One Service in, its share of the desired state out: virtual servers with their real servers, the
+// VIPs to bind, set entries for the iptables path and problems. This is the unit of incremental
+// work: DesiredState (state.ts) calls it only for Services whose inputs changed. pure: no I/O.
+//
+// kube-proxy's IPVS-mode semantics (pkg/proxy/ipvs/proxier.go syncProxyRules):
+// - a virtual server per Service port per clusterIPs entry (dual-stack), per externalIPs entry, per
+//   status.loadBalancer.ingress[].ip (not for ipMode Proxy), and per node address for NodePorts;
+// - ClusterIP uses Local endpoints when internalTrafficPolicy is Local; external IPs, LB IPs and
+//   NodePorts use them when externalTrafficPolicy is Local (NodePort/LoadBalancer types only). With
+//   no usable endpoint the virtual server stays, empty: traffic is dropped, never sent off-node;
+// - sessionAffinity ClientIP makes it persistent for timeoutSeconds (default 10800);
+// - real servers are masqueraded, as kube-proxy does.
+import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
+import type { PluginContext, PluginEndpoint, Resolution } from '../../plugins/types.js';
+import type { PluginRegistry } from '../../plugins/index.js';
+import {
+  type Family, type Protocol, type RealServer, SvcFlag, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
+} from '../model/ipvs.js';
+import { categorizeEndpoints, collectEndpoints } from './endpoints.js';
+import { canonicalIp, cidrContains, familyOf, parseCidr, parseIp } from './ip.js';
+import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
+import type { DesiredVirtualServer, Problem, ProxyConfig, SetEntry, SetName, VipKind } from './types.js';
+
+/** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
+export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+/** kube-proxy's default ClientIP affinity timeout (3 hours). */
+export const DEFAULT_AFFINITY_TIMEOUT = 10800;
+
+/** Everything but the Service and its slices that an entry depends on; rebuilt when it changes. */
+export interface BuildEnv {
+  config: ProxyConfig;
+  registry: PluginRegistry;
+  context: PluginContext;
+  /** This node's addresses serving NodePorts (canonical, filtered by nodePortAddresses). */
+  nodeAddresses: readonly string[];
+  /** Scheduler of Services without (or with broken) annotations. */
+  fallback: SchedulerChoice;
+}
+
+/** One Service's share of the desired state. */
+export interface ServiceEntry {
+  id: string;
+  vss: DesiredVirtualServer[];
+  vips: string[];
+  sets: SetEntry[];
+  problems: Problem[];
+}
+
+/** "namespace/name". */
+export function serviceId(s: V1Service | V1EndpointSlice): string {
+  return `${s.metadata?.namespace ?? ''}/${s.metadata?.name ?? ''}`;
+}
+
+/**
+ * Whether this operator handles the Service at all: the proxy-name label matches (with a
+ * configured name: exactly that value; without: no label, like kube-proxy), and it is not
+ * headless or ExternalName. Selector-less Services without slices are skipped in buildServiceEntry.
+ */
+export function handlesService(service: V1Service, config: ProxyConfig): boolean {
+  const label = service.metadata?.labels?.[SERVICE_PROXY_NAME_LABEL];
+  if (config.serviceProxyName ? label !== config.serviceProxyName : label !== undefined) return false;
+  if (service.spec?.type === 'ExternalName') return false;
+  const ip = service.spec?.clusterIP;
+  return ip !== undefined && ip !== '' && ip !== 'None';
+}
+
+/** Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config problems appended. */
+export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfig, problems: Problem[]): string[] {
+  const cidrs = config.nodePortAddresses.flatMap((text) => {
+    const c = parseCidr(text);
+    if (!c) problems.push({ service: '', reason: 'InvalidConfig', message: `nodePortAddresses: "${text}" is not a CIDR` });
+    return c ? [c] : [];
+  });
+  const out = new Set<string>();
+  for (const a of node?.status?.addresses ?? []) {
+    if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') continue;
+    const ip = parseIp(a.address);
+    if (!ip) continue;
+    if (config.nodePortAddresses.length && !cidrs.some((c) => cidrContains(c, ip))) continue;
+    out.add(canonicalIp(a.address)!);
+  }
+  return [...out].sort();
+}
+
+/** The Service's virtual servers, VIPs, sets and problems; an empty entry when it is not handled. */
+export function buildServiceEntry(service: V1Service, slices: readonly V1EndpointSlice[], env: BuildEnv): ServiceEntry {
+  const id = serviceId(service);
+  const entry: ServiceEntry = { id, vss: [], vips: [], sets: [], problems: [] };
+  if (!handlesService(service, env.config)) return entry;
+  const spec = service.spec!;
+  if (!spec.selector && slices.length === 0) return entry;
+  const problems = entry.problems;
+  const choice = chooseScheduler(id, service.metadata?.annotations, env.registry, env.fallback, env.context, problems);
+
+  const clusterIPs = addressList(spec.clusterIPs?.length ? spec.clusterIPs : [spec.clusterIP!], 'spec.clusterIPs', id, problems);
+  const families = [...new Set(clusterIPs.map(familyOf))];
+  const type = spec.type ?? 'ClusterIP';
+  const hasNodePorts = type === 'NodePort' || type === 'LoadBalancer';
+  const externalIPs = addressList(spec.externalIPs ?? [], 'spec.externalIPs', id, problems);
+  const lbIPs = type === 'LoadBalancer'
+    ? addressList((service.status?.loadBalancer?.ingress ?? []).filter((i) => i.ip && i.ipMode !== 'Proxy').map((i) => i.ip!),
+      'status.loadBalancer.ingress', id, problems)
+    : [];
+  const extLocal = hasNodePorts && spec.externalTrafficPolicy === 'Local';
+  const intLocal = spec.internalTrafficPolicy === 'Local';
+  const affinity = spec.sessionAffinity === 'ClientIP';
+  const timeout = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT;
+  const sourceRanges = type === 'LoadBalancer' ? (spec.loadBalancerSourceRanges ?? []) : [];
+  entry.vips.push(...new Set([...clusterIPs, ...externalIPs, ...lbIPs]));
+
+  const seen = new Set<string>();
+  let warnedPersistence = false;
+  for (const sp of spec.ports ?? []) {
+    const protocol = (sp.protocol ?? 'TCP') as Protocol;
+    const portName = sp.name ?? '';
+    if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
+      problems.push({ service: id, reason: 'UnsupportedProtocol', message: `port "${portName}": protocol ${String(protocol)} is not TCP, UDP or SCTP` });
+      continue;
+    }
+    for (const family of families) {
+      const cat = categorizeEndpoints(collectEndpoints(slices, portName, protocol, family, env.context.nodeName));
+      const resolved = new Map<readonly PluginEndpoint[], { res: Resolution; dests: RealServer[] }>();
+      const resolveFor = (eps: PluginEndpoint[]) => {
+        let r = resolved.get(eps);
+        if (!r) {
+          const res = resolveSafely(choice, env, eps, id, problems);
+          const dests = eps.map((e, i) => makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
+            .sort((a, b) => cmp(realServerKey(a), realServerKey(b)));
+          r = { res, dests };
+          resolved.set(eps, r);
+        }
+        return r;
+      };
+      const add = (kind: VipKind, address: string, port: number, local: boolean) => {
+        const { res, dests } = resolveFor(local ? cat.local : cat.cluster);
+        if (res.persistence && !affinity && !warnedPersistence) {
+          warnedPersistence = true;
+          problems.push({ service: id, reason: 'IneffectiveSchedulerOption',
+            message: 'affinityNetmask has no effect without sessionAffinity: ClientIP' });
+        }
+        const vs = makeVirtualServer({
+          family, protocol, address, port,
+          scheduler: res.scheduler,
+          flags: (res.flags & (SvcFlag.SCHED1 | SvcFlag.SCHED2 | SvcFlag.SCHED3)) | (affinity ? SvcFlag.PERSISTENT : 0),
+          ...(affinity ? { timeout, netmask: netmaskFor(family, res.persistence) } : {}),
+        });
+        const key = virtualServerKey(vs);
+        if (seen.has(key)) return; // e.g. an external IP equal to an LB IP: one virtual server
+        seen.add(key);
+        entry.vss.push({ vs, dests, origin: { namespace: service.metadata?.namespace ?? '', name: service.metadata?.name ?? '', portName, kind, plugin: choice.plugin.name } });
+      };
+      const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port: sp.port, ...extra });
+
+      for (const ip of clusterIPs.filter((a) => familyOf(a) === family)) {
+        add('cluster-ip', ip, sp.port, intLocal);
+        set('KUBE-CLUSTER-IP', { address: ip });
+      }
+      for (const ip of externalIPs.filter((a) => familyOf(a) === family)) {
+        add('external-ip', ip, sp.port, extLocal);
+        set('KUBE-EXTERNAL-IP', { address: ip });
+        if (extLocal) set('KUBE-EXTERNAL-IP-LOCAL', { address: ip });
+      }
+      for (const ip of lbIPs.filter((a) => familyOf(a) === family)) {
+        add('load-balancer', ip, sp.port, extLocal);
+        set('KUBE-LOAD-BALANCER', { address: ip });
+        if (extLocal) set('KUBE-LOAD-BALANCER-LOCAL', { address: ip });
+        const ranges = sourceRanges.filter((r) => parseCidr(r.trim())?.family === family);
+        if (ranges.length) set('KUBE-LOAD-BALANCER-FW', { address: ip });
+        for (const r of ranges) set('KUBE-LOAD-BALANCER-SOURCE-CIDR', { address: ip, cidr: r.trim() });
+      }
+      if (hasNodePorts && sp.nodePort) {
+        const nodePort = sp.nodePort;
+        for (const ip of env.nodeAddresses.filter((a) => familyOf(a) === family)) add('node-port', ip, nodePort, extLocal);
+        const np = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port: nodePort, ...extra });
+        if (protocol === 'SCTP') {
+          // kube-proxy's SCTP NodePort set is hash:ip,port over the node addresses.
+          for (const ip of env.nodeAddresses.filter((a) => familyOf(a) === family)) {
+            np('KUBE-NODE-PORT-SCTP-HASH', { address: ip });
+            if (extLocal) np('KUBE-NODE-PORT-LOCAL-SCTP-HASH', { address: ip });
+          }
+        } else {
+          np(`KUBE-NODE-PORT-${protocol}`, {});
+          if (extLocal) np(`KUBE-NODE-PORT-LOCAL-${protocol}`, {});
+        }
+      }
+    }
+  }
+  for (const r of sourceRanges) {
+    if (!parseCidr(r.trim())) problems.push({ service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
+  }
+  return entry;
+}
+
+/** Canonical addresses; a problem for each that is not an IP. */
+function addressList(list: readonly string[], field: string, id: string, problems: Problem[]): string[] {
+  const out: string[] = [];
+  for (const raw of list) {
+    const ip = canonicalIp(raw.trim());
+    if (ip === undefined) problems.push({ service: id, reason: 'InvalidAddress', message: `${field}: "${raw}" is not an IP address` });
+    else if (!out.includes(ip)) out.push(ip);
+  }
+  return out;
+}
+
+/** IPVS persistence netmask: a dotted mask as u32 for IPv4, a prefix length for IPv6. */
+function netmaskFor(family: Family, p: Resolution['persistence']): number {
+  if (family === 'IPv6') return p?.ipv6Prefix ?? 128;
+  const bits = p?.ipv4Prefix ?? 32;
+  return bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+}
+
+/**
+ * Runs the plugin; an extra plugin that throws or answers nonsense (wrong weight count, negative
+ * weights, a scheduler the kernel lacks) is reported and the default scheduler used instead.
+ */
+function resolveSafely(choice: SchedulerChoice, env: BuildEnv, eps: readonly PluginEndpoint[], id: string, problems: Problem[]): Resolution {
+  const attempt = (c: SchedulerChoice): Resolution | string => {
+    let res: Resolution;
+    try {
+      res = c.plugin.resolve(c.options, eps, env.context);
+    } catch (e) {
+      return `threw: ${(e as Error)?.message ?? String(e)}`;
+    }
+    if (typeof res?.scheduler !== 'string' || !/^[a-z0-9_]{1,15}$/.test(res.scheduler)) return 'returned no valid scheduler name';
+    if (!Array.isArray(res.weights) || res.weights.length !== eps.length) return `returned ${res.weights?.length} weights for ${eps.length} endpoints`;
+    if (!res.weights.every((w) => Number.isInteger(w) && w >= 0 && w <= 0x7fffffff)) return 'returned a weight that is not an integer in [0, 2^31)';
+    if (env.context.availableSchedulers && !env.context.availableSchedulers.has(res.scheduler)) {
+      return `chose scheduler "${res.scheduler}" which the kernel lacks`;
+    }
+    return { ...res, flags: Number.isInteger(res.flags) ? res.flags : 0 };
+  };
+  const first = attempt(choice);
+  if (typeof first !== 'string') return first;
+  problems.push({ service: id, reason: 'SchedulerPluginFailed', message: `plugin "${choice.plugin.name}" ${first}; using the default scheduler "${env.fallback.plugin.name}"` });
+  const second = choice === env.fallback ? first : attempt(env.fallback);
+  if (typeof second !== 'string') return second;
+  return { scheduler: 'rr', flags: 0, weights: eps.map(() => 1) };
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

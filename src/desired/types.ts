@@ -1,0 +1,134 @@
+// Inputs and outputs of buildDesired: what the operator watches, how it is configured, and the
+// IPVS table it wants with the side data other parts need (VIPs to bind, ipset-style entries for the
+// iptables path, problems to turn into Events). pure: no I/O; client-node is imported for types only.
+import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
+import type { Family, Protocol, RealServer, VirtualServer } from '../model/ipvs.js';
+
+/** Everything buildDesired reads, as the informers (or a YAML directory) last saw it. */
+export interface Snapshot {
+  services: readonly V1Service[];
+  endpointSlices: readonly V1EndpointSlice[];
+  /** This node's Node object; undefined before it is known (then no NodePorts are programmed). */
+  node: V1Node | undefined;
+  nodeName: string;
+}
+
+/**
+ * Operator configuration; names follow the future CRD's fields (kube-proxy's where they exist).
+ * Durations are in seconds.
+ */
+export interface ProxyConfig {
+  /** Scheduler plugin for Services without the annotation (kube-proxy: ipvs.scheduler). */
+  defaultScheduler: string;
+  syncPeriod: number;
+  minSyncPeriod: number;
+  /** fwmark bit for masquerading (the iptables path). */
+  masqueradeBit: number;
+  masqueradeAll: boolean;
+  clusterCIDRs: string[];
+  /** CIDRs selecting which node addresses serve NodePorts; empty: every address of the Node. */
+  nodePortAddresses: string[];
+  /** Virtual servers in these CIDRs are never touched (kube-proxy: ipvs.excludeCIDRs). */
+  excludeCIDRs: string[];
+  strictARP: boolean;
+  /** IPVS timeouts; 0 leaves the kernel's value. */
+  tcpTimeout: number;
+  tcpFinTimeout: number;
+  udpTimeout: number;
+  /** How long a removed TCP real server drains at weight 0 before it is deleted anyway. */
+  gracefulTerminationSeconds: number;
+  /** Handle only Services labelled service.kubernetes.io/service-proxy-name=<this>; unset: only unlabelled ones. */
+  serviceProxyName?: string;
+  /** Dummy interface the VIPs are bound to. */
+  interfaceName: string;
+}
+
+/** kube-proxy's defaults where it has one (graceful termination: its 15 minutes). */
+export const defaultProxyConfig: Readonly<ProxyConfig> = Object.freeze({
+  defaultScheduler: 'rr',
+  syncPeriod: 30,
+  minSyncPeriod: 1,
+  masqueradeBit: 14,
+  masqueradeAll: false,
+  clusterCIDRs: [],
+  nodePortAddresses: [],
+  excludeCIDRs: [],
+  strictARP: false,
+  tcpTimeout: 0,
+  tcpFinTimeout: 0,
+  udpTimeout: 0,
+  gracefulTerminationSeconds: 900,
+  interfaceName: 'kube-ipvs0',
+});
+
+/** What the kernel offers, as probed at startup. */
+export interface KernelContext {
+  /** Scheduler names the kernel has (or can load); undefined when unknown. */
+  availableSchedulers?: ReadonlySet<string>;
+  /** `uname -r`. */
+  kernelVersion?: string;
+}
+
+/** A user error found while building, for an Event on the Service (service "" = configuration). */
+export interface Problem {
+  /** "namespace/name", or "" for operator configuration. */
+  service: string;
+  /** CamelCase, as an Event reason: UnknownScheduler, InvalidSchedulerOptions, ... */
+  reason: string;
+  message: string;
+}
+
+/** How traffic reaches a virtual server, as kube-proxy names the VIP kinds. */
+export type VipKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
+
+/** Which Service port a virtual server came from (for status, metrics labels and conflicts). */
+export interface ServiceOrigin {
+  namespace: string;
+  name: string;
+  /** Service port name ("" when unnamed). */
+  portName: string;
+  kind: VipKind;
+  /** Scheduler plugin that resolved it. */
+  plugin: string;
+}
+
+/** A virtual server we want, with its real servers sorted by key. */
+export interface DesiredVirtualServer {
+  vs: VirtualServer;
+  dests: readonly RealServer[];
+  origin: ServiceOrigin;
+}
+
+/** The table we want, keyed by virtualServerKey. */
+export type DesiredTable = ReadonlyMap<string, DesiredVirtualServer>;
+
+/** kube-proxy's IPVS-mode ipset names: what the iptables rules match on. */
+export type SetName =
+  | 'KUBE-CLUSTER-IP'
+  | 'KUBE-EXTERNAL-IP' | 'KUBE-EXTERNAL-IP-LOCAL'
+  | 'KUBE-LOAD-BALANCER' | 'KUBE-LOAD-BALANCER-LOCAL' | 'KUBE-LOAD-BALANCER-FW' | 'KUBE-LOAD-BALANCER-SOURCE-CIDR'
+  | 'KUBE-NODE-PORT-TCP' | 'KUBE-NODE-PORT-UDP' | 'KUBE-NODE-PORT-SCTP-HASH'
+  | 'KUBE-NODE-PORT-LOCAL-TCP' | 'KUBE-NODE-PORT-LOCAL-UDP' | 'KUBE-NODE-PORT-LOCAL-SCTP-HASH';
+
+/** One member of a set; `address` is absent for port-only sets (NodePort TCP/UDP). */
+export interface SetEntry {
+  set: SetName;
+  family: Family;
+  protocol: Protocol;
+  port: number;
+  address?: string;
+  /** Source CIDR (KUBE-LOAD-BALANCER-SOURCE-CIDR). */
+  cidr?: string;
+}
+
+/** buildDesired's result. */
+export interface Desired {
+  table: DesiredTable;
+  /** Addresses to bind on the dummy interface: cluster IPs, external IPs, LB ingress IPs. */
+  vips: ReadonlySet<string>;
+  /** Node addresses serving NodePorts. */
+  nodePortAddresses: ReadonlySet<string>;
+  /** Entries for the iptables path, sorted by their one-line form. */
+  sets: readonly SetEntry[];
+  problems: readonly Problem[];
+}

@@ -1,0 +1,133 @@
+// planIpvs: the smallest ordered list of ops turning the kernel's table into the desired one.
+//
+// Order: add services, update services, add/update destinations, delete destinations, delete
+// services (each phase sorted by key), so a destination never refers to a missing service and a
+// service is never deleted before its replacement exists. A scheduler/flags/persistence change is
+// one update-service (SET_SERVICE keeps live connections); a weight change one update-dest. The
+// kernel's HASHED flag and connection counters are ignored in comparisons.
+//
+// Graceful termination (kube-proxy's graceful_termination.go), as explicit data, no hidden clock:
+// a real server the desired table no longer has is, for TCP, set to weight 0 and recorded in
+// `draining` with the time it started; it is deleted once its active+inactive connections (from
+// the `actual` dump) reach 0, or when `gracePeriodMs` has passed. UDP and SCTP real servers are
+// deleted at once (the kernel's expire_nodest_conn drops their flows on the next packet). A
+// draining real server that comes back is restored with an update-dest. A whole virtual server
+// whose Service went away is deleted at once, as kube-proxy does.
+//
+// Ownership: virtual servers in `actual` that are not desired are deleted only when `owns(vs)`
+// (ownership.ts); the planner emits nothing at all for foreign ones. pure: no I/O.
+import {
+  type IpvsOp, type IpvsTable, type RealServer, type VirtualServer, realServerEqual, realServerKey, virtualServerEqual,
+} from '../model/ipvs.js';
+import type { Owns } from './ownership.js';
+
+/** A virtual server we want: the desired table's entries fit this shape. */
+export interface WantedVirtualServer {
+  vs: VirtualServer;
+  dests: readonly RealServer[];
+}
+
+/** Draining real servers: virtual server key -> real server key -> when draining started (ms). */
+export type DrainState = ReadonlyMap<string, ReadonlyMap<string, number>>;
+
+/** Everything the planner reads. */
+export interface PlanInput {
+  desired: ReadonlyMap<string, WantedVirtualServer>;
+  actual: IpvsTable;
+  owns: Owns;
+  /** Current time in ms (for graceful termination). */
+  now: number;
+  /** From the previous plan; empty at start. */
+  draining: DrainState;
+  gracePeriodMs: number;
+}
+
+/** A plan: the ops, and the draining state to pass to the next plan. */
+export interface Plan {
+  ops: IpvsOp[];
+  draining: DrainState;
+  /** Earliest time a draining real server's grace period ends; plan its virtual server again then. */
+  nextDeadline?: number;
+}
+
+interface Phases {
+  addService: IpvsOp[];
+  updateService: IpvsOp[];
+  dest: IpvsOp[];
+  deleteDest: IpvsOp[];
+  deleteService: IpvsOp[];
+}
+
+/** Plans every virtual server in desired or actual. */
+export function planIpvs(input: PlanInput): Plan {
+  const keys = new Set<string>(input.desired.keys());
+  for (const k of input.actual.keys()) keys.add(k);
+  return planVirtualServers(keys, input);
+}
+
+/**
+ * Plans only `keys` (e.g. DesiredState.sync().changed plus the keys in `draining`): O(those
+ * virtual servers), whatever the size of the tables. Draining entries of other keys are kept.
+ */
+export function planVirtualServers(keys: Iterable<string>, input: PlanInput): Plan {
+  const phases: Phases = { addService: [], updateService: [], dest: [], deleteDest: [], deleteService: [] };
+  const draining = new Map(input.draining);
+  for (const key of [...keys].sort()) planVirtualServer(key, input, phases, draining);
+  let nextDeadline: number | undefined;
+  for (const m of draining.values()) {
+    for (const since of m.values()) {
+      const deadline = since + input.gracePeriodMs;
+      if (nextDeadline === undefined || deadline < nextDeadline) nextDeadline = deadline;
+    }
+  }
+  const ops = [...phases.addService, ...phases.updateService, ...phases.dest, ...phases.deleteDest, ...phases.deleteService];
+  return nextDeadline === undefined ? { ops, draining } : { ops, draining, nextDeadline };
+}
+
+/** Plans one virtual server into `phases`, updating `draining` for it. */
+export function planVirtualServer(key: string, input: PlanInput, phases: Phases, draining: Map<string, ReadonlyMap<string, number>>): void {
+  const want = input.desired.get(key);
+  const have = input.actual.get(key);
+  if (!want) {
+    draining.delete(key);
+    if (have && input.owns(have.vs)) phases.deleteService.push({ kind: 'delete-service', vs: have.vs });
+    return;
+  }
+  const vs = want.vs;
+  if (!have) {
+    draining.delete(key);
+    phases.addService.push({ kind: 'add-service', vs });
+    for (const rs of want.dests) phases.dest.push({ kind: 'add-dest', vs, rs });
+    return;
+  }
+  if (!virtualServerEqual(vs, have.vs)) phases.updateService.push({ kind: 'update-service', vs });
+  const wanted = new Set<string>();
+  for (const rs of want.dests) {
+    const rkey = realServerKey(rs);
+    wanted.add(rkey);
+    const cur = have.dests.get(rkey);
+    if (!cur) phases.dest.push({ kind: 'add-dest', vs, rs });
+    else if (!realServerEqual(rs, cur)) phases.dest.push({ kind: 'update-dest', vs, rs });
+  }
+  const before = draining.get(key);
+  const still = new Map<string, number>();
+  for (const [rkey, cur] of have.dests) {
+    if (wanted.has(rkey)) continue;
+    const conns = cur.activeConns === undefined || cur.inactiveConns === undefined ? undefined : cur.activeConns + cur.inactiveConns;
+    const since = before?.get(rkey) ?? input.now;
+    const graceful = vs.protocol === 'TCP' || vs.fwmark !== 0;
+    if (!graceful || conns === 0 || input.now - since >= input.gracePeriodMs) {
+      phases.deleteDest.push({ kind: 'delete-dest', vs, rs: cur });
+      continue;
+    }
+    still.set(rkey, since);
+    if (cur.weight !== 0) phases.dest.push({ kind: 'update-dest', vs, rs: { ...stripCounters(cur), weight: 0 } });
+  }
+  if (still.size) draining.set(key, still);
+  else draining.delete(key);
+}
+
+function stripCounters(rs: RealServer): RealServer {
+  const { activeConns: _a, inactiveConns: _i, persistentConns: _p, stats: _s, ...rest } = rs;
+  return rest;
+}
