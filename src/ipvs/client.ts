@@ -161,7 +161,7 @@ export class NetlinkIpvs implements IpvsClient {
       const replies = await this.sock.exchange(sent.map((s) => s.out));
       replies.forEach((r, i) => {
         const s = sent[i]!;
-        if (r.errno) results[s.index] = IpvsError.fromErrno(s.what, r.errno);
+        if (r.errno) results[s.index] = IpvsError.fromErrno(s.what, r.errno, explain(ops[s.index]!, r.errno));
       });
       return results;
     });
@@ -170,6 +170,13 @@ export class NetlinkIpvs implements IpvsClient {
   close(): void {
     this.sock.close();
   }
+}
+
+/** A message naming the culprit where the kernel's errno alone is ambiguous. */
+function explain(op: IpvsOp, errno: number): string | undefined {
+  if (errno !== 2 || (op.kind !== 'add-service' && op.kind !== 'update-service')) return undefined;
+  const pe = op.vs.peName ? ` or persistence engine ${JSON.stringify(op.vs.peName)} (ip_vs_pe_${op.vs.peName})` : '';
+  return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} (ENOENT)`;
 }
 
 /** Compile-time check that the real client is an IpvsClient. */

@@ -132,6 +132,24 @@ function serviceKeyAttrs(what: string, vs: VirtualServer): Buffer[] {
 }
 
 /**
+ * NETMASK is declared __be32: an IPv4 mask travels in network byte order (0xffffff00 is
+ * ff ff ff 00), while for IPv6 the kernel compares the same field as a number 1..128, and
+ * ipvsadm sends the prefix length in host order. Both ways are what ipvsadm reads back.
+ */
+function encodeNetmask(vs: VirtualServer): Buffer {
+  if (vs.family === 'IPv6') return u32(vs.netmask);
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(vs.netmask >>> 0);
+  return b;
+}
+
+function decodeNetmask(b: Buffer | undefined, family: Family): number {
+  if (!b) return 0;
+  if (b.length < 4) throw IpvsError.malformed('decode', `service: netmask of ${b.length} bytes`);
+  return family === 'IPv6' ? b.readUInt32LE(0) : b.readUInt32BE(0);
+}
+
+/**
  * The nested SERVICE attribute. `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL
  * when any of SCHED_NAME, FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
  */
@@ -145,7 +163,7 @@ export function encodeService(what: string, vs: VirtualServer, full: boolean): B
       nla(SvcAttr.SCHED_NAME, cstring(vs.scheduler)),
       nla(SvcAttr.FLAGS, flags),
       nla(SvcAttr.TIMEOUT, u32(vs.timeout)),
-      nla(SvcAttr.NETMASK, u32(vs.netmask)),
+      nla(SvcAttr.NETMASK, encodeNetmask(vs)),
     );
     if (vs.peName) attrs.push(nla(SvcAttr.PE_NAME, cstring(vs.peName)));
   }
@@ -428,7 +446,7 @@ export function decodeService(buf: Buffer): VirtualServer {
     scheduler: a.has(SvcAttr.SCHED_NAME) ? readCString(a.get(SvcAttr.SCHED_NAME)!) : '',
     flags: flagsAttr ? flagsAttr.readUInt32LE(0) : 0,
     timeout: optU32(a, SvcAttr.TIMEOUT, what),
-    netmask: optU32(a, SvcAttr.NETMASK, what),
+    netmask: decodeNetmask(a.get(SvcAttr.NETMASK), family),
     peName: a.has(SvcAttr.PE_NAME) ? readCString(a.get(SvcAttr.PE_NAME)!) : '',
   };
   const stats = statsOf(a, SvcAttr.STATS64, SvcAttr.STATS);
