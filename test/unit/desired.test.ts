@@ -6,7 +6,6 @@ import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState, buildDesired, formatSetEntry } from '../../src/desired/state.js';
 import { type KernelContext, type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
-import { KERNEL_61_SCHEDULERS } from '../../src/ipvs/fake.js';
 import { NODE, makeNode, makeService, makeSlice, render } from './fixtures.js';
 
 const registry = new PluginRegistry();
