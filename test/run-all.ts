@@ -1,0 +1,48 @@
+// `npm test`: the unit tests on the host, then the kernel tests in the lab VM, then one plain
+// closing line `tests: N passed, N failed, N skipped` summed from both jest runs' JSON results.
+// Exits non-zero when any test failed or either run did not complete.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const results = join(root, '.cache', 'results');
+mkdirSync(results, { recursive: true });
+
+interface JestJson { numPassedTests: number; numFailedTests: number; numPendingTests: number; numTotalTestSuites: number; numFailedTestSuites: number }
+
+function run(name: string, cmd: string[]): { code: number; json?: JestJson } {
+  const out = join(results, `${name}.json`);
+  rmSync(out, { force: true });
+  const r = spawnSync(cmd[0]!, [...cmd.slice(1), '--json', `--outputFile=${out}`], { cwd: root, stdio: 'inherit' });
+  const code = r.status ?? 1;
+  return existsSync(out) ? { code, json: JSON.parse(readFileSync(out, 'utf8')) as JestJson } : { code };
+}
+
+const only = process.argv[2];
+const runs: Array<[string, string[]]> = [
+  ['unit', [process.execPath, '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'unit']],
+  ['kernel', [process.execPath, 'dist/src/lab/cli.js', 'test']],
+];
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+let broken = false;
+for (const [name, cmd] of runs) {
+  if (only && only !== name) continue;
+  const { code, json } = run(name, cmd);
+  if (!json) {
+    console.error(`${name} tests: no results (exit code ${code})`);
+    broken = true;
+    continue;
+  }
+  console.log(`${name}: ${json.numPassedTests} passed, ${json.numFailedTests} failed, ${json.numPendingTests} skipped` +
+    ` in ${json.numTotalTestSuites} files`);
+  passed += json.numPassedTests;
+  failed += json.numFailedTests;
+  skipped += json.numPendingTests;
+  if (code !== 0 || json.numFailedTestSuites > 0) broken = true;
+}
+console.log(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
+process.exitCode = broken || failed > 0 || passed === 0 ? 1 : 0;
