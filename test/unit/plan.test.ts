@@ -3,9 +3,11 @@
 import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import {
-  type IpvsOp, type Protocol, SvcFlag, formatOp, makeRealServer, makeVirtualServer, virtualServerKey,
+  type IpvsOp, type Protocol, SvcFlag, formatOp, makeRealServer, makeVirtualServer, realServerEqual, virtualServerEqual, virtualServerKey,
 } from '../../src/model/ipvs.js';
-import { type DrainState, type PlanInput, type WantedVirtualServer, planIpvs, planVirtualServers } from '../../src/plan/plan.js';
+import {
+  type DrainState, type PlanInput, type WantedVirtualServer, destSettingsEqual, planIpvs, planVirtualServers, serviceSettingsEqual,
+} from '../../src/plan/plan.js';
 import { makeOwnership } from '../../src/plan/ownership.js';
 import { prng } from './fixtures.js';
 
@@ -210,5 +212,25 @@ describe('randomized: apply(plan(desired, actual)) reaches desired; re-plan is e
     const want = [...desiredFake.dump().replace(/ conns=\d+\/\d+/g, '').split('\n'), ...foreignLines].filter(Boolean).sort();
     expect(got).toEqual(want);
     expect(planIpvs({ desired, actual: actual.view(), owns, now: 10, draining, gracePeriodMs: GRACE }).ops).toEqual([]);
+  });
+});
+
+describe('fast comparisons agree with the model', () => {
+  it('serviceSettingsEqual / destSettingsEqual match virtualServerEqual / realServerEqual on same-key pairs', () => {
+    const rand = prng(7);
+    const pick = <T>(xs: readonly T[]) => xs[Math.floor(rand() * xs.length)]!;
+    for (let n = 0; n < 2000; n++) {
+      const mk = () => makeVirtualServer({ family: 'IPv4', address: '10.200.1.1', port: 80, scheduler: pick(['rr', 'sh']),
+        flags: pick([0, SvcFlag.PERSISTENT, SvcFlag.HASHED, SvcFlag.SCHED1 | SvcFlag.PERSISTENT]), timeout: pick([0, 600]),
+        netmask: pick([0xffffffff, 0xffffff00]), peName: pick(['', 'sip']) });
+      const a = mk();
+      const b = mk();
+      expect(serviceSettingsEqual(a, b)).toBe(virtualServerEqual(a, b));
+      const mr = () => makeRealServer({ address: '10.10.1.1', port: 80, weight: pick([0, 1]), forward: pick(['masq', 'tunnel'] as const),
+        upperThreshold: pick([0, 5]), tunnelType: pick(['ipip', 'gue'] as const), tunnelPort: pick([0, 6080]) });
+      const r = mr();
+      const s = mr();
+      expect(destSettingsEqual(r, s)).toBe(realServerEqual(r, s));
+    }
   });
 });
