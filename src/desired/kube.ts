@@ -1,5 +1,4 @@
 // The Kubernetes object types buildDesired reads, re-exported from @kubernetes/client-node as
-// types only (`import type` is erased: nothing of client-node loads at runtime). The purity lint
-// rule forbids the package by name without exempting type imports, hence the one exemption here.
-// eslint-disable-next-line no-restricted-imports -- type-only import, erased at compile time
+// types only (`import type` is erased: nothing of client-node loads at runtime; the purity lint
+// rule allows type-only imports and refuses any other).
 export type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
