@@ -1,7 +1,8 @@
-// IP addresses and CIDRs without node:net (a pure folder): parsing to bigint, the canonical text
-// form (RFC 5952 for IPv6, as the kernel client prints what it dumps, so keys compare equal), and
-// CIDR membership. pure: no I/O.
+// IP addresses as bigints and CIDR membership, for the desired state. The address syntax and the
+// canonical text (RFC 5952 for IPv6, as the kernel client prints what it dumps, so keys compare
+// equal) are model/addr's, shared with the codec. pure: no I/O.
 import type { Family } from '../model/ipvs.js';
+import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 
 /** A parsed address: family and value. */
 export interface ParsedIp {
@@ -9,63 +10,13 @@ export interface ParsedIp {
   value: bigint;
 }
 
-/** Parses an IPv4 or IPv6 address; undefined when it is not one. */
+/** Parses an IPv4 or IPv6 address; undefined when it is not one (the syntax is model/addr's). */
 export function parseIp(text: string): ParsedIp | undefined {
-  if (text.includes(':')) {
-    const v = parseV6(text);
-    return v === undefined ? undefined : { family: 'IPv6', value: v };
-  }
-  const v = parseV4(text);
-  return v === undefined ? undefined : { family: 'IPv4', value: BigInt(v) };
-}
-
-function parseV4(text: string): number | undefined {
-  const parts = text.split('.');
-  if (parts.length !== 4) return undefined;
-  let v = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p) || Number(p) > 255) return undefined;
-    v = v * 256 + Number(p);
-  }
-  return v;
-}
-
-function parseV6(text: string): bigint | undefined {
-  let s = text;
-  const lastColon = s.lastIndexOf(':');
-  if (s.slice(lastColon + 1).includes('.')) {
-    // Embedded IPv4 (::ffff:1.2.3.4): rewrite its 32 bits as two hex groups.
-    const v4 = parseV4(s.slice(lastColon + 1));
-    if (v4 === undefined) return undefined;
-    s = `${s.slice(0, lastColon + 1)}${Math.floor(v4 / 65536).toString(16)}:${(v4 % 65536).toString(16)}`;
-  }
-  const halves = s.split('::');
-  if (halves.length > 2) return undefined;
-  const parse = (h: string | undefined): number[] | undefined => {
-    if (!h) return [];
-    const groups = h.split(':');
-    const out: number[] = [];
-    for (const g of groups) {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(g)) return undefined;
-      out.push(parseInt(g, 16));
-    }
-    return out;
-  };
-  const head = parse(halves[0]);
-  const rest = parse(halves[1]);
-  if (!head || !rest) return undefined;
-  const given = head.length + rest.length;
-  let groups: number[];
-  if (halves.length === 2) {
-    if (given > 7) return undefined;
-    groups = [...head, ...new Array<number>(8 - given).fill(0), ...rest];
-  } else {
-    if (given !== 8) return undefined;
-    groups = head;
-  }
-  let v = 0n;
-  for (const g of groups) v = (v << 16n) | BigInt(g);
-  return v;
+  const bytes = parseIPv4(text) ?? parseIPv6(text);
+  if (!bytes) return undefined;
+  let value = 0n;
+  for (const b of bytes) value = (value << 8n) | BigInt(b);
+  return { family: bytes.length === 4 ? 'IPv4' : 'IPv6', value };
 }
 
 /** The canonical text of an address (RFC 5952 for IPv6); undefined when it is not an address. */
@@ -75,27 +26,12 @@ export function canonicalIp(text: string): string | undefined {
   return formatIp(p);
 }
 
-/** Text of a parsed address. */
+/** Text of a parsed address (RFC 5952 for IPv6, through model/addr). */
 export function formatIp(p: ParsedIp): string {
-  if (p.family === 'IPv4') {
-    const v = Number(p.value);
-    return [v >>> 24, (v >>> 16) & 255, (v >>> 8) & 255, v & 255].join('.');
-  }
-  const groups: number[] = [];
-  for (let i = 7; i >= 0; i--) groups.push(Number((p.value >> BigInt(i * 16)) & 0xffffn));
-  // Longest run of >= 2 zero groups, the first one on ties, becomes "::".
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8;) {
-    if (groups[i] !== 0) { i++; continue; }
-    let j = i;
-    while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) { best = i; bestLen = j - i; }
-    i = j;
-  }
-  const hex = groups.map((g) => g.toString(16));
-  if (best < 0) return hex.join(':');
-  return `${hex.slice(0, best).join(':')}::${hex.slice(best + bestLen).join(':')}`;
+  const n = p.family === 'IPv4' ? 4 : 16;
+  const bytes = new Uint8Array(n);
+  for (let i = 0; i < n; i++) bytes[i] = Number((p.value >> BigInt(8 * (n - 1 - i))) & 0xffn);
+  return p.family === 'IPv4' ? formatIPv4(bytes) : formatIPv6(bytes);
 }
 
 /** A parsed CIDR. */
