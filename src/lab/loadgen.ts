@@ -1,0 +1,115 @@
+#!/usr/bin/env node
+// Lab load generator: one process per batch of requests (process start-up costs ~1 s in the
+// guest), run in a client netns by topology.ts's runLoad:
+//   node dist/src/lab/loadgen.js --url http://10.200.1.10/ --count 30 [--concurrency 1]
+//     [--keep-alive] [--timeout-ms 5000]
+// Prints one JSON LoadResult on stdout. Responses are the pod servers' {"pod","peer"} bodies.
+import { Agent, request } from 'node:http';
+import { parseArgs } from 'node:util';
+
+export interface LoadResult {
+  count: number;
+  ok: number;
+  errors: number;
+  /** Error kinds (code or message, or `status <n>`) with their counts. */
+  errorKinds: Record<string, number>;
+  /** Answers per pod name. */
+  byPod: Record<string, number>;
+  /** Answers per peer address (port dropped) as the pods saw it. */
+  byPeer: Record<string, number>;
+  /** Pod names in answer order (only the first 10,000). */
+  sequence: string[];
+  latencyMs: { min: number; p50: number; p90: number; p99: number; max: number; mean: number };
+  durationMs: number;
+}
+
+function percentile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return 0;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[i] ?? 0;
+}
+
+const round = (n: number) => Math.round(n * 100) / 100;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      url: { type: 'string' },
+      count: { type: 'string', default: '1' },
+      concurrency: { type: 'string', default: '1' },
+      'keep-alive': { type: 'boolean', default: false },
+      'timeout-ms': { type: 'string', default: '5000' },
+    },
+  });
+  if (!values.url) throw new Error('--url is required');
+  const url = new URL(values.url);
+  const count = Number(values.count);
+  const concurrency = Math.max(1, Math.min(count, Number(values.concurrency)));
+  const timeoutMs = Number(values['timeout-ms']);
+  const agent = new Agent({ keepAlive: values['keep-alive'], maxSockets: concurrency });
+
+  const result: LoadResult = {
+    count, ok: 0, errors: 0, errorKinds: {}, byPod: {}, byPeer: {}, sequence: [],
+    latencyMs: { min: 0, p50: 0, p90: 0, p99: 0, max: 0, mean: 0 }, durationMs: 0,
+  };
+  const latencies: number[] = [];
+  const bump = (m: Record<string, number>, k: string) => { m[k] = (m[k] ?? 0) + 1; };
+  const fail = (kind: string) => { result.errors++; bump(result.errorKinds, kind); };
+
+  const one = () => new Promise<void>((done) => {
+    const t0 = performance.now();
+    const req = request(url, { agent, method: 'GET' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => { body += d; });
+      res.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message); done(); });
+      res.on('end', () => {
+        latencies.push(performance.now() - t0);
+        if (res.statusCode !== 200) {
+          fail(`status ${res.statusCode}`);
+        } else {
+          try {
+            const parsed = JSON.parse(body) as { pod?: string; peer?: string };
+            const pod = parsed.pod ?? '?';
+            result.ok++;
+            bump(result.byPod, pod);
+            bump(result.byPeer, (parsed.peer ?? '?').replace(/:\d+$/, ''));
+            if (result.sequence.length < 10_000) result.sequence.push(pod);
+          } catch {
+            fail('bad body');
+          }
+        }
+        done();
+      });
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
+    req.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message); done(); });
+    req.end();
+  });
+
+  const start = performance.now();
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      next++;
+      await one();
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  result.durationMs = round(performance.now() - start);
+  agent.destroy();
+  const sorted = latencies.sort((a, b) => a - b);
+  if (sorted.length) {
+    result.latencyMs = {
+      min: round(sorted[0] ?? 0), p50: round(percentile(sorted, 0.5)), p90: round(percentile(sorted, 0.9)),
+      p99: round(percentile(sorted, 0.99)), max: round(sorted[sorted.length - 1] ?? 0),
+      mean: round(sorted.reduce((a, b) => a + b, 0) / sorted.length),
+    };
+  }
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`loadgen: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(2);
+});
