@@ -1,0 +1,17 @@
+// The seam to the iptables + ipset path (src/iptables/): the sync loop calls it after planning
+// IPVS, with the same desired state. A no-op implementation stands in where the path is disabled.
+import type { Desired, ProxyConfig } from '../desired/types.js';
+
+/** Programs the masquerade/filter rules and sets for a desired state; idempotent. */
+export interface IptablesSync {
+  /** Makes the operator's chains, rules and sets match `desired` (never touching foreign ones). */
+  sync(desired: Desired, config: ProxyConfig): Promise<void>;
+  /** Removes every chain, rule and set the operator created. */
+  cleanup(): Promise<void>;
+}
+
+/** Does nothing: for dry runs, and hosts where the iptables path is turned off. */
+export class NoIptables implements IptablesSync {
+  async sync(): Promise<void> {}
+  async cleanup(): Promise<void> {}
+}
