@@ -9,7 +9,9 @@
 //     dir is a tmpfs, so the guest may write anywhere without touching the host;
 //   - mounts proc, sys, dev, devpts, /run, /tmp (tmpfs) in it, the project (9p tag `work`,
 //     read-write, cache=none) at the same absolute path as on the host, and binds the cached
-//     kernel's lib/modules onto /lib/modules so `modprobe ip_vs` works;
+//     kernel's lib/modules onto /lib/modules so `modprobe ip_vs` works; <project>/node_modules
+//     comes from the cached read-only host root (read-only in the guest: never `npm install`
+//     there) and <project>/.cache/lab/kernel is hidden by an empty tmpfs;
 //   - switch_root (not chroot: the kernel's module auto-loading must run the new root's modprobe)
 //     to `/bin/sh <run dir>/guest.sh`, the per-run script written by vm.ts.
 // Parameters come from the kernel command line: lab.work=<project> lab.run=<run dir> lab.mods=<dir>.
@@ -68,7 +70,16 @@ mount -t tmpfs -o mode=1777 tmp /newroot/tmp
 mkdir -p "/newroot$WORK"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576,cache=none work "/newroot$WORK" || fail "9p mount of the project failed"
 mkdir -p /newroot/lib/modules
-mount --bind "/newroot$MODS" /newroot/lib/modules || fail "bind of $MODS onto /lib/modules failed"
+mount --bind "/lower$MODS" /newroot/lib/modules || fail "bind of $MODS onto /lib/modules failed"
+# Speed: node_modules read through the cached (cache=loose, read-only) host root rather than the
+# uncached project share (jest start-up 16 s -> 6 s), and the unpacked kernel hidden from the
+# project tree so jest's file crawl skips its ~5000 files.
+if [ -d "/lower$WORK/node_modules" ]; then
+  mount --bind "/lower$WORK/node_modules" "/newroot$WORK/node_modules" || fail "bind of node_modules failed"
+fi
+case "$MODS" in
+  "$WORK"/.cache/lab/kernel/*) mount -t tmpfs -o ro,size=4k,mode=0555 lab-hidden "/newroot$WORK/.cache/lab/kernel" ;;
+esac
 [ -f "/newroot$RUN/guest.sh" ] || fail "no $RUN/guest.sh in the guest"
 umount /proc /sys /dev 2>/dev/null
 exec switch_root /newroot /bin/sh "$RUN/guest.sh"
