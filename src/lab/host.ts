@@ -135,7 +135,17 @@ export async function ensureKernel(): Promise<KernelInfo> {
     try {
       log(`downloading ${pkg} (~70 MB, once)`);
       // Sandbox user root: the cache dir may not be readable by _apt.
-      await runOk('apt-get', ['download', '-q', '-o', 'APT::Sandbox::User=root', pkg], { cwd: tmp, env: aptEnv });
+      const download = (name: string) => runOk('apt-get', ['download', '-q', '-o', 'APT::Sandbox::User=root', name], { cwd: tmp, env: aptEnv });
+      try {
+        await download(pkg);
+      } catch (e) {
+        // Stale package lists name a kernel that left the archive: refresh once and re-resolve.
+        if (aptUpdated || !isRoot()) throw e;
+        await aptUpdateOnce();
+        const fresh = await resolveKernelPackageOnce();
+        if (fresh !== pkg) throw new LabSetupError(`the current kernel package changed to ${fresh ?? 'nothing'} while fetching ${pkg}: run again`);
+        await download(pkg);
+      }
       const deb = readdirSync(tmp).find((f) => f.endsWith('.deb'));
       if (!deb) throw new LabSetupError(`apt-get download ${pkg} left no .deb`);
       log(`unpacking ${deb}`);

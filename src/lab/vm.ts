@@ -5,7 +5,7 @@
 // stays on veth pairs between network namespaces inside the guest.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ensureHostPackages, ensureKernel, type KernelInfo } from './host.js';
 import { ensureInitramfs } from './initramfs.js';
@@ -181,6 +181,20 @@ echo o > /proc/sysrq-trigger
 `;
 }
 
+/** Removes run-<pid> directories left by harness processes that no longer exist. */
+function pruneStaleRunDirs(): void {
+  if (!existsSync(labCacheDir)) return;
+  for (const name of readdirSync(labCacheDir)) {
+    const m = /^run-(\d+)$/.exec(name);
+    if (!m) continue;
+    try {
+      process.kill(Number(m[1]), 0);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ESRCH') rmSync(join(labCacheDir, name), { recursive: true, force: true });
+    }
+  }
+}
+
 let running: ChildProcess | undefined;
 let runningDir: string | undefined;
 
@@ -221,6 +235,7 @@ export async function runInVm(opts: RunInVmOptions): Promise<number> {
   }
   if (!existsSync(image.kernel.vmlinuz)) throw new Error(`lab: ${image.kernel.vmlinuz} is missing; run \`npm run lab -- prepare\``);
 
+  pruneStaleRunDirs();
   const runDir = join(labCacheDir, `run-${process.pid}`);
   rmSync(runDir, { recursive: true, force: true });
   mkdirSync(runDir, { recursive: true });
