@@ -1,0 +1,121 @@
+// The sync loop against FakeIpvs and FakeVipLink (kernel semantics in memory). The real kernel
+// scenarios are in test/kernel/operator.test.ts; these pin the loop's own logic.
+// Address ranges: see test/unit/fixtures.ts.
+import { describe, expect, it } from '@jest/globals';
+import { PluginRegistry } from '../../plugins/index.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
+import { FakeIpvs } from '../../src/ipvs/fake.js';
+import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
+import { NoIptables } from '../../src/operator/iptables.js';
+import { memoryLog } from '../../src/operator/log.js';
+import { Operator } from '../../src/operator/operator.js';
+import { FakeVipLink } from '../../src/rtnl/vips.js';
+import type { EventSink, NodeStatus, StatusSink } from '../../src/source/types.js';
+import type { Problem } from '../../src/desired/types.js';
+import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
+
+const config: ProxyConfig = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' };
+
+function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink()) {
+  const posted: Problem[][] = [];
+  const statuses: NodeStatus[] = [];
+  const events: EventSink = { report: async (p) => { posted.push([...p]); } };
+  const status: StatusSink = { write: async (s) => { statuses.push(s); } };
+  const log = memoryLog();
+  const op = new Operator(config, {
+    ipvs, vips, iptables: new NoIptables(), events, status, log, registry: new PluginRegistry(), nodeName: NODE,
+    kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr', 'lc', 'sed', 'sh', 'mh']) },
+  });
+  return { op, ipvs, vips, posted, statuses, log };
+}
+
+const web = (mutate?: Parameters<typeof makeService>[2]) => makeService('default', 'web', mutate);
+const slice = (ips: string[], rv = '1') => makeSlice('default', 'web', 'web-1', ips.map((ip) => ({ ip })), (s) => { s.metadata!.resourceVersion = rv; });
+
+describe('Operator.sync', () => {
+  it('programs a Service, binds its VIP, and a restart plans nothing', async () => {
+    const { op, ipvs, vips } = setup();
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await op.sync();
+    expect(ipvs.dump()).toBe([
+      'add-service TCP 10.200.1.10:80 rr',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+    ].join('\n'));
+    expect(await vips.list('ipvs-op0')).toEqual(['10.200.1.10']);
+
+    // A new operator on the same kernel: it reads the table and changes nothing.
+    const again = setup(ipvs, vips);
+    again.op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    again.op.handle({ kind: 'service', type: 'upsert', object: web() });
+    again.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    const before = ipvs.applied.length;
+    await again.op.sync();
+    expect(ipvs.applied.length).toBe(before);
+    expect(again.op.last).toMatchObject({ ops: 0, failed: 0, full: true });
+  });
+
+  it('one endpoint change is one op, planned incrementally', async () => {
+    const { op, ipvs } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    const before = ipvs.applied.length;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.5'], '2') });
+    await op.sync();
+    expect(ipvs.applied.slice(before)).toEqual(['add-dest TCP 10.200.1.10:80 -> 10.10.1.5:8080 w=1 masq']);
+    expect(op.last).toMatchObject({ ops: 1, full: false });
+  });
+
+  it('never touches a foreign virtual server, across many syncs', async () => {
+    const ipvs = new FakeIpvs();
+    const foreign = makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 443, scheduler: 'wrr' });
+    await ipvs.addVirtualServer(foreign);
+    await ipvs.addRealServer(foreign, makeRealServer({ address: '10.99.1.1', port: 443 }));
+    const { op } = setup(ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    for (let i = 0; i < 20; i++) await op.sync({ periodic: i % 2 === 0, retry: false });
+    expect(ipvs.dump()).toContain('add-service TCP 10.99.0.1:443 wrr\nadd-dest TCP 10.99.0.1:443 -> 10.99.1.1:443 w=1 masq');
+  });
+
+  it('a deleted Service loses its virtual server and its VIP', async () => {
+    const { op, ipvs, vips } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await op.sync();
+    op.handle({ kind: 'service', type: 'delete', object: web() });
+    await op.sync();
+    expect(ipvs.dump()).toBe('');
+    expect(await vips.list('ipvs-op0')).toEqual([]);
+  });
+
+  it('a bad annotation: default scheduler in the kernel and a problem reported', async () => {
+    const { op, ipvs, posted } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web((s) => { s.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'nosuch' }; }) });
+    await op.sync();
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr');
+    expect(posted.at(-1)).toEqual([expect.objectContaining({ service: 'default/web', reason: 'UnknownScheduler' })]);
+  });
+
+  it('a failing op fails the sync (for a retry) and is planned again', async () => {
+    const ipvs = new FakeIpvs();
+    const { op } = setup(ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await op.sync();
+    // Someone deletes our service behind our back; the next incremental sync adds a dest to it.
+    await ipvs.deleteVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80 }));
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await expect(op.sync()).rejects.toThrow(/1 of 1 IPVS ops failed/);
+    // The retry is a full sync (it reads the kernel) and repairs the table.
+    await op.sync({ periodic: false, retry: true });
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+  });
+
+  it('writes the node status after each sync', async () => {
+    const { op, statuses } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await op.sync();
+    expect(statuses.at(-1)).toMatchObject({ kernelIPVSVersion: '1.2.1', virtualServers: 1, lastError: '', problems: 0 });
+  });
+});
