@@ -39,7 +39,7 @@ export interface ProxyConfig {
   gracefulTerminationSeconds: number;
   /** Handle only Services labelled service.kubernetes.io/service-proxy-name=<this>; unset: only unlabelled ones. */
   serviceProxyName?: string;
-  /** Dummy interface the VIPs are bound to. */
+  /** Dummy interface the VIPs are bound to; not kube-proxy's kube-ipvs0, so both can run side by side. */
   interfaceName: string;
 }
 
@@ -58,7 +58,7 @@ export const defaultProxyConfig: Readonly<ProxyConfig> = Object.freeze({
   tcpFinTimeout: 0,
   udpTimeout: 0,
   gracefulTerminationSeconds: 900,
-  interfaceName: 'kube-ipvs0',
+  interfaceName: 'ipvs-op0',
 });
 
 /** What the kernel offers, as probed at startup. */
@@ -108,7 +108,8 @@ export type SetName =
   | 'KUBE-EXTERNAL-IP' | 'KUBE-EXTERNAL-IP-LOCAL'
   | 'KUBE-LOAD-BALANCER' | 'KUBE-LOAD-BALANCER-LOCAL' | 'KUBE-LOAD-BALANCER-FW' | 'KUBE-LOAD-BALANCER-SOURCE-CIDR'
   | 'KUBE-NODE-PORT-TCP' | 'KUBE-NODE-PORT-UDP' | 'KUBE-NODE-PORT-SCTP-HASH'
-  | 'KUBE-NODE-PORT-LOCAL-TCP' | 'KUBE-NODE-PORT-LOCAL-UDP' | 'KUBE-NODE-PORT-LOCAL-SCTP-HASH';
+  | 'KUBE-NODE-PORT-LOCAL-TCP' | 'KUBE-NODE-PORT-LOCAL-UDP' | 'KUBE-NODE-PORT-LOCAL-SCTP-HASH'
+  | 'KUBE-LOOP-BACK' | 'KUBE-LOAD-BALANCER-SOURCE-IP';
 
 /** One member of a set; `address` is absent for port-only sets (NodePort TCP/UDP). */
 export interface SetEntry {
@@ -119,6 +120,12 @@ export interface SetEntry {
   address?: string;
   /** Source CIDR (KUBE-LOAD-BALANCER-SOURCE-CIDR). */
   cidr?: string;
+  /**
+   * Source address, for the ip,port,ip sets: KUBE-LOOP-BACK (a local endpoint reaching itself
+   * through a Service: source = address) and KUBE-LOAD-BALANCER-SOURCE-IP (the node reaching an
+   * LB IP whose source ranges admit a node address: it sends from the LB IP, so source = address).
+   */
+  source?: string;
 }
 
 /** buildDesired's result. */
