@@ -1,0 +1,243 @@
+// FilesSource (`--source files:DIR`): Services, EndpointSlices, this node's Node and the
+// IPVSProxyConfig from a directory of YAML files, for labs, demos and machines without a cluster.
+//
+// Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories) is read as
+// `kubectl get -o yaml` writes it: multi-document, `kind: List` with items. On any change in DIR
+// (fs.watch, debounced) the whole directory is read again and diffed against what was sent:
+// changed objects go out as upserts, vanished ones as deletes. Decisions:
+// - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
+//   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
+//   matched to this node (externalTrafficPolicy: Local), so there is no such fallback.
+// - IPVSProxyConfig: only the one named "default". An invalid one is reported and not sent: the
+//   last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
+// - A malformed file (YAML error, object without kind/name, unsupported apiVersion) is reported as
+//   a problem and its last good objects stay: a half-saved file never deletes Services.
+// - The same object in two files: the first file (by name) wins, the other is reported.
+// - metadata.resourceVersion is the source's own counter: files copied from `kubectl get` carry
+//   stale resourceVersions that would hide edits from the desired state's change detection.
+import { type FSWatcher, watch } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { validateConfig } from '../config/load.js';
+import type { ConfigResult } from '../config/schema.js';
+import { type Problem, type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
+import { problemKey } from './dedup.js';
+import { type LogFn, noLog } from './log.js';
+import { type Manifest, parseManifests } from './manifests.js';
+import type { Source, SourceEvent } from './types.js';
+
+export interface FilesSourceOptions {
+  dir: string;
+  /** This node's name: the only Node object used. */
+  nodeName: string;
+  log?: LogFn;
+  /** The source's own problems (malformed files, invalid config), the whole current list, on every change of it. */
+  onProblems?: (problems: readonly Problem[]) => void;
+  /** Quiet time after a change before the directory is read again (editors write in several steps). */
+  debounceMs?: number;
+  /** How long to wait before watching again after the watcher failed. */
+  retryMs?: number;
+  /** Config validation (default: the CRD schema's). */
+  validate?: (obj: unknown) => ConfigResult;
+}
+
+const CONFIG_KEY = 'IPVSProxyConfig//default';
+
+/** Reads and watches a directory of YAML manifests (see the file comment). */
+export class FilesSource implements Source {
+  private readonly log: LogFn;
+  private readonly validate: (obj: unknown) => ConfigResult;
+  /** Last good objects of each file. */
+  private readonly files = new Map<string, Manifest[]>();
+  /** What was sent, by key: its content fingerprint and the object as sent. */
+  private readonly sent = new Map<string, { fingerprint: string; event: SourceEvent }>();
+  private configFingerprint: string | undefined;
+  private currentProblems: Problem[] = [];
+  private onEvent: ((e: SourceEvent) => void) | undefined;
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private queue: Promise<void> = Promise.resolve();
+  private version = 0;
+  private ok = false;
+  private stopped = false;
+
+  constructor(private readonly opts: FilesSourceOptions) {
+    this.log = opts.log ?? noLog;
+    this.validate = opts.validate ?? validateConfig;
+  }
+
+  /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
+  async start(onEvent: (e: SourceEvent) => void): Promise<void> {
+    this.onEvent = onEvent;
+    this.stopped = false;
+    await this.scan(true);
+    this.watchDir();
+  }
+
+  healthy(): boolean {
+    return this.ok;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.watcher?.close();
+    this.watcher = undefined;
+    await this.queue;
+  }
+
+  /** The source's own problems as last found (malformed files, duplicates, invalid config). */
+  problems(): readonly Problem[] {
+    return this.currentProblems;
+  }
+
+  /** Reads the directory again now (after queued reads); resolves when its events were sent. */
+  rescan(): Promise<void> {
+    this.queue = this.queue.then(() => this.scan(false));
+    return this.queue;
+  }
+
+  private watchDir(): void {
+    if (this.stopped) return;
+    try {
+      this.watcher = watch(this.opts.dir, { persistent: false }, () => this.schedule());
+      this.watcher.on('error', (e) => this.watchFailed(e));
+    } catch (e) {
+      this.watchFailed(e as Error);
+    }
+  }
+
+  private watchFailed(e: Error): void {
+    this.log('error', 'watching the manifest directory failed; retrying', { dir: this.opts.dir, error: e.message });
+    this.ok = false;
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.watchDir();
+      this.schedule();
+    }, this.opts.retryMs ?? 1000);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.rescan(), this.opts.debounceMs ?? 100);
+  }
+
+  private async scan(initial: boolean): Promise<void> {
+    if (this.stopped) return;
+    let names: string[];
+    try {
+      names = (await readdir(this.opts.dir, { withFileTypes: true }))
+        .filter((d) => d.isFile() && /\.ya?ml$/.test(d.name) && !d.name.startsWith('.'))
+        .map((d) => d.name)
+        .sort();
+    } catch (e) {
+      this.ok = false;
+      if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${(e as Error).message}`);
+      // Send nothing: what was programmed stays until the directory can be read again.
+      this.log('error', 'cannot read the manifest directory; keeping the last objects', { dir: this.opts.dir, error: (e as Error).message });
+      return;
+    }
+    const problems: Problem[] = [];
+    for (const name of [...this.files.keys()]) if (!names.includes(name)) this.files.delete(name);
+    for (const name of names) {
+      let text: string;
+      try {
+        text = await readFile(join(this.opts.dir, name), 'utf8');
+      } catch {
+        this.files.delete(name); // removed between readdir and read
+        continue;
+      }
+      const parsed = parseManifests(text);
+      if (parsed.errors.length) {
+        problems.push({ service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
+        continue;
+      }
+      if (parsed.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: parsed.skipped });
+      this.files.set(name, parsed.manifests);
+    }
+    this.ok = true;
+    if (this.stopped) return;
+    this.apply(this.select(problems), problems);
+    this.setProblems(problems);
+  }
+
+  /** The objects to send, by key, with duplicates and unused Nodes/configs left out. */
+  private select(problems: Problem[]): Map<string, { file: string; m: Manifest }> {
+    const next = new Map<string, { file: string; m: Manifest }>();
+    for (const [file, manifests] of this.files) {
+      for (const m of manifests) {
+        const name = (m.object.metadata as { name: string }).name;
+        if (m.kind === 'Node' && name !== this.opts.nodeName) continue;
+        if (m.kind === 'IPVSProxyConfig' && m.key !== CONFIG_KEY) {
+          problems.push({ service: '', reason: 'IgnoredConfig', message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
+          continue;
+        }
+        const first = next.get(m.key);
+        if (first) {
+          problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${m.key} is also in ${first.file}; using the one in ${first.file}` });
+          continue;
+        }
+        next.set(m.key, { file, m });
+      }
+    }
+    return next;
+  }
+
+  private apply(next: Map<string, { file: string; m: Manifest }>, problems: Problem[]): void {
+    const config = next.get(CONFIG_KEY);
+    next.delete(CONFIG_KEY);
+    if (config) {
+      const fingerprint = JSON.stringify(config.m.object);
+      const r = this.validate(config.m.object);
+      if (!r.ok) {
+        problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${r.errors}` });
+      } else if (fingerprint !== this.configFingerprint) {
+        this.configFingerprint = fingerprint;
+        this.emit({ kind: 'config', type: 'upsert', config: r.config });
+      }
+    } else if (this.configFingerprint !== undefined) {
+      this.configFingerprint = undefined;
+      this.emit({ kind: 'config', type: 'delete', config: { ...defaultProxyConfig } as ProxyConfig });
+    }
+    for (const [key, { m }] of next) {
+      const fingerprint = JSON.stringify(m.object);
+      if (this.sent.get(key)?.fingerprint === fingerprint) continue;
+      const object = structuredClone(m.object) as { metadata: { resourceVersion?: string } };
+      object.metadata.resourceVersion = `files-${++this.version}`;
+      const event = toEvent(m.kind, 'upsert', object);
+      this.sent.set(key, { fingerprint, event });
+      this.emit(event);
+    }
+    for (const [key, { event }] of [...this.sent]) {
+      if (next.has(key)) continue;
+      this.sent.delete(key);
+      this.emit({ ...event, type: 'delete' } as SourceEvent);
+    }
+  }
+
+  private emit(e: SourceEvent): void {
+    if (!this.stopped) this.onEvent?.(e);
+  }
+
+  private setProblems(problems: Problem[]): void {
+    const before = new Set(this.currentProblems.map(problemKey));
+    const changed = problems.length !== this.currentProblems.length || problems.some((p) => !before.has(problemKey(p)));
+    this.currentProblems = problems;
+    if (!changed) return;
+    for (const p of problems) if (!before.has(problemKey(p))) this.log('warn', p.message, { reason: p.reason, dir: this.opts.dir });
+    this.opts.onProblems?.(problems);
+  }
+}
+
+function toEvent(kind: Manifest['kind'], type: 'upsert' | 'delete', object: object): SourceEvent {
+  switch (kind) {
+    case 'Service': return { kind: 'service', type, object: object as V1Service };
+    case 'EndpointSlice': return { kind: 'endpointslice', type, object: object as V1EndpointSlice };
+    case 'Node': return { kind: 'node', type, object: object as V1Node };
+    case 'IPVSProxyConfig': throw new Error('configs are sent by apply()');
+  }
+}

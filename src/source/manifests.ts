@@ -1,0 +1,96 @@
+// Parsing a YAML file of Kubernetes objects the way `kubectl get -o yaml` and `kubectl apply -f`
+// read them: several documents separated by `---`, and `kind: List` (or any `...List`) whose
+// `items` are the objects. Objects of kinds the operator does not read are skipped. pure: no I/O.
+import { parseAllDocuments } from 'yaml';
+
+/** The kinds a source reads. */
+export type ManifestKind = 'Service' | 'EndpointSlice' | 'Node' | 'IPVSProxyConfig';
+
+/** One object found in a file. */
+export interface Manifest {
+  kind: ManifestKind;
+  /** kind/namespace/name ("" namespace for cluster-scoped kinds): unique per source. */
+  key: string;
+  object: Record<string, unknown>;
+}
+
+/** A file's objects, or why the file cannot be used (then `manifests` is empty). */
+export interface ParsedFile {
+  manifests: Manifest[];
+  /** Errors, each naming the document; a file with any error is malformed as a whole. */
+  errors: string[];
+  /** `Kind/name` of objects of other kinds (skipped, for a debug log). */
+  skipped: string[];
+}
+
+const API_VERSIONS: Record<ManifestKind, readonly string[]> = {
+  Service: ['v1'],
+  EndpointSlice: ['discovery.k8s.io/v1'],
+  Node: ['v1'],
+  IPVSProxyConfig: ['ipvs-operator.io/v1alpha1'],
+};
+const NAMESPACED: ReadonlySet<ManifestKind> = new Set(['Service', 'EndpointSlice']);
+
+/** The objects of a multi-document YAML text; any error makes the whole file malformed. */
+export function parseManifests(text: string): ParsedFile {
+  const out: ParsedFile = { manifests: [], errors: [], skipped: [] };
+  parseAllDocuments(text).forEach((doc, i) => {
+    const where = `document ${i + 1}`;
+    if (doc.errors.length) {
+      out.errors.push(`${where}: ${doc.errors[0]!.message.split('\n')[0]}`);
+      return;
+    }
+    const value: unknown = doc.toJS();
+    if (value === null || value === undefined) return;
+    collect(value, where, out);
+  });
+  if (out.errors.length) out.manifests = [];
+  return out;
+}
+
+function collect(value: unknown, where: string, out: ParsedFile): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    out.errors.push(`${where}: not a Kubernetes object (a mapping with kind and metadata)`);
+    return;
+  }
+  const o = value as Record<string, unknown>;
+  const kind = o.kind;
+  if (typeof kind !== 'string') {
+    out.errors.push(`${where}: no kind`);
+    return;
+  }
+  if (kind.endsWith('List') && 'items' in o) {
+    if (!Array.isArray(o.items)) {
+      out.errors.push(`${where}: ${kind}.items is not a list`);
+      return;
+    }
+    o.items.forEach((item, j) => collect(item, `${where} item ${j + 1}`, out));
+    return;
+  }
+  const meta = o.metadata as Record<string, unknown> | undefined;
+  const name = meta?.name;
+  if (!(kind in API_VERSIONS)) {
+    out.skipped.push(`${kind}/${typeof name === 'string' ? name : '?'}`);
+    return;
+  }
+  const k = kind as ManifestKind;
+  if (typeof name !== 'string' || name === '') {
+    out.errors.push(`${where}: ${kind} without metadata.name`);
+    return;
+  }
+  if (o.apiVersion !== undefined && !API_VERSIONS[k].includes(o.apiVersion as string)) {
+    out.errors.push(`${where}: ${kind} ${name}: apiVersion ${JSON.stringify(o.apiVersion)} is not read (use ${API_VERSIONS[k].join(' or ')})`);
+    return;
+  }
+  let namespace = '';
+  if (NAMESPACED.has(k)) {
+    // As `kubectl apply` does for a manifest without a namespace.
+    if (meta!.namespace === undefined) meta!.namespace = 'default';
+    if (typeof meta!.namespace !== 'string' || meta!.namespace === '') {
+      out.errors.push(`${where}: ${kind} ${name}: metadata.namespace must be a non-empty string`);
+      return;
+    }
+    namespace = meta!.namespace;
+  }
+  out.manifests.push({ kind: k, key: `${k}/${namespace}/${name}`, object: o });
+}
