@@ -1,5 +1,6 @@
 // The operator's HTTP endpoints: /healthz (the process syncs: the last sync is recent or the
-// operator is still starting), /readyz (a sync has succeeded), /metrics (Prometheus).
+// operator is still starting), /readyz (a sync has succeeded), /metrics (Prometheus), /origins
+// (virtual server key -> Service, read by `ipvs-operator status`).
 import { type Server, createServer } from 'node:http';
 import type { Metrics } from './metrics.js';
 
@@ -13,7 +14,7 @@ export interface HealthView {
 }
 
 /** Starts the server on host:port; resolves with it once listening. */
-export function serveHttp(addr: string, health: HealthView, metrics: Metrics): Promise<Server> {
+export function serveHttp(addr: string, health: HealthView, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {
   const [host, portText] = addr.includes(':') ? [addr.slice(0, addr.lastIndexOf(':')), addr.slice(addr.lastIndexOf(':') + 1)] : ['0.0.0.0', addr];
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
@@ -27,6 +28,9 @@ export function serveHttp(addr: string, health: HealthView, metrics: Metrics): P
       reply(stale ? 503 : 200, stale ? `no sync for ${Math.round(since / 1000)} s\n` : 'ok\n');
     } else if (url === '/readyz') {
       reply(health.ready() ? 200 : 503, health.ready() ? 'ok\n' : 'not synced yet\n');
+    } else if (url === '/origins') {
+      // Which Service each virtual server key serves (for `ipvs-operator status`).
+      reply(200, JSON.stringify(origins()), 'application/json');
     } else if (url === '/metrics') {
       metrics.registry.metrics().then(
         (text) => reply(200, text, metrics.registry.contentType),

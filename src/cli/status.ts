@@ -1,0 +1,94 @@
+// `ipvs-operator status` and `cleanup`: read or remove what is in the kernel, each virtual server
+// annotated with the Service it serves (asked from the running operator over HTTP, /origins).
+import { NetlinkIpvs } from '../ipvs/client.js';
+import { isNotFound } from '../ipvs/errors.js';
+import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
+import { RtnlVipLink } from '../rtnl/vips.js';
+import type { IptablesSync } from '../operator/iptables.js';
+import { ensureIpvsModule } from '../operator/kernel.js';
+
+/** What the operator reports per virtual server key at /origins. */
+export type Origins = Record<string, { namespace: string; name: string; portName: string; plugin: string }>;
+
+/** Asks a running operator which Service each virtual server belongs to; undefined when it does not answer. */
+export async function fetchOrigins(addr: string): Promise<Origins | undefined> {
+  try {
+    const res = await fetch(`http://${addr}/origins`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? ((await res.json()) as Origins) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const pad = (s: string, n: number) => s.padEnd(n);
+const num = (v: bigint | number | undefined) => String(v ?? 0).padStart(9);
+
+/** The kernel's table like `ipvsadm -Ln --stats`, each virtual server followed by its Service. */
+export function renderStatus(table: Array<{ vs: VirtualServer; dests: Awaited<ReturnType<NetlinkIpvs['listRealServers']>> }>, origins: Origins | undefined): string {
+  const lines = [
+    `${pad('Prot LocalAddress:Port', 34)} ${pad('Scheduler', 10)}${'Conns'.padStart(9)}${'InPkts'.padStart(9)}${'OutPkts'.padStart(9)}${'InBytes'.padStart(9)}${'OutBytes'.padStart(9)}  Service`,
+    `  -> ${pad('RemoteAddress:Port', 28)} ${pad('Weight', 10)}${'Active'.padStart(9)}${'InAct'.padStart(9)}`,
+  ];
+  for (const { vs, dests } of [...table].sort((a, b) => virtualServerKey(a.vs).localeCompare(virtualServerKey(b.vs)))) {
+    const key = virtualServerKey(vs);
+    const o = origins?.[key];
+    const svc = o ? `${o.namespace}/${o.name}${o.portName ? `:${o.portName}` : ''} (${o.plugin})` : origins ? '(not ours)' : '';
+    const s = vs.stats;
+    const head = vs.fwmark ? `FWM  ${vs.fwmark}` : `${pad(vs.protocol, 4)} ${formatHostPort(vs.address, vs.port)}`;
+    lines.push(`${pad(head, 34)} ${pad(vs.scheduler, 10)}${num(s?.conns)}${num(s?.inPkts)}${num(s?.outPkts)}${num(s?.inBytes)}${num(s?.outBytes)}  ${svc}`);
+    for (const d of dests) {
+      lines.push(`  -> ${pad(formatHostPort(d.address, d.port), 28)} ${pad(String(d.weight), 10)}${num(d.activeConns)}${num(d.inactiveConns)}`);
+    }
+  }
+  if (!origins) lines.push('', '(no running operator answered at /origins: Services not shown)');
+  return lines.join('\n');
+}
+
+/** Reads the kernel's table and renders it. */
+export async function status(operatorAddr: string): Promise<string> {
+  await ensureIpvsModule();
+  const ipvs = await NetlinkIpvs.open();
+  try {
+    const table = [];
+    for (const vs of await ipvs.listVirtualServers()) table.push({ vs, dests: await ipvs.listRealServers(vs) });
+    return renderStatus(table, await fetchOrigins(operatorAddr));
+  } finally {
+    ipvs.close();
+  }
+}
+
+/**
+ * Removes exactly what the operator created: virtual servers on the addresses of its dummy
+ * interface, the interface, and (through `iptables`) its chains and sets. Virtual servers on other
+ * addresses are left alone, even NodePort-looking ones: without the desired state there is no
+ * telling them from someone else's, and a running operator removes its own on Service deletion.
+ */
+export async function cleanup(interfaceName: string, iptables: IptablesSync): Promise<string[]> {
+  const done: string[] = [];
+  const vips = new RtnlVipLink();
+  try {
+    const addresses = new Set(await vips.list(interfaceName));
+    if (addresses.size && (await ensureIpvsModule())) {
+      const ipvs = await NetlinkIpvs.open();
+      try {
+        for (const vs of await ipvs.listVirtualServers()) {
+          if (vs.fwmark || !addresses.has(vs.address)) continue;
+          try {
+            await ipvs.deleteVirtualServer(vs);
+            done.push(`delete-service ${virtualServerKey(vs)}`);
+          } catch (e) {
+            if (!isNotFound(e)) throw e;
+          }
+        }
+      } finally {
+        ipvs.close();
+      }
+    }
+    if (await vips.deleteLink(interfaceName)) done.push(`delete-link ${interfaceName}`);
+  } finally {
+    vips.close();
+  }
+  await iptables.cleanup();
+  done.push('iptables: operator chains and sets removed');
+  return done;
+}
