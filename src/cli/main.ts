@@ -1,0 +1,181 @@
+#!/usr/bin/env node
+// `ipvs-operator <command>`: run | status | explain | cleanup. Each command is one entry in
+// COMMANDS with its own flags (node:util parseArgs, strict) and --help. The only process.exit
+// of the operator is here.
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { PluginRegistry } from '../../plugins/index.js';
+import { loadPluginsFrom } from '../plugins/load.js';
+import { defaultProxyConfig } from '../desired/types.js';
+import { type Log, type LogLevel, createLog } from '../operator/log.js';
+import { cleanup, status } from './status.js';
+import { type SourceSpec, iptablesPath } from './wiring.js';
+import { explain, runOperator } from './run.js';
+
+/** A command: its flags (parseArgs options), usage, help and action. */
+export interface Command {
+  summary: string;
+  usage: string;
+  help: string;
+  options: NonNullable<Parameters<typeof parseArgs>[0]>['options'];
+  positionals?: number;
+  run(values: Record<string, string | boolean | undefined>, positionals: string[]): Promise<number>;
+}
+
+const logFlags = {
+  'log-format': { type: 'string', default: 'json' },
+  'log-level': { type: 'string', default: 'info' },
+} as const;
+
+function makeLog(values: Record<string, unknown>): Log {
+  const format = values['log-format'];
+  const level = values['log-level'];
+  if (format !== 'json' && format !== 'text') throw new UsageError(`--log-format must be json or text, not ${String(format)}`);
+  if (!['error', 'warn', 'info', 'debug'].includes(String(level))) throw new UsageError(`--log-level must be error, warn, info or debug, not ${String(level)}`);
+  return createLog(format, level as LogLevel);
+}
+
+/** A wrong flag or argument: printed with the usage, exit code 2. */
+export class UsageError extends Error {}
+
+const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files:DIR (a directory of\n' +
+  'Service/EndpointSlice/Node/IPVSProxyConfig YAML, watched for changes)';
+
+export const COMMANDS: Record<string, Command> = {
+  run: {
+    summary: 'run the operator on this node',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--plugins-dir DIR] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
+      `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
+      '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
+      '  --dry-run     print each plan instead of applying it; nothing on the host changes\n' +
+      '  --metrics-addr  /healthz, /readyz, /metrics and /origins (default 0.0.0.0:10249)\n' +
+      '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped',
+    options: {
+      source: { type: 'string', default: 'kube' },
+      kubeconfig: { type: 'string' },
+      'node-name': { type: 'string' },
+      'dry-run': { type: 'boolean', default: false },
+      'metrics-addr': { type: 'string', default: '0.0.0.0:10249' },
+      'plugins-dir': { type: 'string' },
+      'no-iptables': { type: 'boolean', default: false },
+      ...logFlags,
+    },
+    async run(v) {
+      const log = makeLog(v);
+      const registry = new PluginRegistry();
+      if (v['plugins-dir']) {
+        for (const p of await loadPluginsFrom(String(v['plugins-dir']), registry)) log('warn', 'plugin skipped', { ...p });
+      }
+      return runOperator({
+        source: parseSource(String(v.source)),
+        kubeconfig: v.kubeconfig as string | undefined,
+        nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
+        dryRun: v['dry-run'] === true,
+        metricsAddr: String(v['metrics-addr']),
+        iptables: v['no-iptables'] !== true,
+        registry,
+        log,
+      });
+    },
+  },
+  status: {
+    summary: 'the kernel IPVS table with counters, each virtual server with its Service',
+    usage: 'status [--operator-addr HOST:PORT]',
+    help: 'Prints the kernel table like `ipvsadm -Ln --stats`; the Service and scheduler plugin of each\n' +
+      'virtual server come from the running operator (--operator-addr, default 127.0.0.1:10249).',
+    options: { 'operator-addr': { type: 'string', default: '127.0.0.1:10249' } },
+    async run(v) {
+      process.stdout.write(`${await status(String(v['operator-addr']))}\n`);
+      return 0;
+    },
+  },
+  explain: {
+    summary: 'how one Service maps to IPVS, beside the kube-proxy iptables chains it replaces',
+    usage: 'explain <namespace/name> [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME]',
+    help: `Reads the Service and its EndpointSlices from the source once and prints its virtual servers\nand real servers, and the KUBE-SERVICES / KUBE-SVC (statistic random) / KUBE-SEP chains\nkube-proxy's iptables mode would write for it.\n  ${sourceHelp}`,
+    positionals: 1,
+    options: {
+      source: { type: 'string', default: 'kube' },
+      kubeconfig: { type: 'string' },
+      'node-name': { type: 'string' },
+    },
+    async run(v, positionals) {
+      const target = positionals[0]!;
+      if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(target)) {
+        throw new UsageError(`expected <namespace/name>, got ${JSON.stringify(target)}`);
+      }
+      process.stdout.write(`${await explain(target, {
+        source: parseSource(String(v.source)), kubeconfig: v.kubeconfig as string | undefined,
+        nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()), registry: new PluginRegistry(),
+      })}\n`);
+      return 0;
+    },
+  },
+  cleanup: {
+    summary: 'remove what the operator created: its virtual servers, VIP interface, chains and sets',
+    usage: 'cleanup [--interface NAME]',
+    help: 'Deletes the virtual servers on the addresses of the operator\'s dummy interface, the interface,\n' +
+      'and the operator\'s iptables chains and ipsets. Nothing else (other virtual servers, chains or\n' +
+      `sets) is touched. --interface defaults to ${defaultProxyConfig.interfaceName}.`,
+    options: { interface: { type: 'string', default: defaultProxyConfig.interfaceName } },
+    async run(v) {
+      for (const line of await cleanup(String(v.interface), await iptablesPath())) process.stdout.write(`${line}\n`);
+      return 0;
+    },
+  },
+};
+
+function parseSource(s: string): SourceSpec {
+  if (s === 'kube') return { kind: 'kube' };
+  if (s.startsWith('files:') && s.length > 'files:'.length) return { kind: 'files', dir: s.slice('files:'.length) };
+  throw new UsageError(`--source must be kube or files:DIR, not ${JSON.stringify(s)}`);
+}
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
+  return 'usage: ipvs-operator <command> [flags]\n\ncommands:\n' +
+    Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`).join('\n') +
+    '\n\n`ipvs-operator <command> --help` for its flags.\n';
+}
+
+/** Parses argv and runs the command; the exit code. */
+export async function main(argv: readonly string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return name ? 0 : 2;
+  }
+  const cmd = COMMANDS[name];
+  if (!cmd) {
+    process.stderr.write(`ipvs-operator: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(`usage: ipvs-operator ${cmd.usage}\n\n${cmd.help}\n`);
+    return 0;
+  }
+  try {
+    const { values, positionals } = parseArgs({ args: [...rest], options: cmd.options, strict: true, allowPositionals: true });
+    if (positionals.length !== (cmd.positionals ?? 0)) {
+      throw new UsageError(`${name} takes ${cmd.positionals ?? 0} argument(s), got ${positionals.length}`);
+    }
+    return await cmd.run(values as Record<string, string | boolean | undefined>, positionals);
+  } catch (e) {
+    const err = e as Error & { code?: string };
+    if (e instanceof UsageError || err.code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`ipvs-operator ${name}: ${err.message}\nusage: ipvs-operator ${cmd.usage}\n`);
+      return 2;
+    }
+    process.stderr.write(`ipvs-operator ${name}: ${err.message}\n`);
+    return 1;
+  }
+}
+
+// Run only as the entry point (tests import COMMANDS to check the DaemonSet's flags).
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
+    process.stderr.write(`ipvs-operator: ${(e as Error).stack ?? String(e)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,36 @@
+// What the CLI's commands are made of: the source and sinks for a --source spec, and the
+// iptables path. The only place that chooses between implementations.
+import type { Problem } from '../desired/types.js';
+import { type IptablesSync, NoIptables } from '../operator/iptables.js';
+import type { Log } from '../operator/log.js';
+import { FilesSource } from '../source/files.js';
+import { LogEventSink } from '../source/log-events.js';
+import type { EventSink, Source, StatusSink } from '../source/types.js';
+
+/** The iptables path (src/iptables/) when present on this build, else none. */
+export async function iptablesPath(): Promise<IptablesSync> {
+  return new NoIptables();
+}
+
+/** Where objects come from. */
+export type SourceSpec = { kind: 'kube' } | { kind: 'files'; dir: string };
+
+export interface Wiring {
+  source: Source;
+  events: EventSink;
+  status: StatusSink;
+}
+
+/** The source and sinks for a source spec. */
+export async function wire(spec: SourceSpec, nodeName: string, _kubeconfig: string | undefined, log: Log): Promise<Wiring> {
+  if (spec.kind === 'files') {
+    const events = new LogEventSink(log);
+    const source = new FilesSource({
+      dir: spec.dir, nodeName, log,
+      onProblems: (p: readonly Problem[]) => void events.report(p, new Map()),
+    });
+    return { source, events, status: { write: async (s) => log('debug', 'node status', { ...s }) } };
+  }
+  throw new Error('--source kube is not available in this build yet: use --source files:DIR');
+}
+
