@@ -119,6 +119,11 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
     }
     for (const family of families) {
       const cat = categorizeEndpoints(collectEndpoints(slices, portName, protocol, family, env.context.nodeName));
+      // Hairpin: a local endpoint that reaches its own Service may be sent to itself; kube-proxy
+      // lists local endpoints (ip,port,ip) so POSTROUTING masquerades exactly those packets.
+      for (const e of new Set([...cat.cluster, ...cat.local])) {
+        if (e.local) entry.sets.push({ set: 'KUBE-LOOP-BACK', family, protocol, port: e.port, address: e.address, source: e.address });
+      }
       const resolved = new Map<readonly PluginEndpoint[], { res: Resolution; dests: RealServer[] }>();
       const resolveFor = (eps: PluginEndpoint[]) => {
         let r = resolved.get(eps);
@@ -167,6 +172,10 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         const ranges = sourceRanges.filter((r) => parseCidr(r.trim())?.family === family);
         if (ranges.length) set('KUBE-LOAD-BALANCER-FW', { address: ip });
         for (const r of ranges) set('KUBE-LOAD-BALANCER-SOURCE-CIDR', { address: ip, cidr: r.trim() });
+        // kube-proxy's allowFromNode: when a range admits this node, the node itself (which sends
+        // to a local LB IP from that same address) may pass the firewall too.
+        const admitsNode = ranges.some((r) => env.nodeAddresses.some((n) => cidrContains(parseCidr(r.trim())!, parseIp(n)!)));
+        if (admitsNode) set('KUBE-LOAD-BALANCER-SOURCE-IP', { address: ip, source: ip });
       }
       if (hasNodePorts && sp.nodePort) {
         const nodePort = sp.nodePort;

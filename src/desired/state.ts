@@ -232,7 +232,8 @@ export function buildDesired(
 /** One-line form of a set entry, e.g. `KUBE-CLUSTER-IP IPv4 TCP 10.200.1.10:80`. */
 export function formatSetEntry(s: SetEntry): string {
   const where = s.address === undefined ? `${s.port}` : s.address.includes(':') ? `[${s.address}]:${s.port}` : `${s.address}:${s.port}`;
-  return `${s.set} ${s.family} ${s.protocol} ${where}${s.cidr ? ` from ${s.cidr}` : ''}`;
+  const from = s.cidr ?? s.source;
+  return `${s.set} ${s.family} ${s.protocol} ${where}${from ? ` from ${from}` : ''}`;
 }
 
 function keyOf(d: DesiredVirtualServer): string {
