@@ -1,0 +1,209 @@
+// The iptables + ipset path as text: iptables-restore payloads (nat + filter, per family) and an
+// ipset-restore payload. pure: no I/O (a lint rule keeps it so); restore.ts runs the payloads.
+//
+// Semantics follow kube-proxy's IPVS mode (pkg/proxy/ipvs/proxier.go writeIptablesRules), in our
+// own chains. The rules depend only on the configuration, never on the Services: every Service
+// lives in a set, so the rule count is constant and a big cluster grows only the sets.
+//
+//   nat PREROUTING, OUTPUT -> SERVICES
+//     ClusterIP:port (CLUSTER-IP)        -> CLUSTER: sources in clusterCIDRs RETURN, others marked
+//                                           (masqueradeAll: all marked; no CIDRs: none marked)
+//     externalIP:port, LB IP:port        -> EXTERNAL: Local policy RETURN (client IP kept), else marked
+//     dst-type LOCAL, not a VIP          -> NODE-PORT: Local NodePorts RETURN, NodePorts marked
+//   nat POSTROUTING -> POSTROUTING
+//     hairpin (LOOP-BACK dst,dst,src)    -> MASQUERADE
+//     marked                             -> clear the bit, MASQUERADE --random-fully
+//   filter INPUT -> INPUT
+//     LB IP:port with source ranges      -> SOURCE-RANGES: listed CIDRs (and the node) RETURN, else DROP
+//     a VIP on a Service port            -> RETURN
+//     a new connection to any other port of a VIP -> REJECT (kube-proxy's KUBE-IPVS-FILTER)
+//   filter FORWARD -> FORWARD: marked, and replies of tracked connections, ACCEPT
+//
+// The NodePort rule skips VIPs: a Local LB IP whose port equals some NodePort must not be marked
+// (kube-proxy reaches that rule for LB IPs too and relies on ACCEPTs in nat; RETURN keeps other
+// software's nat rules after our jump working).
+import type { Desired, ProxyConfig, SetEntry } from '../desired/types.js';
+import type { Family } from '../model/ipvs.js';
+import { parseCidr } from '../desired/ip.js';
+import { CHAINS, HOOKS, type Names, SETS, type SetSpec, type Table, makeNames } from './names.js';
+import { type Saved, findChains, findJumps, jumpKey } from './save.js';
+
+/** How to render the iptables payloads. */
+export interface RenderOptions {
+  /** Chain and set prefix; default IPVSOP. */
+  prefix?: string;
+  /** `MASQUERADE --random-fully` (iptables >= 1.6.2 on kernel >= 3.13); default true. */
+  randomFully?: boolean;
+  /** Hook jumps already in place (jumpKey), per family; the missing ones are inserted. Default: none. */
+  presentJumps?: { v4?: ReadonlySet<string>; v6?: ReadonlySet<string> };
+}
+
+/** The masquerade mark for a bit, as iptables prints it (`14` -> `0x4000`). Throws outside 0..31. */
+export function markOf(bit: number): string {
+  if (!Number.isInteger(bit) || bit < 0 || bit > 31) throw new Error(`masqueradeBit ${bit} is not in 0..31`);
+  return `0x${(2 ** bit).toString(16)}`;
+}
+
+/**
+ * iptables-restore payloads for `--noflush`: our chains declared (so created or flushed, and only
+ * those), their rules, and the hook jumps that are missing. Same text for any number of Services.
+ */
+export function renderIptables(config: ProxyConfig, opts: RenderOptions = {}): { v4: string; v6: string } {
+  const names = makeNames(opts.prefix);
+  return {
+    v4: renderFamily('IPv4', config, names, opts, opts.presentJumps?.v4 ?? new Set()),
+    v6: renderFamily('IPv6', config, names, opts, opts.presentJumps?.v6 ?? new Set()),
+  };
+}
+
+function renderFamily(family: Family, config: ProxyConfig, names: Names, opts: RenderOptions, present: ReadonlySet<string>): string {
+  const mark = markOf(config.masqueradeBit);
+  const c = names.chain;
+  const s = (suffix: string) => names.set(family, suffix);
+  const match = (suffix: string, dirs: string) => `-m set --match-set ${s(suffix)} ${dirs}`;
+  const cidrs = config.clusterCIDRs.map((t) => t.trim()).filter((t) => parseCidr(t)?.family === family);
+
+  const nat = [
+    `-A ${c('SERVICES')} ${match('CLUSTER-IP', 'dst,dst')} -j ${c('CLUSTER')}`,
+    `-A ${c('SERVICES')} ${match('EXTERNAL-IP', 'dst,dst')} -j ${c('EXTERNAL')}`,
+    `-A ${c('SERVICES')} ${match('LB', 'dst,dst')} -j ${c('EXTERNAL')}`,
+    `-A ${c('SERVICES')} -m addrtype --dst-type LOCAL -m set ! --match-set ${s('VIPS')} dst -j ${c('NODE-PORT')}`,
+    ...(config.masqueradeAll ? [] : cidrs.map((cidr) => `-A ${c('CLUSTER')} -s ${cidr} -j RETURN`)),
+    ...(config.masqueradeAll || cidrs.length ? [`-A ${c('CLUSTER')} -j ${c('MARK-MASQ')}`] : []),
+    `-A ${c('EXTERNAL')} ${match('EXTERNAL-IP-LOCAL', 'dst,dst')} -j RETURN`,
+    `-A ${c('EXTERNAL')} ${match('LB-LOCAL', 'dst,dst')} -j RETURN`,
+    `-A ${c('EXTERNAL')} -j ${c('MARK-MASQ')}`,
+    ...(['tcp', 'udp'] as const).flatMap((p) => [
+      `-A ${c('NODE-PORT')} -p ${p} ${match(`NP-LOCAL-${p.toUpperCase()}`, 'dst')} -j RETURN`,
+      `-A ${c('NODE-PORT')} -p ${p} ${match(`NP-${p.toUpperCase()}`, 'dst')} -j ${c('MARK-MASQ')}`,
+    ]),
+    `-A ${c('NODE-PORT')} -p sctp ${match('NP-LOCAL-SCTP', 'dst,dst')} -j RETURN`,
+    `-A ${c('NODE-PORT')} -p sctp ${match('NP-SCTP', 'dst,dst')} -j ${c('MARK-MASQ')}`,
+    `-A ${c('MARK-MASQ')} -j MARK --or-mark ${mark}`,
+    `-A ${c('POSTROUTING')} ${match('LOOP-BACK', 'dst,dst,src')} -j MASQUERADE`,
+    `-A ${c('POSTROUTING')} -m mark ! --mark ${mark}/${mark} -j RETURN`,
+    `-A ${c('POSTROUTING')} -j MARK --xor-mark ${mark}`,
+    `-A ${c('POSTROUTING')} -j MASQUERADE${opts.randomFully === false ? '' : ' --random-fully'}`,
+  ];
+  const filter = [
+    `-A ${c('INPUT')} ${match('LB-FW', 'dst,dst')} -j ${c('SOURCE-RANGES')}`,
+    `-A ${c('INPUT')} ${match('CLUSTER-IP', 'dst,dst')} -j RETURN`,
+    `-A ${c('INPUT')} ${match('EXTERNAL-IP', 'dst,dst')} -j RETURN`,
+    `-A ${c('INPUT')} ${match('LB', 'dst,dst')} -j RETURN`,
+    `-A ${c('INPUT')} -m conntrack --ctstate NEW ${match('VIPS', 'dst')} -j REJECT`,
+    `-A ${c('SOURCE-RANGES')} ${match('LB-SRC-CIDR', 'dst,dst,src')} -j RETURN`,
+    `-A ${c('SOURCE-RANGES')} ${match('LB-SRC-IP', 'dst,dst,src')} -j RETURN`,
+    `-A ${c('SOURCE-RANGES')} -j DROP`,
+    `-A ${c('FORWARD')} -m mark --mark ${mark}/${mark} -j ACCEPT`,
+    // IPVS sees replies in FORWARD after the filter table: without this, a DROP policy eats them.
+    `-A ${c('FORWARD')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+  ];
+  const table = (t: Table, rules: string[]) => [
+    `*${t}`,
+    ...CHAINS[t].map((suffix) => `:${c(suffix)} - [0:0]`),
+    ...HOOKS.filter((h) => h.table === t && !present.has(jumpKey(t, h.builtin, c(h.target))))
+      .map((h) => `-I ${h.builtin} -m comment --comment "${h.comment}" -j ${c(h.target)}`),
+    ...rules,
+    'COMMIT',
+  ];
+  return [...table('nat', nat), ...table('filter', filter), ''].join('\n');
+}
+
+/** How to render the ipset payload. */
+export interface IpsetRenderOptions {
+  prefix?: string;
+  /** Set names that exist now (`ipset list -n`): live sets are created only when missing, stale `-tmp` ones destroyed first. */
+  existing?: ReadonlySet<string>;
+  /** Families to render; default both. */
+  families?: readonly Family[];
+}
+
+/**
+ * ipset-restore payload replacing the content of every set we own: each filled as `<name>-tmp`,
+ * then swapped in (atomic: the rules never see a half-filled set) and the old content destroyed.
+ * Run with `ipset restore -exist` (duplicates after the kernel normalises a CIDR are then no error).
+ */
+export function renderIpsets(desired: Pick<Desired, 'sets' | 'vips'>, opts: IpsetRenderOptions = {}): string {
+  const names = makeNames(opts.prefix);
+  const existing = opts.existing ?? new Set<string>();
+  const entries = collectEntries(desired);
+  const lines: string[] = [];
+  for (const family of opts.families ?? ['IPv4', 'IPv6'] as const) {
+    for (const spec of SETS) {
+      const name = names.set(family, spec.suffix);
+      const tmp = `${name}-tmp`;
+      const members = entries.get(`${family} ${spec.suffix}`) ?? [];
+      if (!existing.has(name)) lines.push(`create ${name} ${createArgs(spec, family, 0)}`);
+      if (existing.has(tmp)) lines.push(`destroy ${tmp}`);
+      lines.push(`create ${tmp} ${createArgs(spec, family, members.length)}`);
+      for (const m of members) lines.push(`add ${tmp} ${m}`);
+      lines.push(`swap ${tmp} ${name}`, `destroy ${tmp}`);
+    }
+  }
+  return lines.length ? `${lines.join('\n')}\n` : '';
+}
+
+function createArgs(spec: SetSpec, family: Family, size: number): string {
+  if (spec.type === 'bitmap:port') return 'bitmap:port range 0-65535';
+  const maxelem = Math.max(65536, size);
+  return `${spec.type} family ${family === 'IPv6' ? 'inet6' : 'inet'} hashsize 1024 maxelem ${maxelem}`;
+}
+
+/** Members per `<family> <suffix>`, deduplicated, in desired order (sorted); VIPS sorted. */
+function collectEntries(desired: Pick<Desired, 'sets' | 'vips'>): Map<string, string[]> {
+  const bySet = new Map<string, Set<string>>();
+  const add = (key: string, member: string) => {
+    let m = bySet.get(key);
+    if (!m) bySet.set(key, (m = new Set()));
+    m.add(member);
+  };
+  const suffixOf = new Map(SETS.filter((s) => s.from).map((s) => [s.from!, s]));
+  for (const e of desired.sets) {
+    const spec = suffixOf.get(e.set);
+    if (!spec) continue;
+    for (const m of members(spec, e)) add(`${e.family} ${spec.suffix}`, m);
+  }
+  for (const vip of [...desired.vips].sort()) add(`${vip.includes(':') ? 'IPv6' : 'IPv4'} VIPS`, vip);
+  return new Map([...bySet].map(([k, v]) => [k, [...v]]));
+}
+
+/** ipset members for one entry; a /0 source range becomes two /1 halves (hash:net types refuse /0). */
+function members(spec: SetSpec, e: SetEntry): string[] {
+  const ipPort = `${e.address},${e.protocol.toLowerCase()}:${e.port}`;
+  switch (spec.type) {
+    case 'bitmap:port': return [`${e.port}`];
+    case 'hash:ip': return [`${e.address}`];
+    case 'hash:ip,port': return [ipPort];
+    case 'hash:ip,port,ip': return [`${ipPort},${e.source ?? e.address}`];
+    case 'hash:ip,port,net': {
+      const cidr = e.cidr ?? '';
+      if (parseCidr(cidr)?.prefix !== 0) return [`${ipPort},${cidr}`];
+      return e.family === 'IPv6' ? [`${ipPort},::/1`, `${ipPort},8000::/1`] : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
+    }
+  }
+}
+
+/**
+ * iptables-restore payload (for `--noflush`) removing what we own in one family's dump: our hook
+ * jumps (each occurrence deleted verbatim), then our chains (flushed, deleted). '' when nothing of ours is there.
+ */
+export function renderCleanup(saved: Saved, prefix?: string): string {
+  const names = makeNames(prefix);
+  const jumps = findJumps(saved, names);
+  const chains = findChains(saved, names);
+  const out: string[] = [];
+  for (const t of ['nat', 'filter'] as const) {
+    const dels = HOOKS.filter((h) => h.table === t)
+      .flatMap((h) => jumps.get(jumpKey(t, h.builtin, names.chain(h.target))) ?? [])
+      .map((r) => `-D ${r.slice(3)}`);
+    if (!dels.length && !chains[t].length) continue;
+    out.push(`*${t}`, ...dels, ...chains[t].map((ch) => `:${ch} - [0:0]`), ...chains[t].map((ch) => `-X ${ch}`), 'COMMIT');
+  }
+  return out.length ? `${out.join('\n')}\n` : '';
+}
+
+/** ipset-restore payload destroying our sets among `existing` (after the rules using them are gone). */
+export function renderIpsetCleanup(existing: ReadonlySet<string>, prefix?: string): string {
+  const ours = makeNames(prefix).allSets().filter((n) => existing.has(n));
+  return ours.length ? `${ours.map((n) => `destroy ${n}`).join('\n')}\n` : '';
+}
