@@ -58,7 +58,10 @@ async function main(): Promise<void> {
 
   const one = () => new Promise<void>((done) => {
     const t0 = performance.now();
-    const req = request(url, { agent, method: 'GET' }, (res) => {
+    // Without keep-alive every request must be its own connection: Node's Agent would otherwise
+    // hand a queued request the socket a finished one just freed, even with keepAlive false.
+    const headers = values['keep-alive'] ? {} : { connection: 'close' };
+    const req = request(url, { agent, method: 'GET', headers }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => { body += d; });
