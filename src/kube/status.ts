@@ -1,0 +1,87 @@
+// This node's IPVSNodeState: created (named after the node) when missing, then only its status
+// subresource is written. Writes are serialized and coalesced: when syncs come faster than the
+// API answers, only the newest status is written next.
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CONFIG_GROUP, CONFIG_VERSION } from '../config/schema.js';
+import type { NodeStatus, StatusSink } from '../source/types.js';
+import { httpStatus } from './informer.js';
+
+const PLURAL = 'ipvsnodestates';
+const KIND = 'IPVSNodeState';
+const target = { group: CONFIG_GROUP, version: CONFIG_VERSION, plural: PLURAL };
+
+export interface KubeStatusSinkOptions {
+  kubeConfig: KubeConfig;
+  nodeName: string;
+}
+
+/** Writes the IPVSNodeState status of this node (see the file comment). */
+export class KubeStatusSink implements StatusSink {
+  private readonly api: CustomObjectsApi;
+  /** resourceVersion of the object as last seen; undefined: unknown (get or create first). */
+  private resourceVersion: string | undefined;
+  private running: Promise<void> | undefined;
+  private next: { status: NodeStatus; waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> } | undefined;
+
+  constructor(private readonly opts: KubeStatusSinkOptions) {
+    this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  /** Resolves when this status (or a newer one given meanwhile) was written; rejects with the API's error. */
+  write(status: NodeStatus): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.next) {
+        this.next.status = status;
+        this.next.waiters.push({ resolve, reject });
+      } else {
+        this.next = { status, waiters: [{ resolve, reject }] };
+      }
+      this.running ??= this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.next) {
+      const { status, waiters } = this.next;
+      this.next = undefined;
+      try {
+        await this.writeOnce(status);
+        for (const w of waiters) w.resolve();
+      } catch (e) {
+        for (const w of waiters) w.reject(e);
+      }
+    }
+    this.running = undefined;
+  }
+
+  private async writeOnce(status: NodeStatus): Promise<void> {
+    // One retry: after a 404 (deleted meanwhile) create it again; after a 409 re-read it.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        if (this.resourceVersion === undefined) await this.ensure();
+        const body = { apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName, resourceVersion: this.resourceVersion }, status };
+        const written = (await this.api.replaceClusterCustomObjectStatus({ ...target, name: this.opts.nodeName, body })) as { metadata?: { resourceVersion?: string } };
+        this.resourceVersion = written.metadata?.resourceVersion;
+        return;
+      } catch (e) {
+        const code = httpStatus(e);
+        this.resourceVersion = undefined;
+        if (attempt > 0 || (code !== 404 && code !== 409)) throw e;
+      }
+    }
+  }
+
+  /** Reads the object, creating it when missing; remembers its resourceVersion. */
+  private async ensure(): Promise<void> {
+    let obj: { metadata?: { resourceVersion?: string } };
+    try {
+      obj = await this.api.getClusterCustomObject({ ...target, name: this.opts.nodeName });
+    } catch (e) {
+      if (httpStatus(e) !== 404) throw e;
+      obj = await this.api.createClusterCustomObject({ ...target, body: {
+        apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName }, spec: {},
+      } });
+    }
+    this.resourceVersion = obj.metadata?.resourceVersion;
+  }
+}
