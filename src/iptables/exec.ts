@@ -1,0 +1,32 @@
+// Running the iptables/ipset binaries: the Runner seam (a fake in unit tests, child_process in
+// production) and the error every failed command becomes.
+
+/** What a command printed and how it ended. */
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `cmd args` with `input` on stdin; never throws for a non-zero exit, rejects when it cannot start (ENOENT). */
+export type Runner = (cmd: string, args: readonly string[], input?: string) => Promise<RunResult>;
+
+/** A command of the iptables path that failed; `stderr` holds the tool's own words. */
+export class IptablesError extends Error {
+  constructor(readonly cmd: string, readonly code: number, readonly stderr: string) {
+    super(`${cmd} exited with ${code}${stderr.trim() ? `: ${stderr.trim()}` : ''}`);
+    this.name = 'IptablesError';
+  }
+}
+
+/** Whether `e` is a command of the iptables path that ran and failed. */
+export function isIptablesError(e: unknown): e is IptablesError {
+  return e instanceof IptablesError;
+}
+
+/** Runs and returns stdout; throws IptablesError on a non-zero exit. */
+export async function runChecked(run: Runner, cmd: string, args: readonly string[], input?: string): Promise<string> {
+  const r = await run(cmd, args, input);
+  if (r.code !== 0) throw new IptablesError([cmd, ...args].join(' '), r.code, r.stderr || r.stdout);
+  return r.stdout;
+}

@@ -1,0 +1,124 @@
+// IptablesRestore: the iptables + ipset path applied to the host. One sync is
+//   1. `ipset list -n`, then one `ipset restore -exist` filling every set of ours through
+//      `<name>-tmp` + swap (the live sets are never half-filled);
+//   2. per family: `iptables-save` (to see which hook jumps exist), then one
+//      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
+//      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
+// Sets go first because the rules name them. Cleanup reverses it: rules, then sets.
+// The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
+// taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
+import { spawn } from 'node:child_process';
+import type { IptablesSync } from '../operator/iptables.js';
+import type { Desired, ProxyConfig } from '../desired/types.js';
+import type { Family } from '../model/ipvs.js';
+import { type Backend, type BackendMode, detectBackend } from './backend.js';
+import { type RunResult, type Runner, runChecked } from './exec.js';
+import { listSetNames, restoreSets } from './ipset.js';
+import { makeNames } from './names.js';
+import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from './render.js';
+import { findJumps, parseSave } from './save.js';
+
+/** IptablesRestore's options; every one has a default. */
+export interface IptablesRestoreOptions {
+  /** Chain and set prefix, 1-8 of [A-Z0-9]; default IPVSOP. */
+  prefix?: string;
+  /** Also program ip6tables and inet6 sets; default true. */
+  ipv6?: boolean;
+  /** 'auto' (default) detects like kube-proxy; or force one backend. */
+  backend?: 'auto' | BackendMode;
+  /** Seconds to wait for the xtables lock; default 5. */
+  lockWaitSeconds?: number;
+  /** Command runner; default: child_process. Unit tests pass a fake. */
+  run?: Runner;
+}
+
+/** What the last sync sent, for logs and --dry-run style inspection. */
+export interface AppliedPayloads {
+  ipset: string;
+  v4: string;
+  v6?: string;
+}
+
+/** Programs our chains and sets with iptables-restore / ipset restore; see the file comment. */
+export class IptablesRestore implements IptablesSync {
+  private readonly run: Runner;
+  private readonly prefix: string;
+  private readonly ipv6: boolean;
+  private readonly force: BackendMode | undefined;
+  private readonly wait: number;
+  private backendP: Promise<Backend> | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  /** Payloads of the last successful sync. */
+  last: AppliedPayloads | undefined;
+
+  constructor(opts: IptablesRestoreOptions = {}) {
+    this.run = opts.run ?? spawnRunner;
+    this.prefix = makeNames(opts.prefix).prefix;
+    this.ipv6 = opts.ipv6 ?? true;
+    this.force = opts.backend === 'auto' ? undefined : opts.backend;
+    this.wait = opts.lockWaitSeconds ?? 5;
+  }
+
+  /** The backend in use (detected on first call, then cached). */
+  backend(): Promise<Backend> {
+    if (!this.backendP) {
+      this.backendP = detectBackend(this.run, this.force);
+      this.backendP.catch(() => { this.backendP = undefined; });
+    }
+    return this.backendP;
+  }
+
+  /** Makes our sets and chains match `desired`; throws IptablesError when a command fails. Idempotent. */
+  sync(desired: Desired, config: ProxyConfig): Promise<void> {
+    return this.serial(async () => {
+      const b = await this.backend();
+      const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
+      const existing = await listSetNames(this.run);
+      const ipset = renderIpsets(desired, { prefix: this.prefix, existing, families });
+      await restoreSets(this.run, ipset);
+      const present = async (save: string) => new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
+      const presentJumps = { v4: await present(b.save), ...(this.ipv6 ? { v6: await present(b.save6) } : {}) };
+      const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
+      await this.restore(b.restore, payload.v4);
+      if (this.ipv6) await this.restore(b.restore6, payload.v6);
+      this.last = { ipset, v4: payload.v4, ...(this.ipv6 ? { v6: payload.v6 } : {}) };
+    });
+  }
+
+  /** Removes our jumps, chains (both families) and sets; what is already gone is skipped. */
+  cleanup(): Promise<void> {
+    return this.serial(async () => {
+      const b = await this.backend();
+      for (const [save, restore] of [[b.save, b.restore], ...(this.ipv6 ? [[b.save6, b.restore6]] : [])] as const) {
+        const payload = renderCleanup(parseSave(await runChecked(this.run, save, [])), this.prefix);
+        if (payload) await this.restore(restore, payload);
+      }
+      await restoreSets(this.run, renderIpsetCleanup(await listSetNames(this.run), this.prefix));
+    });
+  }
+
+  private restore(bin: string, payload: string): Promise<string> {
+    return runChecked(this.run, bin, ['--noflush', `--wait=${this.wait}`], payload);
+  }
+
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(fn, fn);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/** The production Runner: spawn, feed stdin, collect output. */
+export const spawnRunner: Runner = (cmd, args, input) => new Promise<RunResult>((resolve, reject) => {
+  const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+  child.on('error', reject);
+  child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr }));
+  if (input !== undefined) {
+    child.stdin?.on('error', () => { /* the tool may exit before reading everything; its exit code tells */ });
+    child.stdin?.end(input);
+  }
+});
