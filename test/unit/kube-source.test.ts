@@ -3,7 +3,7 @@
 // and comes back, 410 Gone both ways, invalid configs. Backoff is shortened so this runs in seconds.
 // Addresses: see fixtures.ts (VIPs 10.200.1.0/24, pods 10.10.0.0/16, nodes 192.168.0.0/24).
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { KubeSource } from '../../src/kube/source.js';
+import { KubeSource, type KubeSourceOptions } from '../../src/kube/source.js';
 import { defaultProxyConfig } from '../../src/desired/types.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { FakeApiServer, type FakeApiServerOptions, kubeConfigFor } from '../support/fake-apiserver.js';
@@ -23,13 +23,15 @@ function line(e: SourceEvent): string {
 interface Harness { server: FakeApiServer; source: KubeSource; events: SourceEvent[]; lines(): string[]; clear(): void }
 let h: Harness | undefined;
 
-async function setup(seed: (s: FakeApiServer) => void = () => undefined, opts: FakeApiServerOptions = {}): Promise<Harness> {
+/** A fake server seeded by `seed` and a KubeSource on it, started unless `start` is false. */
+async function setup(seed: (s: FakeApiServer) => void = () => undefined, opts: FakeApiServerOptions = {},
+  sourceOpts: Partial<KubeSourceOptions> = {}, start = true): Promise<Harness> {
   const server = await FakeApiServer.start(opts);
   seed(server);
   const events: SourceEvent[] = [];
-  const source = new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast });
+  const source = new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast, ...sourceOpts });
   h = { server, source, events, lines: () => events.map(line), clear: () => { events.length = 0; } };
-  await source.start((e) => events.push(e));
+  if (start) await source.start((e) => events.push(e));
   return h;
 }
 
@@ -136,14 +138,8 @@ describe('KubeSource against the fake API server', () => {
 
   it('keeps the last valid config when an invalid one arrives, posts one Event, and recovers', async () => {
     const problemsSeen: string[][] = [];
-    const server = await FakeApiServer.start();
-    seedBasic(server);
-    const events: SourceEvent[] = [];
-    const source = new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast,
-      onProblems: (p) => problemsSeen.push(p.map((x) => x.reason)) });
-    h = { server, source, events, lines: () => events.map(line), clear: () => { events.length = 0; } };
-    await source.start((e) => events.push(e));
-    h.clear();
+    const { server, source, clear } = await setup(seedBasic, {}, { onProblems: (p) => problemsSeen.push(p.map((x) => x.reason)) });
+    clear();
     server.put('ipvsproxyconfigs', config({ defaultScheduler: 'lc', masqueradeBit: 77 }));
     await waitFor(() => server.list('events').length === 1, 'the Event');
     const ev = server.list('events')[0]!;
@@ -157,10 +153,10 @@ describe('KubeSource against the fake API server', () => {
     await waitFor(() => server.openWatches === 4, 'watches back');
     await sleep(50);
     expect(server.list('events')).toHaveLength(1);
-    expect(h.lines()).toEqual([]);
+    expect(h!.lines()).toEqual([]);
     server.put('ipvsproxyconfigs', config({ defaultScheduler: 'mh' }));
     await waitFor(() => h!.lines().length === 1, 'the valid config');
-    expect(h.lines()).toEqual(['upsert config mh']);
+    expect(h!.lines()).toEqual(['upsert config mh']);
     expect(source.problems()).toEqual([]);
     expect(problemsSeen).toEqual([['InvalidConfig'], []]);
   });
@@ -172,12 +168,7 @@ describe('KubeSource against the fake API server', () => {
   });
 
   it('start waits for an API that is down at first, and stop ends the wait', async () => {
-    const server = await FakeApiServer.start();
-    seedBasic(server);
-    server.down();
-    const events: SourceEvent[] = [];
-    const source = new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast });
-    h = { server, source, events, lines: () => events.map(line), clear: () => { events.length = 0; } };
+    const { server, source, events, lines } = await setup((s) => { seedBasic(s); s.down(); }, {}, {}, false);
     let resolved = false;
     const started = source.start((e) => events.push(e)).then(() => { resolved = true; });
     await sleep(150);
@@ -185,11 +176,11 @@ describe('KubeSource against the fake API server', () => {
     expect(source.healthy()).toBe(false);
     server.up();
     await started;
-    expect(h.lines()).toHaveLength(4);
+    expect(lines()).toHaveLength(4);
     expect(source.healthy()).toBe(true);
     await source.stop();
     server.put('services', makeService('ns1', 'after-stop'));
     await sleep(50);
-    expect(h.lines()).toHaveLength(4);
+    expect(lines()).toHaveLength(4);
   });
 });
