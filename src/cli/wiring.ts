@@ -3,6 +3,10 @@
 import type { Problem } from '../desired/types.js';
 import { type IptablesSync, NoIptables } from '../operator/iptables.js';
 import type { Log } from '../operator/log.js';
+import { KubeEventSink } from '../kube/events.js';
+import { loadKubeConfig } from '../kube/kubeconfig.js';
+import { KubeSource } from '../kube/source.js';
+import { KubeStatusSink } from '../kube/status.js';
 import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';
@@ -22,7 +26,7 @@ export interface Wiring {
 }
 
 /** The source and sinks for a source spec. */
-export async function wire(spec: SourceSpec, nodeName: string, _kubeconfig: string | undefined, log: Log): Promise<Wiring> {
+export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log): Promise<Wiring> {
   if (spec.kind === 'files') {
     const events = new LogEventSink(log);
     const source = new FilesSource({
@@ -31,6 +35,12 @@ export async function wire(spec: SourceSpec, nodeName: string, _kubeconfig: stri
     });
     return { source, events, status: { write: async (s) => log('debug', 'node status', { ...s }) } };
   }
-  throw new Error('--source kube is not available in this build yet: use --source files:DIR');
+  // Invalid config and other source problems: KubeSource logs them and posts the config Event itself.
+  const kubeConfig = loadKubeConfig(kubeconfig);
+  return {
+    source: new KubeSource({ kubeConfig, nodeName, log }),
+    events: new KubeEventSink({ kubeConfig, nodeName, log }),
+    status: new KubeStatusSink({ kubeConfig, nodeName }),
+  };
 }
 

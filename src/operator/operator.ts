@@ -68,6 +68,11 @@ export interface SyncReport {
   error?: string;
 }
 
+/** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
+function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
+  return { minIntervalMs: c.minSyncPeriod * 1000, maxIntervalMs: c.syncPeriod * 1000, retryIntervalMs: Math.max(1000, c.minSyncPeriod * 1000) };
+}
+
 type MutableEntry = { vs: VirtualServerEntry['vs']; dests: Map<string, RealServer> };
 
 /** Programs IPVS (and through its seams, VIPs and iptables) from source events. */
@@ -97,9 +102,7 @@ export class Operator {
     this.clock = deps.clock ?? realClock;
     this.state = this.newState();
     this.runner = new BoundedFrequencyRunner((why) => this.sync(why), {
-      minIntervalMs: config.minSyncPeriod * 1000,
-      maxIntervalMs: config.syncPeriod * 1000,
-      retryIntervalMs: Math.max(1000, config.minSyncPeriod * 1000),
+      ...intervals(config),
       clock: this.clock,
       onError: (e) => deps.log('error', 'sync failed; will retry', { error: (e as Error).message }),
     });
@@ -165,6 +168,7 @@ export class Operator {
       case 'config':
         this.config = e.config;
         this.state = this.newState();
+        this.runner.setIntervals(intervals(e.config));
         this.needFull = true;
         this.deps.log('info', 'configuration changed; full resync', { defaultScheduler: e.config.defaultScheduler });
         break;

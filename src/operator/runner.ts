@@ -44,6 +44,12 @@ export interface RunnerOptions {
   onError?: (err: unknown) => void;
 }
 
+function checkIntervals(o: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs' | 'retryIntervalMs'>): void {
+  if (!(o.minIntervalMs >= 0 && o.maxIntervalMs >= o.minIntervalMs && o.retryIntervalMs >= 0)) {
+    throw new Error(`runner: need 0 <= minInterval <= maxInterval and retryInterval >= 0, got ${JSON.stringify(o)}`);
+  }
+}
+
 /** Runs `fn` as the contract in the file comment says. */
 export class BoundedFrequencyRunner {
   private readonly clock: Clock;
@@ -58,11 +64,23 @@ export class BoundedFrequencyRunner {
   private stopped = true;
   private idle: Promise<void> = Promise.resolve();
 
-  constructor(private readonly fn: (why: SyncReason) => Promise<void>, private readonly opts: RunnerOptions) {
-    if (!(opts.minIntervalMs >= 0 && opts.maxIntervalMs >= opts.minIntervalMs && opts.retryIntervalMs >= 0)) {
-      throw new Error(`runner: need 0 <= minInterval <= maxInterval and retryInterval >= 0, got ${JSON.stringify(opts)}`);
-    }
+  private opts: RunnerOptions;
+
+  constructor(private readonly fn: (why: SyncReason) => Promise<void>, opts: RunnerOptions) {
+    checkIntervals(opts);
+    this.opts = opts;
     this.clock = opts.clock ?? realClock;
+  }
+
+  /** New intervals (a configuration change); the next periodic sync is re-armed with them. */
+  setIntervals(i: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs' | 'retryIntervalMs'>): void {
+    checkIntervals(i);
+    this.opts = { ...this.opts, ...i };
+    if (this.stopped || this.running) return;
+    this.cancel();
+    const now = this.clock.now();
+    if (this.requested || this.retrying) this.schedule(Math.max(now, this.lastStart + i.minIntervalMs, this.notBefore));
+    this.schedule(Math.max(now, this.lastStart + i.maxIntervalMs));
   }
 
   /** Starts the periodic timer and runs a first sync as soon as allowed. */

@@ -122,3 +122,14 @@ describe('BoundedFrequencyRunner', () => {
     expect(() => new BoundedFrequencyRunner(async () => undefined, { minIntervalMs: 10, maxIntervalMs: 5, retryIntervalMs: 1 })).toThrow(/minInterval/);
   });
 });
+
+describe('BoundedFrequencyRunner.setIntervals', () => {
+  it('re-arms the periodic sync with the new maxInterval', async () => {
+    const { clock, runs, runner } = setup({ min: 1000, max: 30_000, retry: 500 });
+    runner.start();
+    await clock.advance(0);
+    runner.setIntervals({ minIntervalMs: 100, maxIntervalMs: 2000, retryIntervalMs: 100 });
+    await clock.advance(7000);
+    expect(runs.map((r) => r.at)).toEqual([0, 2000, 4000, 6000]);
+  });
+});

@@ -1,0 +1,173 @@
+// The operator process against the real kernel in the lab VM, fed by the files source, checked
+// with ipvsadm and real traffic. Addresses: pods 10.10.1.0/24, VIPs 10.200.1.0/24, clients
+// 192.168.100.0/24 (src/lab/topology.ts).
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { Agent, request } from 'node:http';
+import type { Socket } from 'node:net';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { ipvsadm, ipvsadmTable } from '../support/ipvsadm.js';
+import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+
+if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
+
+const PODS = ['10.10.1.21', '10.10.1.22', '10.10.1.23'];
+const config = (extra: Record<string, unknown> = {}) => ({
+  apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
+  spec: { minSyncPeriod: 0.2, syncPeriod: 2, gracefulTerminationSeconds: 120, ...extra },
+});
+const node = {
+  apiVersion: 'v1', kind: 'Node', metadata: { name: 'lab-node' },
+  status: { addresses: [{ type: 'InternalIP', address: '192.168.100.1' }] },
+};
+
+let dir: ManifestDir;
+let op: OperatorProcess | undefined;
+
+/** The table as ipvsadm shows it, one line per virtual server: `TCP 10.200.1.30:80 rr -> a:80 w=1, b:80 w=1`. */
+function table(): string[] {
+  return ipvsadmTable().map(({ vs, dests }) =>
+    `${vs.protocol} ${vs.address}:${vs.port} ${vs.scheduler} -> ${dests.map((d) => `${d.address}:${d.port} w=${d.weight}`).sort().join(', ')}`).sort();
+}
+
+/** One HTTP GET over `agent`; resolves with the answering pod and the socket used. */
+function get(url: string, agent: Agent): Promise<{ pod: string; socket: Socket }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (d: string) => { body += d; }).on('end', () => {
+        resolve({ pod: (JSON.parse(body) as { pod: string }).pod, socket: req.socket as Socket });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(5000, () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+beforeAll(async () => {
+  execFileSync('modprobe', ['ip_vs']);
+  execFileSync('ipvsadm', ['-C']);
+  await ensureNode();
+  await Promise.all(PODS.map((ip, i) => createPod({ name: `op${i + 1}`, ip })));
+  await createClient({ name: 'opclient', ip: '192.168.100.20' });
+}, 120_000);
+
+afterEach(async () => {
+  await op?.stop();
+  op = undefined;
+  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  dir?.dispose();
+});
+
+afterAll(async () => {
+  execFileSync('ipvsadm', ['-C']);
+  await cleanupTopology();
+});
+
+describe('the operator on the files source', () => {
+  it('creates, updates and deletes virtual servers as Services and endpoints change', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config(), node);
+    dir.write('web', service('web', '10.200.1.30'), slice('web', PODS.slice(0, 2)));
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    expect(table()).toEqual(['TCP 10.200.1.30:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1']);
+    const first = await runLoad({ client: 'opclient', url: 'http://10.200.1.30/', count: 10 });
+    expect(first.byPod).toEqual({ op1: 5, op2: 5 });
+
+    dir.write('web', service('web', '10.200.1.30', { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/scheduler-options': '{"weights":{"byPod":[{"name":"op3","weight":3}]}}' }),
+      { ...slice('web', PODS), endpoints: PODS.map((ip, i) => ({ addresses: [ip], nodeName: 'lab-node', conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'default', name: `op${i + 1}` } })) });
+    await waitFor('wrr with three endpoints', () => table()[0] === 'TCP 10.200.1.30:80 wrr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=3');
+    const second = await runLoad({ client: 'opclient', url: 'http://10.200.1.30/', count: 25 });
+    expect(second.byPod).toEqual({ op1: 5, op2: 5, op3: 15 });
+
+    dir.remove('web');
+    await waitFor('virtual server gone', () => table().length === 0);
+    expect(execFileSync('ip', ['-j', 'addr', 'show', 'dev', 'ipvs-op0'], { encoding: 'utf8' })).not.toContain('10.200.1.30');
+  }, 180_000);
+
+  it('a bad annotation leaves the Service on the default scheduler, and says why', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config(), node);
+    dir.write('web', service('web', '10.200.1.31', { 'ipvs-operator.io/scheduler': 'fastest' }), slice('web', PODS.slice(0, 1)));
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    expect(table()).toEqual(['TCP 10.200.1.31:80 rr -> 10.10.1.21:80 w=1']);
+    const problem = await waitFor('a problem logged', () => op!.logs.find((l) => l.reason === 'UnknownScheduler'));
+    expect(String(problem.message)).toContain('"fastest"');
+  }, 120_000);
+
+  it('changing the scheduler annotation keeps an open TCP connection alive', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config(), node);
+    dir.write('web', service('web', '10.200.1.32'), slice('web', PODS));
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const before = await get('http://10.200.1.32/', agent);
+    dir.write('web', service('web', '10.200.1.32', { 'ipvs-operator.io/scheduler': 'sed' }), slice('web', PODS));
+    await waitFor('sed in the kernel', () => table()[0]?.startsWith('TCP 10.200.1.32:80 sed'));
+    const after = await get('http://10.200.1.32/', agent);
+    expect(after.socket).toBe(before.socket); // the same connection, still served
+    expect(after.pod).toBe(before.pod);
+    agent.destroy();
+  }, 120_000);
+
+  it('a restart during continuous traffic fails no request and issues no op', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config(), node);
+    dir.write('web', service('web', '10.200.1.33'), slice('web', PODS));
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    const load = runLoad({ client: 'opclient', url: 'http://10.200.1.33/', count: 400, concurrency: 2 });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await op.stop()).toBe(0);
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    const result = await load;
+    expect(result.errors).toBe(0);
+    expect(result.ok).toBe(400);
+    expect(op.syncs()[0]).toMatchObject({ ops: 0, full: true });
+  }, 180_000);
+
+  it('a foreign virtual server made with ipvsadm survives 100 syncs', async () => {
+    ipvsadm('-A', '-t', '10.99.0.1:443', '-s', 'wlc');
+    ipvsadm('-a', '-t', '10.99.0.1:443', '-r', '10.10.1.21:443', '-m', '-w', '5');
+    try {
+      dir = new ManifestDir();
+      dir.write('config', config({ syncPeriod: 0.05, minSyncPeriod: 0.05 }), node);
+      dir.write('web', service('web', '10.200.1.34'), slice('web', PODS));
+      op = new OperatorProcess(dir.dir);
+      await op.start();
+      await waitFor('100 syncs', () => op!.syncs().length >= 100, 120_000, 500);
+      expect(table()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
+      expect(op.syncs().every((s) => s.failed === 0)).toBe(true);
+    } finally {
+      ipvsadm('-D', '-t', '10.99.0.1:443');
+    }
+  }, 180_000);
+
+  it('an endpoint removed under a live connection drains at weight 0 and goes when the connection closes', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config({ syncPeriod: 1 }), node);
+    dir.write('web', service('web', '10.200.1.35', { 'ipvs-operator.io/scheduler': 'sh' }), slice('web', PODS));
+    op = new OperatorProcess(dir.dir);
+    await op.start();
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const { pod, socket } = await get('http://10.200.1.35/', agent);
+    const ip = PODS[Number(pod.slice(2)) - 1]!;
+    dir.write('web', service('web', '10.200.1.35', { 'ipvs-operator.io/scheduler': 'sh' }), slice('web', PODS.filter((p) => p !== ip)));
+    await waitFor('weight 0', () => table()[0]?.includes(`${ip}:80 w=0`));
+    // Still programmed while the connection lives; other traffic avoids it.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(table()[0]).toContain(`${ip}:80 w=0`);
+    const others = await runLoad({ client: 'opclient', url: 'http://10.200.1.35/', count: 6 });
+    expect(others.byPod[pod]).toBeUndefined();
+    // Close with a reset: IPVS moves the connection to CLOSE (10 s), then counts nothing.
+    socket.resetAndDestroy();
+    agent.destroy();
+    await waitFor('the drained real server deleted', () => !table()[0]?.includes(ip), 60_000, 500);
+    expect(table()[0]!.split(', ')).toHaveLength(2);
+  }, 180_000);
+});
