@@ -58,19 +58,19 @@ afterEach(async () => {
   op = undefined;
   execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
   dir?.dispose();
-});
+}, 60_000);
 
 afterAll(async () => {
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();
-});
+}, 60_000);
 
 describe('the operator on the files source', () => {
   it('creates, updates and deletes virtual servers as Services and endpoints change', async () => {
     dir = new ManifestDir();
     dir.write('config', config(), node);
     dir.write('web', service('web', '10.200.1.30'), slice('web', PODS.slice(0, 2)));
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     expect(table()).toEqual(['TCP 10.200.1.30:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1']);
     const first = await runLoad({ client: 'opclient', url: 'http://10.200.1.30/', count: 10 });
@@ -91,7 +91,7 @@ describe('the operator on the files source', () => {
     dir = new ManifestDir();
     dir.write('config', config(), node);
     dir.write('web', service('web', '10.200.1.31', { 'ipvs-operator.io/scheduler': 'fastest' }), slice('web', PODS.slice(0, 1)));
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     expect(table()).toEqual(['TCP 10.200.1.31:80 rr -> 10.10.1.21:80 w=1']);
     const problem = await waitFor('a problem logged', () => op!.logs.find((l) => l.reason === 'UnknownScheduler'));
@@ -102,7 +102,7 @@ describe('the operator on the files source', () => {
     dir = new ManifestDir();
     dir.write('config', config(), node);
     dir.write('web', service('web', '10.200.1.32'), slice('web', PODS));
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const before = await get('http://10.200.1.32/', agent);
@@ -118,12 +118,12 @@ describe('the operator on the files source', () => {
     dir = new ManifestDir();
     dir.write('config', config(), node);
     dir.write('web', service('web', '10.200.1.33'), slice('web', PODS));
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     const load = runLoad({ client: 'opclient', url: 'http://10.200.1.33/', count: 400, concurrency: 2 });
     await new Promise((r) => setTimeout(r, 1500));
     expect(await op.stop()).toBe(0);
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     const result = await load;
     expect(result.errors).toBe(0);
@@ -138,7 +138,7 @@ describe('the operator on the files source', () => {
       dir = new ManifestDir();
       dir.write('config', config({ syncPeriod: 0.05, minSyncPeriod: 0.05 }), node);
       dir.write('web', service('web', '10.200.1.34'), slice('web', PODS));
-      op = new OperatorProcess(dir.dir);
+      op = new OperatorProcess(dir.args);
       await op.start();
       await waitFor('100 syncs', () => op!.syncs().length >= 100, 120_000, 500);
       expect(table()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
@@ -152,7 +152,7 @@ describe('the operator on the files source', () => {
     dir = new ManifestDir();
     dir.write('config', config({ syncPeriod: 1 }), node);
     dir.write('web', service('web', '10.200.1.35', { 'ipvs-operator.io/scheduler': 'sh' }), slice('web', PODS));
-    op = new OperatorProcess(dir.dir);
+    op = new OperatorProcess(dir.args);
     await op.start();
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const { pod, socket } = await get('http://10.200.1.35/', agent);

@@ -25,9 +25,12 @@ export async function waitFor<T>(what: string, check: () => Promise<T> | T, ms =
   }
 }
 
-/** A manifests directory the operator watches. */
+/** A manifests directory the operator watches (`args` are the operator's source flags for it). */
 export class ManifestDir {
   readonly dir = mkdtempSync(join(tmpdir(), 'ipvsop-'));
+  get args(): string[] {
+    return ['--source', `files:${this.dir}`];
+  }
   /** Writes `objects` (multi-document YAML) as `name`.yaml. */
   write(name: string, ...objects: object[]): void {
     writeFileSync(join(this.dir, `${name}.yaml`), objects.map((o) => stringify(o)).join('---\n'));
@@ -44,12 +47,13 @@ export class ManifestDir {
 export class OperatorProcess {
   readonly logs: Array<Record<string, unknown>> = [];
   private child: ChildProcess | undefined;
-  constructor(readonly dir: string, readonly addr = '127.0.0.1:10249', readonly extraArgs: string[] = []) {}
+  /** `sourceArgs`: e.g. ['--source', 'files:DIR'] or ['--source', 'kube', '--kubeconfig', FILE]. */
+  constructor(readonly sourceArgs: string[], readonly addr = '127.0.0.1:10249') {}
 
   /** Starts it and waits for /readyz. */
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [CLI, 'run', '--source', `files:${this.dir}`, '--node-name', 'lab-node',
-      '--metrics-addr', this.addr, '--log-level', 'debug', ...this.extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'run', ...this.sourceArgs, '--node-name', 'lab-node',
+      '--metrics-addr', this.addr, '--log-level', 'debug'], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     let buf = '';
     child.stderr!.setEncoding('utf8').on('data', (d: string) => {
