@@ -1,7 +1,8 @@
 // What the CLI's commands are made of: the source and sinks for a --source spec, and the
 // iptables path. The only place that chooses between implementations.
 import type { Problem } from '../desired/types.js';
-import { type IptablesSync, NoIptables } from '../operator/iptables.js';
+import { IptablesRestore } from '../iptables/restore.js';
+import type { IptablesSync } from '../operator/iptables.js';
 import type { Log } from '../operator/log.js';
 import { KubeEventSink } from '../kube/events.js';
 import { loadKubeConfig } from '../kube/kubeconfig.js';
@@ -11,9 +12,9 @@ import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';
 
-/** The iptables path (src/iptables/) when present on this build, else none. */
+/** The iptables + ipset path: masquerade marking, source ranges, VIP filtering (src/iptables/). */
 export async function iptablesPath(): Promise<IptablesSync> {
-  return new NoIptables();
+  return new IptablesRestore();
 }
 
 /** Where objects come from. */

@@ -61,7 +61,9 @@ async function main(): Promise<void> {
     // Without keep-alive every request must be its own connection: Node's Agent would otherwise
     // hand a queued request the socket a finished one just freed, even with keepAlive false.
     const headers = values['keep-alive'] ? {} : { connection: 'close' };
-    const req = request(url, { agent, method: 'GET', headers }, (res) => {
+    // The signal bounds the whole request, connect included (setTimeout below only sees an idle
+    // socket, so an unanswered SYN would wait for the kernel's retries, about 2 minutes).
+    const req = request(url, { agent, method: 'GET', headers, signal: AbortSignal.timeout(timeoutMs) }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => { body += d; });
