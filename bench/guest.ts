@@ -1,0 +1,292 @@
+// The in-VM half of `npm run bench` (run by bench/run.ts through the lab VM; needs root and IPVS):
+// for each size, an in-process Operator on the real kernel — NetlinkIpvs, RtnlVipLink,
+// IptablesRestore, the production classes — fed the SourceEvents a source delivers, then
+// `ipvsadm -R` loading the identical table (saved with `ipvsadm -Sn`) in the same guest run.
+//
+//   node dist/bench/guest.js OUT.json SIZES CHANGES [ENDPOINTS]
+//
+// Why in-process and not `ipvs-operator run --source files:DIR`: the files source re-reads and
+// re-parses the whole directory on every change (O(cluster), measured separately on the host by
+// bench/run.ts), and KubeSource needs an API server. Both end in Operator.handle(SourceEvent),
+// which is where this bench feeds the events, one per changed object, as an informer does.
+// Latency is from handle() to the end of the sync (status written), with minSyncPeriod 0: the
+// runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { PluginRegistry } from '../plugins/index.js';
+import { type Desired, type ProxyConfig, defaultProxyConfig } from '../src/desired/types.js';
+import { IptablesRestore } from '../src/iptables/restore.js';
+import { NetlinkIpvs } from '../src/ipvs/client.js';
+import type { IpvsClient, OpResult } from '../src/ipvs/types.js';
+import type { IpvsOp, RealServer, VirtualServer } from '../src/model/ipvs.js';
+import type { IptablesSync } from '../src/operator/iptables.js';
+import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../src/operator/kernel.js';
+import { Operator, type VipLink } from '../src/operator/operator.js';
+import { RtnlVipLink } from '../src/rtnl/vips.js';
+import type { NodeStatus, SourceEvent } from '../src/source/types.js';
+import { NODE_NAME, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
+
+const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
+const SIZES = sizesArg.split(',').map(Number);
+const CHANGES = Number(changesArg);
+const E = Number(eArg);
+const SMALL_CHANGES = Math.min(CHANGES, 30);
+const IFACE = defaultProxyConfig.interfaceName;
+const config: ProxyConfig = { ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3600 };
+
+/** Counts and times what the operator asks of IPVS. */
+class MeasuredIpvs implements IpvsClient {
+  ops = 0;
+  applyCalls = 0;
+  applyMs = 0;
+  dumps = 0;
+  dumpMs = 0;
+  lastApplyEnd = 0n;
+  constructor(readonly inner: NetlinkIpvs) {}
+  reset(): void {
+    this.ops = 0; this.applyCalls = 0; this.applyMs = 0; this.dumps = 0; this.dumpMs = 0;
+  }
+  info() { return this.inner.info(); }
+  async listVirtualServers(): Promise<VirtualServer[]> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.listVirtualServers(); } finally { this.dumps++; this.dumpMs += msSince(t); }
+  }
+  async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.listRealServers(vs); } finally { this.dumps++; this.dumpMs += msSince(t); }
+  }
+  addVirtualServer(vs: VirtualServer) { return this.inner.addVirtualServer(vs); }
+  updateVirtualServer(vs: VirtualServer) { return this.inner.updateVirtualServer(vs); }
+  deleteVirtualServer(vs: VirtualServer) { return this.inner.deleteVirtualServer(vs); }
+  addRealServer(vs: VirtualServer, rs: RealServer) { return this.inner.addRealServer(vs, rs); }
+  updateRealServer(vs: VirtualServer, rs: RealServer) { return this.inner.updateRealServer(vs, rs); }
+  deleteRealServer(vs: VirtualServer, rs: RealServer) { return this.inner.deleteRealServer(vs, rs); }
+  getTimeouts() { return this.inner.getTimeouts(); }
+  setTimeouts(t: Parameters<IpvsClient['setTimeouts']>[0]) { return this.inner.setTimeouts(t); }
+  zero(vs?: VirtualServer) { return this.inner.zero(vs); }
+  flush() { return this.inner.flush(); }
+  async apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.apply(ops); } finally {
+      this.ops += ops.length; this.applyCalls++; this.applyMs += msSince(t); this.lastApplyEnd = process.hrtime.bigint();
+    }
+  }
+  close() { this.inner.close(); }
+}
+
+class MeasuredVips implements VipLink {
+  ms = 0;
+  added = 0;
+  constructor(readonly inner: RtnlVipLink) {}
+  private async timed<T>(f: () => Promise<T>): Promise<T> {
+    const t = process.hrtime.bigint();
+    try { return await f(); } finally { this.ms += msSince(t); }
+  }
+  ensure(name: string) { return this.timed(() => this.inner.ensure(name)); }
+  list(name: string) { return this.timed(() => this.inner.list(name)); }
+  add(name: string, a: string) { this.added++; return this.timed(() => this.inner.add(name, a)); }
+  remove(name: string, a: string) { return this.timed(() => this.inner.remove(name, a)); }
+}
+
+class MeasuredIptables implements IptablesSync {
+  ms = 0;
+  calls = 0;
+  constructor(readonly inner: IptablesRestore) {}
+  async sync(d: Desired, c: ProxyConfig): Promise<void> {
+    const t = process.hrtime.bigint();
+    try { await this.inner.sync(d, c); } finally { this.calls++; this.ms += msSince(t); }
+  }
+  cleanup() { return this.inner.cleanup(); }
+}
+
+/** Resolves on the next node status write (the end of a sync, success or failure). */
+class StatusWaiter {
+  private waiters: Array<(s: NodeStatus) => void> = [];
+  readonly sink = { write: async (s: NodeStatus) => { const w = this.waiters; this.waiters = []; for (const f of w) f(s); } };
+  next(): Promise<NodeStatus> {
+    return new Promise((r) => this.waiters.push(r));
+  }
+}
+
+function sh(cmd: string, args: string[], input?: string): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
+}
+
+const registry = new PluginRegistry();
+const quiet = () => undefined;
+
+async function main(): Promise<void> {
+  if (!(await ensureIpvsModule())) throw new Error('no IPVS in this kernel');
+  const schedulerNames = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))];
+  const schedulers = await probeSchedulers(schedulerNames);
+  const nl = await NetlinkIpvs.open();
+  const info = await nl.info();
+  for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim(), false))) progress(`sysctl: ${p}`);
+  const ipvs = new MeasuredIpvs(nl);
+  const rtnl = new RtnlVipLink();
+  const vips = new MeasuredVips(rtnl);
+  const restore = new IptablesRestore();
+  const iptables = new MeasuredIptables(restore);
+  const kernel = { release: sh('uname', ['-r']).trim(), ipvsVersion: info.version, schedulers };
+  const backend = await restore.backend();
+  const results: Record<string, unknown>[] = [];
+
+  for (const [si, n] of SIZES.entries()) {
+    const last = si === SIZES.length - 1;
+    progress(`--- ${n} Services x ${E} endpoints: cleaning the kernel`);
+    await nl.flush();
+    await iptables.cleanup();
+    await rtnl.deleteLink(IFACE);
+    const cluster = makeCluster(n, E);
+    const services = new Map<number, V1Service>(cluster.services.map((s, i) => [i, s]));
+    const slices = new Map<number, V1EndpointSlice>(cluster.slices.map((s, i) => [i, s]));
+    const endpoints = new Map<number, number[]>(cluster.slices.map((_, i) => [i, Array.from({ length: E }, (_, j) => j)]));
+    const initialEvents = (): SourceEvent[] => [
+      { kind: 'node', type: 'upsert', object: cluster.node },
+      ...[...services.values()].map((object) => ({ kind: 'service', type: 'upsert', object }) as SourceEvent),
+      ...[...slices.values()].map((object) => ({ kind: 'endpointslice', type: 'upsert', object }) as SourceEvent),
+    ];
+
+    // ---- full sync from empty
+    const status = new StatusWaiter();
+    const deps = { ipvs, vips, iptables, events: { report: async () => undefined }, status: status.sink, log: quiet, kernel, registry, nodeName: NODE_NAME };
+    ipvs.reset(); vips.ms = 0; vips.added = 0; iptables.ms = 0; iptables.calls = 0;
+    progress(`full sync of ${n} Services from empty (operator)`);
+    const events = initialEvents();
+    const t0 = process.hrtime.bigint();
+    const op = new Operator(config, deps);
+    for (const e of events) op.handle(e);
+    const first = status.next();
+    op.start();
+    await first;
+    const totalMs = msSince(t0);
+    const ipvsDoneMs = Number(ipvs.lastApplyEnd - t0) / 1e6;
+    if (op.last?.error) throw new Error(`full sync failed: ${op.last.error}`);
+    const full = {
+      services: n, virtualServers: op.last!.ops ? undefined : 0, ops: op.last!.ops, totalMs, ipvsProgrammedMs: ipvsDoneMs,
+      applyMs: ipvs.applyMs, vipsMs: vips.ms, vipsAdded: vips.added, iptablesMs: iptables.ms,
+      rssMb: process.memoryUsage().rss / 2 ** 20,
+    };
+    progress(`operator: ${full.ops} ops, IPVS programmed after ${(ipvsDoneMs / 1000).toFixed(1)} s (apply ${(ipvs.applyMs / 1000).toFixed(1)} s), VIPs ${(vips.ms / 1000).toFixed(1)} s, iptables ${(iptables.ms / 1000).toFixed(1)} s, total ${(totalMs / 1000).toFixed(1)} s`);
+
+    // ---- single-endpoint changes through Operator.handle
+    const k = last ? CHANGES : SMALL_CHANGES;
+    const changes: Array<{ kind: string; ops: number; latencyMs: number; ipvsMs: number; syncMs: number; iptablesMs: number; dumps: number }> = [];
+    let rv = 1;
+    const used = new Set<number>();
+    const pick = (seed: number, wantWeighted: boolean): number => {
+      let i = (seed * 7919) % n;
+      while (used.has(i) || isWeighted(i) !== wantWeighted) i = (i + 1) % n;
+      used.add(i);
+      return i;
+    };
+    progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);
+    for (let c = 0; c < k; c++) {
+      const kind = (['add', 'remove', 'weight'] as const)[c % 3]!;
+      const i = pick(c + 1, kind === 'weight');
+      let e: SourceEvent;
+      if (kind === 'weight') {
+        const s = makeBenchService(i, `c${++rv}`, [{ name: podName(i, 0), weight: 5 }]);
+        services.set(i, s);
+        e = { kind: 'service', type: 'upsert', object: s };
+      } else {
+        const js = endpoints.get(i)!;
+        const next = kind === 'add' ? [...js, E] : js.slice(1);
+        endpoints.set(i, next);
+        const s = makeBenchSlice(i, `c${++rv}`, next, E);
+        slices.set(i, s);
+        e = { kind: 'endpointslice', type: 'upsert', object: s };
+      }
+      ipvs.reset(); iptables.ms = 0;
+      const done = status.next();
+      const tc = process.hrtime.bigint();
+      op.handle(e);
+      await done;
+      const latencyMs = msSince(tc);
+      changes.push({ kind, ops: op.last!.ops, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps });
+      if ((c + 1) % 20 === 0 || c + 1 === k) progress(`  ${c + 1}/${k} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
+    }
+    const lat = changes.map((x) => x.latencyMs);
+
+    // ---- the periodic full resync (syncPeriod): a re-read of the whole kernel table, 0 ops expected
+    progress(`periodic full resync at ${n} Services`);
+    ipvs.reset(); iptables.ms = 0; vips.ms = 0;
+    const tp = process.hrtime.bigint();
+    await op.sync({ periodic: true, retry: false });
+    const periodic = { ms: msSince(tp), ops: op.last!.ops, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, iptablesMs: iptables.ms, vipsMs: vips.ms };
+    progress(`periodic: ${periodic.ops} ops, ${(periodic.ms / 1000).toFixed(1)} s (${periodic.dumps} dumps ${(periodic.dumpMs / 1000).toFixed(1)} s, iptables ${(periodic.iptablesMs / 1000).toFixed(1)} s)`);
+    await op.stop();
+
+    // ---- ipvsadm -R loading the identical table
+    progress(`ipvsadm -R of the identical table`);
+    const saved = sh('ipvsadm', ['-Sn']);
+    const lines = saved.split('\n').filter(Boolean).length;
+    await nl.flush();
+    const tr = process.hrtime.bigint();
+    const r = spawnSync('ipvsadm', ['-R'], { input: saved, encoding: 'utf8', maxBuffer: 1 << 30 });
+    const ipvsadmMs = msSince(tr);
+    if (r.status !== 0) throw new Error(`ipvsadm -R failed: ${r.stderr}`);
+    const again = sh('ipvsadm', ['-Sn']);
+    if (again !== saved) throw new Error('ipvsadm -R did not load the identical table');
+    progress(`ipvsadm -R: ${lines} lines in ${(ipvsadmMs / 1000).toFixed(1)} s; ratio ${(ipvsDoneMs / ipvsadmMs).toFixed(2)}`);
+
+    // ---- restart with the table already programmed (by ipvsadm -R: the same table the operator wrote)
+    let restart: Record<string, unknown> | undefined;
+    if (last) {
+      progress(`restart with ${n} Services programmed`);
+      const st = new StatusWaiter();
+      ipvs.reset(); iptables.ms = 0; iptables.calls = 0; vips.ms = 0; vips.added = 0;
+      const ev = initialEvents();
+      const t1 = process.hrtime.bigint();
+      const op2 = new Operator(config, { ...deps, status: st.sink });
+      for (const e of ev) op2.handle(e);
+      const f = st.next();
+      op2.start();
+      await f;
+      restart = { ms: msSince(t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
+      await op2.stop();
+      progress(`restart: ready=${op2.ready} after ${((restart.ms as number) / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
+    }
+
+    results.push({
+      services: n, endpointsPerService: E, virtualServers: saved.split('\n').filter((l) => l.startsWith('-A')).length,
+      realServers: saved.split('\n').filter((l) => l.startsWith('-a')).length,
+      full, ipvsadm: { ms: ipvsadmMs, lines }, ratio: ipvsDoneMs / ipvsadmMs,
+      changes: {
+        count: changes.length,
+        opsPerChange: changes.map((x) => x.ops),
+        exactlyOneOp: changes.every((x) => x.ops === 1),
+        p50: percentile(lat, 50), p99: percentile(lat, 99), max: Math.max(...lat),
+        ipvsP50: percentile(changes.map((x) => x.ipvsMs), 50),
+        iptablesPerChangeMs: percentile(changes.map((x) => x.iptablesMs), 50),
+        dumpsPerChange: percentile(changes.map((x) => x.dumps), 50),
+        byKind: Object.fromEntries(['add', 'remove', 'weight'].map((kd) => {
+          const xs = changes.filter((x) => x.kind === kd);
+          return [kd, { count: xs.length, ops: [...new Set(xs.map((x) => x.ops))], p50: percentile(xs.map((x) => x.latencyMs), 50), p99: percentile(xs.map((x) => x.latencyMs), 99) }];
+        })),
+      },
+      periodic,
+      ...(restart ? { restart } : {}),
+    });
+  }
+  await nl.flush();
+  await iptables.cleanup();
+  await rtnl.deleteLink(IFACE);
+  nl.close();
+  rtnl.close();
+  const report = {
+    at: new Date().toISOString(), kernel: kernel.release, ipvs: info.version, iptablesBackend: backend.mode ?? String(backend),
+    cpus: (await import('node:os')).cpus().length, memMb: Math.round((await import('node:os')).totalmem() / 2 ** 20),
+    node: process.version, defaultMinSyncPeriodS: defaultProxyConfig.minSyncPeriod, sizes: results,
+  };
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, JSON.stringify(report, null, 2));
+  progress(`wrote ${out}`);
+}
+
+main().then(() => process.exit(0), (e: unknown) => {
+  process.stderr.write(`bench: ${e instanceof Error ? e.stack : String(e)}\n`);
+  process.exit(1);
+});
