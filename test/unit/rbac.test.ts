@@ -1,0 +1,200 @@
+// The ClusterRole grants exactly what the code uses. The code's API calls are collected by running
+// it: KubeSource (every informer, an invalid config and its Event), KubeEventSink and
+// KubeStatusSink (create, update, the 404 and 409 paths) against the recording fake API server,
+// each request mapped to an RBAC verb and resource the way the API server's authorizer does. A
+// static scan keeps that honest: every client-node API method named anywhere in src/ must have
+// been called during the run, and only the files the run exercises may make API clients.
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import * as k8s from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { KubeEventSink } from '../../src/kube/events.js';
+import { KubeSource } from '../../src/kube/source.js';
+import { KubeStatusSink } from '../../src/kube/status.js';
+import type { NodeStatus } from '../../src/source/types.js';
+import { FakeApiServer, type RecordedRequest, kubeConfigFor } from '../support/fake-apiserver.js';
+import { waitFor } from '../support/wait.js';
+import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
+
+interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }
+
+/** One authorization check: `verb group/resource[/subresource]`, and the object name when the request names one. */
+interface Access { verb: string; group: string; resource: string; name?: string }
+
+/** The authorizer's view of a request (k8s.io/apiserver RequestInfo): verb, group, resource, name. */
+function accessOf(r: RecordedRequest): Access {
+  const parts = r.path.split('/').filter(Boolean);
+  const [group, rest] = parts[0] === 'api' ? ['', parts.slice(2)] : [parts[1]!, parts.slice(3)];
+  if (rest[0] === 'namespaces' && rest.length > 2) rest.splice(0, 2);
+  const [resource, name, sub] = rest;
+  const query = new URLSearchParams(r.query);
+  // A list or watch with a metadata.name field selector is authorized against that name (RBAC resourceNames).
+  const selected = /(?:^|,)metadata\.name=([^,]+)/.exec(query.get('fieldSelector') ?? '')?.[1];
+  const verb = { POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: name ? 'delete' : 'deletecollection' }[r.method]
+    ?? (name ? 'get' : query.get('watch') === 'true' ? 'watch' : 'list');
+  const n = name ?? selected;
+  return { verb, group, resource: sub ? `${resource!}/${sub}` : resource!, ...(n ? { name: n } : {}) };
+}
+
+const key = (a: Pick<Access, 'verb' | 'group' | 'resource'>) => `${a.verb} ${a.group || 'core'}/${a.resource}`;
+
+/** Whether a rule allows an access (resourceNames: only accesses naming one of them). */
+const allows = (rule: Rule, a: Access) => rule.apiGroups.includes(a.group) && rule.resources.includes(a.resource) &&
+  rule.verbs.includes(a.verb) && (!rule.resourceNames || (a.name !== undefined && rule.resourceNames.includes(a.name)));
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((n) => {
+    const p = join(dir, n);
+    return statSync(p).isDirectory() ? tsFiles(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** client-node's generated API classes (CoreV1Api, ...) and their request methods. */
+const apiClasses = Object.entries(k8s).filter(([n, v]) => /Api$/.test(n) && typeof v === 'function' && (v as { prototype?: object }).prototype)
+  .map(([name, v]) => ({ name, proto: (v as { prototype: Record<string, unknown> }).prototype }));
+const isRequestMethod = (m: string) => /^(list|read|create|replace|patch|delete|watch|get|connect)[A-Z]/.test(m) && !m.endsWith('WithHttpInfo');
+
+/** Every client-node API method named as `.method(` in src/, with the files naming it. */
+function staticApiMethods(): Map<string, string[]> {
+  const methods = new Set(apiClasses.flatMap((c) => Object.getOwnPropertyNames(c.proto).filter(isRequestMethod)));
+  const found = new Map<string, string[]>();
+  for (const f of tsFiles('src')) {
+    for (const m of readFileSync(f, 'utf8').matchAll(/\.([A-Za-z]+)\(/g)) {
+      if (methods.has(m[1]!)) found.set(m[1]!, [...new Set([...(found.get(m[1]!) ?? []), f])]);
+    }
+  }
+  return found;
+}
+
+const status = (n: number): NodeStatus => ({
+  kernelIPVSVersion: '1.2.1', schedulersAvailable: ['rr'], virtualServers: n, realServers: n,
+  lastSyncTime: '2025-01-02T03:04:05.000Z', lastSyncDurationSeconds: 0.01, lastError: '', problems: 0,
+});
+
+let server: FakeApiServer;
+/** client-node API methods called during the run. */
+const called = new Set<string>();
+const restore: Array<() => void> = [];
+
+/** Wraps every request method of every API class to record its name; restored in afterAll. */
+function recordApiCalls(): void {
+  for (const c of apiClasses) {
+    for (const m of Object.getOwnPropertyNames(c.proto).filter(isRequestMethod)) {
+      const original = c.proto[m];
+      if (typeof original !== 'function') continue;
+      c.proto[m] = function (this: unknown, ...args: unknown[]) {
+        called.add(m);
+        return (original as (...a: unknown[]) => unknown).apply(this, args);
+      };
+      restore.push(() => { c.proto[m] = original; });
+    }
+  }
+}
+
+/** Runs every Kubernetes-facing component of the operator against the fake server. */
+async function exerciseTheCode(): Promise<void> {
+  server.put('services', makeService('ns1', 'svc1'));
+  server.put('endpointslices', makeSlice('ns1', 'svc1', 'svc1-a', [{ ip: '10.10.1.1' }]));
+  server.put('nodes', makeNode());
+  server.put('ipvsproxyconfigs', { metadata: { name: 'default' }, spec: { defaultScheduler: 'lc' } });
+  const kubeConfig = kubeConfigFor(server);
+  const source = new KubeSource({ kubeConfig, nodeName: NODE, backoff: { initialMs: 20, maxMs: 100, jitter: 0 } });
+  await source.start(() => undefined);
+  // An invalid config: the source posts a Warning Event on the IPVSProxyConfig itself.
+  server.put('ipvsproxyconfigs', { metadata: { name: 'default' }, spec: { syncPeriod: -1 } });
+  await waitFor(() => server.list('events').length > 0, 'the invalid-config Event');
+  await source.stop();
+
+  const events = new KubeEventSink({ kubeConfig, nodeName: NODE });
+  await events.report([{ service: 'ns1/svc1', reason: 'UnknownScheduler', message: 'no plugin "x"' }], new Map());
+  const sink = new KubeStatusSink({ kubeConfig, nodeName: NODE });
+  await sink.write(status(1)); // get (404), create, update status
+  await sink.write(status(2));
+  const o = server.get('ipvsnodestates', NODE)!;
+  server.put('ipvsnodestates', { ...o, metadata: { ...o.metadata, labels: { changed: 'yes' } } });
+  await sink.write(status(3)); // 409: get again, update status
+  server.remove('ipvsnodestates', NODE);
+  await sink.write(status(4)); // 404: get, create, update status
+}
+
+beforeAll(async () => {
+  recordApiCalls();
+  server = await FakeApiServer.start();
+  await exerciseTheCode();
+});
+
+afterAll(async () => {
+  for (const r of restore) r();
+  await server.close();
+});
+
+const role = parse(readFileSync('manifests/clusterrole.yaml', 'utf8')) as { kind: string; rules: Rule[] };
+
+describe('the ClusterRole against the API calls the code makes', () => {
+  it('the run covered every client-node API method named in src/', () => {
+    const methods = staticApiMethods();
+    expect([...methods.keys()].sort()).toEqual(['createClusterCustomObject', 'createNamespacedEvent', 'getClusterCustomObject',
+      'listClusterCustomObject', 'listEndpointSliceForAllNamespaces', 'listNode', 'listServiceForAllNamespaces', 'replaceClusterCustomObjectStatus']);
+    const notCalled = [...methods].filter(([m]) => !called.has(m)).map(([m, f]) => `${m} (${f.join(', ')})`);
+    expect(notCalled).toEqual([]);
+  });
+
+  it('only the files the run exercises make API clients or watches', () => {
+    const clients = tsFiles('src').filter((f) => /makeApiClient\(|new (List)?Watch\b/.test(readFileSync(f, 'utf8'))).sort();
+    expect(clients).toEqual(['src/kube/events.ts', 'src/kube/source.ts', 'src/kube/status.ts']);
+  });
+
+  it('grants every access the code made', () => {
+    const denied = server.requests.map(accessOf).filter((a) => !role.rules.some((r) => allows(r, a)));
+    expect(denied.map((a) => `${key(a)}${a.name ? ` ${a.name}` : ''}`)).toEqual([]);
+  });
+
+  it('grants nothing the code did not use', () => {
+    const used = new Set(server.requests.map((r) => key(accessOf(r))));
+    const granted = role.rules.flatMap((r) => r.apiGroups.flatMap((group) => r.resources.flatMap((resource) => r.verbs.map((verb) => key({ verb, group, resource })))));
+    expect(granted.filter((g) => !used.has(g))).toEqual([]);
+    expect(new Set(granted).size).toBe(granted.length); // no grant twice
+    expect([...used].sort()).toEqual([
+      'create core/events',
+      'create ipvs-operator.io/ipvsnodestates',
+      'get ipvs-operator.io/ipvsnodestates',
+      'list core/nodes', 'list core/services',
+      'list discovery.k8s.io/endpointslices',
+      'list ipvs-operator.io/ipvsproxyconfigs',
+      'update ipvs-operator.io/ipvsnodestates/status',
+      'watch core/nodes', 'watch core/services',
+      'watch discovery.k8s.io/endpointslices',
+      'watch ipvs-operator.io/ipvsproxyconfigs',
+    ]);
+  });
+
+  it('has no wildcards, and restricts the configuration to the object "default"', () => {
+    for (const r of role.rules) expect([...r.apiGroups, ...r.resources, ...r.verbs]).not.toContain('*');
+    expect(role.rules.filter((r) => r.resourceNames)).toEqual([
+      { apiGroups: ['ipvs-operator.io'], resources: ['ipvsproxyconfigs'], resourceNames: ['default'], verbs: ['list', 'watch'] },
+    ]);
+  });
+
+  it('maps requests to accesses as the API server does', () => {
+    const a = (method: string, path: string, query = '') => accessOf({ method, path, query });
+    expect(a('GET', '/api/v1/services', '?watch=true&resourceVersion=5')).toEqual({ verb: 'watch', group: '', resource: 'services' });
+    expect(a('GET', '/api/v1/nodes', '?fieldSelector=metadata.name%3Dn1')).toEqual({ verb: 'list', group: '', resource: 'nodes', name: 'n1' });
+    expect(a('POST', '/api/v1/namespaces/ns1/events')).toEqual({ verb: 'create', group: '', resource: 'events' });
+    expect(a('PUT', '/apis/ipvs-operator.io/v1alpha1/ipvsnodestates/n1/status')).toEqual({ verb: 'update', group: 'ipvs-operator.io', resource: 'ipvsnodestates/status', name: 'n1' });
+    expect(a('PATCH', '/apis/discovery.k8s.io/v1/namespaces/a/endpointslices/s')).toEqual({ verb: 'patch', group: 'discovery.k8s.io', resource: 'endpointslices', name: 's' });
+    expect(a('GET', '/apis/ipvs-operator.io/v1alpha1/ipvsnodestates/n1')).toEqual({ verb: 'get', group: 'ipvs-operator.io', resource: 'ipvsnodestates', name: 'n1' });
+  });
+});
+
+describe('the ClusterRole is bound to the DaemonSet\'s service account', () => {
+  it('ClusterRoleBinding -> ClusterRole ipvs-operator, subject the ServiceAccount the DaemonSet runs as', () => {
+    const binding = parse(readFileSync('manifests/clusterrolebinding.yaml', 'utf8'));
+    const sa = parse(readFileSync('manifests/serviceaccount.yaml', 'utf8'));
+    const ds = parse(readFileSync('manifests/daemonset.yaml', 'utf8'));
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: (role as unknown as { metadata: { name: string } }).metadata.name });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: sa.metadata.name, namespace: sa.metadata.namespace }]);
+    expect(ds.spec.template.spec.serviceAccountName).toBe(sa.metadata.name);
+    expect(ds.metadata.namespace).toBe(sa.metadata.namespace);
+  });
+});
