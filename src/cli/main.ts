@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// `ipvs-operator <command>`: run | status | explain | cleanup. Each command is one entry in
-// COMMANDS with its own flags (node:util parseArgs, strict) and --help. The only process.exit
+// `ipvs-operator <command>`: run | status | explain | cleanup | lab compare. Each command is one
+// entry in COMMANDS with its own flags (node:util parseArgs, strict) and --help. The only process.exit
 // of the operator is here.
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -11,6 +11,7 @@ import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { cleanup, status } from './status.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
+import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
 export interface Command {
@@ -122,6 +123,23 @@ export const COMMANDS: Record<string, Command> = {
     async run(v) {
       for (const line of await cleanup(String(v.interface), await iptablesPath())) process.stdout.write(`${line}\n`);
       return 0;
+    },
+  },
+  lab: {
+    summary: 'lab compare: kube-proxy iptables random vs each IPVS scheduler, in the lab VM (src/compare/)',
+    usage: COMPARE_USAGE,
+    help: COMPARE_HELP,
+    positionals: 1,
+    options: COMPARE_OPTIONS,
+    async run(v, positionals) {
+      if (positionals[0] !== 'compare') throw new UsageError(`unknown lab subcommand ${JSON.stringify(positionals[0])} (only: compare)`);
+      // Loaded on use: the operator's own commands never load the lab VM or the PNG renderer.
+      const { compareCommand } = await import('../compare/command.js');
+      try {
+        return await compareCommand(v);
+      } catch (e) {
+        throw e instanceof CompareUsageError ? new UsageError(e.message) : e;
+      }
     },
   },
 };

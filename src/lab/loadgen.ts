@@ -2,8 +2,10 @@
 // Lab load generator: one process per batch of requests (process start-up costs ~1 s in the
 // guest), run in a client netns by topology.ts's runLoad:
 //   node dist/src/lab/loadgen.js --url http://10.200.1.10/ --count 30 [--concurrency 1]
-//     [--keep-alive] [--timeout-ms 5000]
-// Prints one JSON LoadResult on stdout. Responses are the pod servers' {"pod","peer"} bodies.
+//     [--keep-alive] [--timeout-ms 5000] [--samples]
+// Prints one JSON LoadResult on stdout; with --samples it also carries every request's pod and
+// latency (lab compare draws latency distributions from them). Responses are the pod servers'
+// {"pod","peer"} bodies.
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
 
@@ -19,8 +21,10 @@ export interface LoadResult {
   byPeer: Record<string, number>;
   /** Pod names in answer order (only the first 10,000). */
   sequence: string[];
-  latencyMs: { min: number; p50: number; p90: number; p99: number; max: number; mean: number };
+  latencyMs: { min: number; p50: number; p90: number; p95: number; p99: number; max: number; mean: number };
   durationMs: number;
+  /** With --samples: [pod name ('' for an error), latency ms] per request, in completion order. */
+  samples?: Array<[string, number]>;
 }
 
 function percentile(sorted: readonly number[], q: number): number {
@@ -39,6 +43,7 @@ async function main(): Promise<void> {
       concurrency: { type: 'string', default: '1' },
       'keep-alive': { type: 'boolean', default: false },
       'timeout-ms': { type: 'string', default: '5000' },
+      samples: { type: 'boolean', default: false },
     },
   });
   if (!values.url) throw new Error('--url is required');
@@ -50,11 +55,16 @@ async function main(): Promise<void> {
 
   const result: LoadResult = {
     count, ok: 0, errors: 0, errorKinds: {}, byPod: {}, byPeer: {}, sequence: [],
-    latencyMs: { min: 0, p50: 0, p90: 0, p99: 0, max: 0, mean: 0 }, durationMs: 0,
+    latencyMs: { min: 0, p50: 0, p90: 0, p95: 0, p99: 0, max: 0, mean: 0 }, durationMs: 0,
   };
+  const samples: Array<[string, number]> | undefined = values.samples ? [] : undefined;
   const latencies: number[] = [];
   const bump = (m: Record<string, number>, k: string) => { m[k] = (m[k] ?? 0) + 1; };
-  const fail = (kind: string) => { result.errors++; bump(result.errorKinds, kind); };
+  const fail = (kind: string, t0: number) => {
+    result.errors++;
+    bump(result.errorKinds, kind);
+    samples?.push(['', round(performance.now() - t0)]);
+  };
 
   const one = () => new Promise<void>((done) => {
     const t0 = performance.now();
@@ -67,11 +77,11 @@ async function main(): Promise<void> {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => { body += d; });
-      res.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message); done(); });
+      res.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0); done(); });
       res.on('end', () => {
         latencies.push(performance.now() - t0);
         if (res.statusCode !== 200) {
-          fail(`status ${res.statusCode}`);
+          fail(`status ${res.statusCode}`, t0);
         } else {
           try {
             const parsed = JSON.parse(body) as { pod?: string; peer?: string };
@@ -80,15 +90,16 @@ async function main(): Promise<void> {
             bump(result.byPod, pod);
             bump(result.byPeer, (parsed.peer ?? '?').replace(/:\d+$/, ''));
             if (result.sequence.length < 10_000) result.sequence.push(pod);
+            samples?.push([pod, round(performance.now() - t0)]);
           } catch {
-            fail('bad body');
+            fail('bad body', t0);
           }
         }
         done();
       });
     });
     req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
-    req.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message); done(); });
+    req.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0); done(); });
     req.end();
   });
 
@@ -107,10 +118,11 @@ async function main(): Promise<void> {
   if (sorted.length) {
     result.latencyMs = {
       min: round(sorted[0] ?? 0), p50: round(percentile(sorted, 0.5)), p90: round(percentile(sorted, 0.9)),
-      p99: round(percentile(sorted, 0.99)), max: round(sorted[sorted.length - 1] ?? 0),
+      p95: round(percentile(sorted, 0.95)), p99: round(percentile(sorted, 0.99)), max: round(sorted[sorted.length - 1] ?? 0),
       mean: round(sorted.reduce((a, b) => a + b, 0) / sorted.length),
     };
   }
+  if (samples) result.samples = samples;
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 

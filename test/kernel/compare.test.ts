@@ -1,0 +1,95 @@
+// lab compare on a real kernel (runs in the lab VM: `node dist/src/lab/cli.js test -- dist/test/kernel/compare`).
+// Two small runs of runCompare, each with its own topology (pods webpod1-3 on 10.10.1.11-13, a
+// client 192.168.100.10, VIP 10.200.1.10:80, see src/compare/lab.ts), and structural properties
+// that must hold whatever the machine's speed:
+//   sequential, equal backends: rr spreads evenly (+-1); kube-proxy's statistic-random chains give
+//     each backend a share inside an exact binomial bound of 1/n; sh and mh keep the one client on
+//     one backend;
+//   8 concurrent, the last backend 10x slower: lc and sed send it clearly less than rr does.
+// Then the outputs (table, SVG, PNG) are rendered from the real results.
+import { describe, expect, test } from '@jest/globals';
+import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { renderOutputs } from '../../src/compare/command.js';
+import { runCompare } from '../../src/compare/lab.js';
+import { pngSize } from '../../src/compare/png.js';
+import { binomialBounds } from '../../src/compare/stats.js';
+import { type CompareResults, type ModeRun, buildProfile, parseModes } from '../../src/compare/types.js';
+
+const lab = process.env.IPVS_LAB === '1' ? describe : describe.skip;
+const PODS = ['webpod1', 'webpod2', 'webpod3'];
+const counts = (r: ModeRun) => PODS.map((p) => r.byPod[p] ?? 0);
+const runOf = (res: CompareResults, mode: string, profile: string) => {
+  const r = res.runs.find((x) => x.mode === mode && x.profile === profile);
+  if (!r) throw new Error(`no run ${mode}/${profile}`);
+  return r;
+};
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+lab('lab compare', () => {
+  let sequential: CompareResults;
+  let concurrent: CompareResults;
+
+  test('sequential requests, equal backends: rr even, iptables random within the binomial bound, sh/mh pinned', async () => {
+    // 300 per mode: the bound for 1/3 at a family-wise 0.1 % (Bonferroni over the 3 backends) is
+    // about 72..129, wide enough never to flake and narrow enough to catch a wrong probability
+    // (0.5 / 0.25 / 0.25 would give 150 / 75 / 75).
+    sequential = await runCompare({
+      backends: 3, profiles: [buildProfile('equal', 3)], modes: parseModes('iptables,rr,sh,mh'),
+      load: { requests: 300, concurrency: 1, keepAlive: false, timeoutMs: 5000 },
+      onProgress: (p) => { if (p.run) log(`${p.mode}: ${JSON.stringify(p.run.byPod)} errors ${p.run.errors}`); },
+    });
+    for (const r of sequential.runs) expect({ mode: r.mode, errors: r.errors, ok: r.ok }).toEqual({ mode: r.mode, errors: 0, ok: 300 });
+
+    const rr = counts(runOf(sequential, 'rr', 'equal'));
+    expect(Math.max(...rr) - Math.min(...rr)).toBeLessThanOrEqual(1);
+
+    const random = counts(runOf(sequential, 'iptables', 'equal'));
+    const { lo, hi } = binomialBounds(300, 1 / 3, 0.001 / 3);
+    for (const c of random) {
+      expect(c).toBeGreaterThanOrEqual(lo);
+      expect(c).toBeLessThanOrEqual(hi);
+    }
+    for (const mode of ['sh', 'mh']) {
+      expect(Object.values(runOf(sequential, mode, 'equal').byPod)).toEqual([300]);
+    }
+  }, 600_000);
+
+  test('8 concurrent, one slow backend: lc and sed send it clearly less traffic than rr', async () => {
+    concurrent = await runCompare({
+      backends: 3, profiles: [buildProfile('one-slow', 3)], modes: parseModes('rr,lc,sed'),
+      load: { requests: 240, concurrency: 8, keepAlive: false, timeoutMs: 5000 },
+      onProgress: (p) => { if (p.run) log(`${p.mode}: ${JSON.stringify(p.run.byPod)} p99 ${p.run.latencyMs.p99} ms`); },
+    });
+    for (const r of concurrent.runs) expect({ mode: r.mode, errors: r.errors }).toEqual({ mode: r.mode, errors: 0 });
+    const slow = (mode: string) => counts(runOf(concurrent, mode, 'one-slow'))[2]!;
+    // rr ignores load: a third, whatever the backend's speed.
+    expect(Math.abs(slow('rr') - 80)).toBeLessThanOrEqual(1);
+    // lc and sed count the slow backend's connections still open: it gets far fewer new ones.
+    expect(slow('lc')).toBeLessThan(0.6 * slow('rr'));
+    expect(slow('sed')).toBeLessThan(0.6 * slow('rr'));
+  }, 600_000);
+
+  test('the table, results.json, chart.svg and chart.png are written from the real results', () => {
+    const merged: CompareResults = {
+      ...concurrent, profiles: [...sequential.profiles, ...concurrent.profiles],
+      modes: ['iptables', 'rr', 'lc', 'sed', 'sh', 'mh'], runs: [...sequential.runs, ...concurrent.runs],
+    };
+    const out = mkdtempSync(join(tmpdir(), 'compare-out-'));
+    expect(renderOutputs(merged, out)).toBe(0);
+    const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
+    expect(svg.startsWith('<?xml')).toBe(true);
+    expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
+    expect(svg).toContain('>ipvs sed');
+    expect(statSync(join(out, 'chart.svg')).size).toBeGreaterThan(20_000);
+    const png = readFileSync(join(out, 'chart.png'));
+    const size = pngSize(png);
+    expect(size?.width).toBe(1100);
+    expect(size?.height).toBeGreaterThan(300);
+    expect(png.length).toBeGreaterThan(20_000);
+    const table = readFileSync(join(out, 'table.txt'), 'utf8');
+    expect(table).toMatch(/^iptables\s+\d+\s+[\d.]+%/m);
+    expect((JSON.parse(readFileSync(join(out, 'results.json'), 'utf8')) as CompareResults).runs).toHaveLength(7);
+  });
+});
