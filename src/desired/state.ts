@@ -41,6 +41,12 @@ export class DesiredState {
   private readonly claims = new Map<string, Map<string, DesiredVirtualServer>>();
   private readonly table = new Map<string, DesiredVirtualServer>();
   private readonly vipRefs = new Map<string, number>();
+  /** The keys of vipRefs, kept as a Set so desired() hands out a live view instead of a copy. */
+  private readonly vipSet = new Set<string>();
+  /** sets() and problems() as last assembled; undefined when a sync may have changed them. */
+  private setsCache: SetEntry[] | undefined;
+  private problemsCache: Problem[] | undefined;
+  private readonly counters = { sets: 0, vips: 0, problems: 0 };
   private env: BuildEnv;
   private envProblems: Problem[] = [];
   private node: V1Node | undefined;
@@ -114,7 +120,10 @@ export class DesiredState {
       if (next) this.entries.set(id, next);
       else this.entries.delete(id);
       for (const vip of old?.vips ?? []) this.unref(vip);
-      for (const vip of next?.vips ?? []) this.vipRefs.set(vip, (this.vipRefs.get(vip) ?? 0) + 1);
+      for (const vip of next?.vips ?? []) this.ref(vip);
+      if (!sameSets(old?.sets, next?.sets)) this.invalidateSets();
+      // Problems change with the Service's own, or with a conflict on one of its keys (below).
+      if (old?.problems.length || next?.problems.length) this.invalidateProblems();
       const nextKeys = new Set<string>();
       for (const d of next?.vss ?? []) {
         const key = keyOf(d);
@@ -122,6 +131,7 @@ export class DesiredState {
         let c = this.claims.get(key);
         if (!c) this.claims.set(key, (c = new Map()));
         const prev = c.get(id);
+        if (c.size > (prev ? 1 : 0)) this.invalidateProblems();
         // Keep the old object when nothing changed, so the table (and the planner) sees no change.
         c.set(id, prev && sameDesired(prev, d) ? prev : d);
         this.elect(key, changed);
@@ -130,6 +140,7 @@ export class DesiredState {
         const key = keyOf(d);
         if (nextKeys.has(key)) continue;
         const c = this.claims.get(key);
+        if (c && c.size > 1) this.invalidateProblems();
         c?.delete(id);
         if (c?.size === 0) this.claims.delete(key);
         this.elect(key, changed);
@@ -139,15 +150,26 @@ export class DesiredState {
     return { changed, recomputed };
   }
 
-  /** The current desired state (call `sync()` first). Table and VIPs are live views, sets/problems are assembled. */
+  /**
+   * The current desired state (call `sync()` first). Table and VIPs are live views; sets and
+   * problems are assembled when a sync changed them, else the previous arrays are returned.
+   */
   desired(): Desired {
     return {
       table: this.table,
-      vips: new Set(this.vipRefs.keys()),
+      vips: this.vipSet,
       nodePortAddresses: new Set(this.env.nodeAddresses),
       sets: this.sets(),
       problems: this.problems(),
     };
+  }
+
+  /**
+   * Change counters: each grows when a sync (or a node/kernel change) changed the set entries,
+   * the VIPs, or may have changed the problems. Equal counters: equal sets(), vips, problems().
+   */
+  get versions(): Readonly<{ sets: number; vips: number; problems: number }> {
+    return this.counters;
   }
 
   /** The desired table (live view, no copy). */
@@ -157,13 +179,16 @@ export class DesiredState {
 
   /** Set entries of every Service, sorted and deduplicated. O(all entries). */
   sets(): SetEntry[] {
+    if (this.setsCache) return this.setsCache;
     const byText = new Map<string, SetEntry>();
     for (const e of this.entries.values()) for (const s of e.sets) byText.set(formatSetEntry(s), s);
-    return [...byText.keys()].sort().map((k) => byText.get(k)!);
+    this.setsCache = [...byText.keys()].sort().map((k) => byText.get(k)!);
+    return this.setsCache;
   }
 
   /** Every problem: configuration, per Service, and conflicts. O(all entries). */
   problems(): Problem[] {
+    if (this.problemsCache) return this.problemsCache;
     const out = [...this.envProblems];
     for (const e of this.entries.values()) out.push(...e.problems);
     for (const [key, c] of this.claims) {
@@ -174,7 +199,18 @@ export class DesiredState {
         out.push({ service: id, reason: 'VirtualServerConflict', message: `${key} is already served by Service ${winner.origin.namespace}/${winner.origin.name}; not programmed for this one` });
       }
     }
-    return out.sort((a, b) => (a.service < b.service ? -1 : a.service > b.service ? 1 : 0));
+    this.problemsCache = out.sort((a, b) => (a.service < b.service ? -1 : a.service > b.service ? 1 : 0));
+    return this.problemsCache;
+  }
+
+  private invalidateSets(): void {
+    this.setsCache = undefined;
+    this.counters.sets++;
+  }
+
+  private invalidateProblems(): void {
+    this.problemsCache = undefined;
+    this.counters.problems++;
   }
 
   private elect(key: string, changed: Set<string>): void {
@@ -188,10 +224,21 @@ export class DesiredState {
     if (before !== winner) changed.add(key);
   }
 
+  private ref(vip: string): void {
+    const n = this.vipRefs.get(vip) ?? 0;
+    this.vipRefs.set(vip, n + 1);
+    if (n === 0) {
+      this.vipSet.add(vip);
+      this.counters.vips++;
+    }
+  }
+
   private unref(vip: string): void {
     const n = (this.vipRefs.get(vip) ?? 0) - 1;
-    if (n <= 0) this.vipRefs.delete(vip);
-    else this.vipRefs.set(vip, n);
+    if (n <= 0) {
+      this.vipRefs.delete(vip);
+      if (this.vipSet.delete(vip)) this.counters.vips++;
+    } else this.vipRefs.set(vip, n);
   }
 
   private refreshEnv(): void {
@@ -213,6 +260,8 @@ export class DesiredState {
     const nodeAddresses = nodePortAddressesOf(this.node, this.config, problems);
     const fallback = chooseDefault(this.registry, this.config.defaultScheduler, context, problems);
     this.envProblems = problems;
+    this.problemsCache = undefined;
+    this.counters.problems++;
     return { config: this.config, registry: this.registry, context, nodeAddresses, fallback };
   }
 }
@@ -234,6 +283,12 @@ export function formatSetEntry(s: SetEntry): string {
   const where = s.address === undefined ? `${s.port}` : s.address.includes(':') ? `[${s.address}]:${s.port}` : `${s.address}:${s.port}`;
   const from = s.cidr ?? s.source;
   return `${s.set} ${s.family} ${s.protocol} ${where}${from ? ` from ${from}` : ''}`;
+}
+
+/** Same set entries in the same order (a rebuilt Service whose sets did not change). */
+function sameSets(a: readonly SetEntry[] | undefined, b: readonly SetEntry[] | undefined): boolean {
+  if (!a?.length || !b?.length) return !a?.length && !b?.length;
+  return a.length === b.length && a.every((x, i) => formatSetEntry(x) === formatSetEntry(b[i]!));
 }
 
 function keyOf(d: DesiredVirtualServer): string {
