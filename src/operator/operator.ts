@@ -6,6 +6,11 @@
 //                                                        │ full at start and on every periodic sync
 //   then: VIPs on the dummy interface, the iptables path, Events, node status, metrics.
 //
+// Every step of an incremental sync is O(what changed), not O(cluster): the link's addresses are
+// cached like the IPVS table (re-read on full syncs), and the VIPs and the iptables path are only
+// touched when DesiredState's VIP or set-entry counters (or the config) moved since they were last
+// applied; full syncs apply both unconditionally.
+//
 // Start never flushes: the first sync reads the kernel's table and plans against it, so a restart
 // under traffic changes nothing that is already right (a restart issues 0 ops). Incremental syncs
 // plan only the virtual servers whose desired value changed, plus those with draining real
@@ -85,6 +90,16 @@ export class Operator {
   /** The kernel's table as last read or written, for the keys the operator looks at. */
   private actual = new Map<string, MutableEntry>();
   private draining: DrainState = new Map();
+  /** Real servers in `actual`, kept up to date with it (status reports it every sync). */
+  private realServers = 0;
+  /** The VIP link's addresses as last read or written; re-read on every full sync, like `actual`. */
+  private vipsNow: Set<string> | undefined;
+  /**
+   * What the VIP link and the iptables path were last made to match (DesiredState.versions, the
+   * config object): an incremental sync where neither changed leaves both alone.
+   */
+  private vipsDone: number | undefined;
+  private iptablesDone: { sets: number; config: ProxyConfig } | undefined;
   /** Keys to plan again next sync (failed ops, grace deadlines). */
   private readonly retryKeys = new Set<string>();
   private needFull = true;
@@ -168,6 +183,8 @@ export class Operator {
       case 'config':
         this.config = e.config;
         this.state = this.newState();
+        this.vipsDone = undefined;
+        this.iptablesDone = undefined;
         this.runner.setIntervals(intervals(e.config));
         this.needFull = true;
         this.deps.log('info', 'configuration changed; full resync', { defaultScheduler: e.config.defaultScheduler });
@@ -185,6 +202,13 @@ export class Operator {
       actual.set(virtualServerKey(vs), { vs, dests });
     }
     this.actual = actual;
+    this.countRealServers();
+  }
+
+  private countRealServers(): void {
+    let n = 0;
+    for (const e of this.actual.values()) n += e.dests.size;
+    this.realServers = n;
   }
 
   /** Re-reads the real servers (and their connection counters) of some virtual servers. */
@@ -194,8 +218,19 @@ export class Operator {
       if (!e) continue;
       const dests = new Map<string, RealServer>();
       for (const rs of await this.deps.ipvs.listRealServers(e.vs)) dests.set(realServerKey(rs), rs);
+      this.realServers += dests.size - e.dests.size;
       e.dests = dests;
     }
+  }
+
+  /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */
+  private goneWithoutCounters(key: string, table: Desired['table']): boolean {
+    const have = this.actual.get(key);
+    const want = table.get(key);
+    if (!have || !want || have.dests.size === 0) return false;
+    const wanted = new Set(want.dests.map(realServerKey));
+    for (const [rkey, rs] of have.dests) if (!wanted.has(rkey) && rs.activeConns === undefined) return true;
+    return false;
   }
 
   /** One sync; the runner calls it. Throws when something must be retried. */
@@ -213,16 +248,26 @@ export class Operator {
       if (full) {
         await this.readAll();
       } else {
-        await this.readSome(this.draining.keys());
+        // Draining real servers, and real servers about to go whose connection counters the
+        // cache does not know (it holds what we wrote, not what the kernel counts): read them, so
+        // one that carries no connections is deleted at once rather than drained a sync later.
+        await this.readSome(new Set([...this.draining.keys(), ...[...changed].filter((k) => this.goneWithoutCounters(k, desired.table))]));
       }
       const keys = full ? new Set([...desired.table.keys(), ...this.actual.keys()]) : new Set([...changed, ...this.draining.keys(), ...this.retryKeys]);
       this.retryKeys.clear();
-      const vipsNow = await this.deps.vips.list(this.config.interfaceName);
-      const owns = makeOwnership({
+      // The link's addresses are cached like the IPVS table: re-read on full syncs only.
+      if (full || !this.vipsNow) {
+        this.vipsNow = new Set(await this.deps.vips.list(this.config.interfaceName));
+        this.vipsDone = undefined;
+      }
+      const vipsNow = this.vipsNow;
+      // Only virtual servers that are not desired are asked about: build the address sets on first use.
+      let ownsNow: ((vs: IpvsOp['vs']) => boolean) | undefined;
+      const owns = (vs: IpvsOp['vs']) => (ownsNow ??= makeOwnership({
         assignedAddresses: [...vipsNow, ...desired.vips],
         nodePortAddresses: desired.nodePortAddresses,
         excludeCIDRs: this.config.excludeCIDRs,
-      });
+      }))(vs);
       const plan = planVirtualServers(keys, {
         desired: desired.table, actual: this.actual, owns, now: t0, draining: this.draining,
         gracePeriodMs: this.config.gracefulTerminationSeconds * 1000,
@@ -234,8 +279,20 @@ export class Operator {
         failed = await this.applyOps(ops);
         this.draining = plan.draining;
         this.armDeadline(plan.nextDeadline);
-        await this.syncVips(desired, vipsNow);
-        await this.deps.iptables.sync(desired, this.config);
+        const versions = this.state.versions;
+        if (full || this.vipsDone !== versions.vips) {
+          this.vipsDone = undefined;
+          await this.syncVips(desired, vipsNow);
+          this.vipsDone = versions.vips;
+        }
+        // The iptables path depends only on the set entries and the config; full syncs always
+        // re-apply it (repairing drift, as the periodic IPVS re-read does).
+        const done = this.iptablesDone;
+        if (full || !done || done.sets !== versions.sets || done.config !== this.config) {
+          this.iptablesDone = undefined;
+          await this.deps.iptables.sync(desired, this.config);
+          this.iptablesDone = { sets: versions.sets, config: this.config };
+        }
       }
       await this.report(desired);
       this.needFull = failed > 0;
@@ -254,10 +311,13 @@ export class Operator {
     if (!ops.length) return 0;
     const results = await this.deps.ipvs.apply(ops);
     let failed = 0;
+    // Counted per kind and result, then added to the metric once per label pair.
+    const counts = new Map<string, number>();
     results.forEach((err, i) => {
       const op = ops[i]!;
       const key = virtualServerKey(op.vs);
-      this.deps.metrics?.opsApplied.inc({ kind: op.kind, result: err ? 'error' : 'ok' });
+      const label = `${op.kind} ${err ? 'error' : 'ok'}`;
+      counts.set(label, (counts.get(label) ?? 0) + 1);
       if (err) {
         failed++;
         this.retryKeys.add(key);
@@ -273,17 +333,27 @@ export class Operator {
           break;
         }
         case 'delete-service':
+          this.realServers -= this.actual.get(key)?.dests.size ?? 0;
           this.actual.delete(key);
           break;
         case 'add-dest':
-        case 'update-dest':
-          this.actual.get(key)?.dests.set(realServerKey(op.rs), op.rs);
+        case 'update-dest': {
+          const dests = this.actual.get(key)?.dests;
+          if (!dests) break;
+          const before = dests.size;
+          dests.set(realServerKey(op.rs), op.rs);
+          this.realServers += dests.size - before;
           break;
+        }
         case 'delete-dest':
-          this.actual.get(key)?.dests.delete(realServerKey(op.rs));
+          if (this.actual.get(key)?.dests.delete(realServerKey(op.rs))) this.realServers--;
           break;
       }
     });
+    for (const [label, n] of counts) {
+      const [kind, result] = label.split(' ');
+      this.deps.metrics?.opsApplied.inc({ kind, result }, n);
+    }
     return failed;
   }
 
@@ -296,15 +366,22 @@ export class Operator {
   }
 
   /** Binds desired VIPs to the dummy interface and unbinds the ones no longer desired (after their virtual servers went). */
-  private async syncVips(desired: Desired, current: readonly string[]): Promise<void> {
+  private async syncVips(desired: Desired, current: Set<string>): Promise<void> {
     const name = this.config.interfaceName;
-    if (desired.vips.size || current.length) await this.deps.vips.ensure(name);
-    const have = new Set(current);
+    if (desired.vips.size || current.size) await this.deps.vips.ensure(name);
+    // `current` is the cache (this.vipsNow): kept in step with each address added or removed.
+    const have = current;
     for (const ip of desired.vips) {
-      if (!have.has(ip)) await this.deps.vips.add(name, ip);
+      if (!have.has(ip)) {
+        await this.deps.vips.add(name, ip);
+        have.add(ip);
+      }
     }
-    for (const ip of have) {
-      if (!desired.vips.has(ip)) await this.deps.vips.remove(name, ip);
+    for (const ip of [...have]) {
+      if (!desired.vips.has(ip)) {
+        await this.deps.vips.remove(name, ip);
+        have.delete(ip);
+      }
     }
   }
 
@@ -333,8 +410,7 @@ export class Operator {
       m.pendingChanges.set(0);
       if (pendingSince !== undefined && !error) m.programmingLatency.observe((now - pendingSince) / 1000);
     }
-    let realServers = 0;
-    for (const e of this.actual.values()) realServers += e.dests.size;
+    const realServers = this.realServers;
     const table = this.state.desiredTable;
     this.deps.status.write({
       kernelIPVSVersion: this.deps.kernel.ipvsVersion,
