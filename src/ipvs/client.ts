@@ -148,20 +148,21 @@ export class NetlinkIpvs implements IpvsClient {
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
     return this.serial(async () => {
       const results: OpResult[] = new Array(ops.length).fill(undefined);
-      const sent: Array<{ index: number; what: string; out: Outgoing }> = [];
+      const sent: Array<{ index: number; req: IpvsRequest; out: Outgoing }> = [];
+      const keys = new Map<VirtualServer, Buffer>();
       ops.forEach((op, index) => {
         const problems = opProblems(op);
         if (problems.length) {
           results[index] = IpvsError.invalidArgument(formatOp(op), problems.join('; '));
           return;
         }
-        const req = opRequest(op);
-        sent.push({ index, what: req.what, out: this.outgoing(req) });
+        const req = opRequest(op, keys);
+        sent.push({ index, req, out: this.outgoing(req) });
       });
       const replies = await this.sock.exchange(sent.map((s) => s.out));
       replies.forEach((r, i) => {
         const s = sent[i]!;
-        if (r.errno) results[s.index] = IpvsError.fromErrno(s.what, r.errno, explain(ops[s.index]!, r.errno));
+        if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
       });
       return results;
     });

@@ -105,19 +105,29 @@ const fwdOf: Record<ForwardMethod, number> = {
 const tunOf: Record<TunnelType, number> = { ipip: TunType.IPIP, gue: TunType.GUE, gre: TunType.GRE };
 
 /**
+ * The one-line form of what is being encoded, for errors. A function is only called when an error
+ * is thrown: formatting every op of a 100 000-op batch up front cost more than encoding it.
+ */
+export type What = string | (() => string);
+
+function whatOf(what: What): string {
+  return typeof what === 'string' ? what : what();
+}
+
+/**
  * 16 bytes of `union nf_inet_addr`, as ipvsadm sends it (an IPv4 address in the first 4 bytes).
  * Throws IpvsError on an address that is not of `family`.
  */
-export function encodeAddr(what: string, family: Family, address: string): Buffer {
+export function encodeAddr(what: What, family: Family, address: string): Buffer {
   const raw = family === 'IPv4' ? parseIPv4(address) : parseIPv6(address);
-  if (!raw) throw IpvsError.invalidArgument(what, `${JSON.stringify(address)} is not an ${family} address`);
+  if (!raw) throw IpvsError.invalidArgument(whatOf(what), `${JSON.stringify(address)} is not an ${family} address`);
   const b = Buffer.alloc(16);
   b.set(raw, 0);
   return b;
 }
 
 /** The attributes that identify a virtual server: AF + (FWMARK | PROTOCOL, ADDR, PORT). */
-function serviceKeyAttrs(what: string, vs: VirtualServer): Buffer[] {
+function serviceKeyAttrs(what: What, vs: VirtualServer): Buffer[] {
   const out = [nla(SvcAttr.AF, u16(afOf[vs.family]))];
   if (vs.fwmark) {
     out.push(nla(SvcAttr.FWMARK, u32(vs.fwmark)));
@@ -153,7 +163,7 @@ function decodeNetmask(b: Buffer | undefined, family: Family): number {
  * The nested SERVICE attribute. `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL
  * when any of SCHED_NAME, FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
  */
-export function encodeService(what: string, vs: VirtualServer, full: boolean): Buffer {
+export function encodeService(what: What, vs: VirtualServer, full: boolean): Buffer {
   const attrs = serviceKeyAttrs(what, vs);
   if (full) {
     const flags = Buffer.alloc(8);
@@ -175,7 +185,7 @@ export function encodeService(what: string, vs: VirtualServer, full: boolean): B
  * what NEW/SET_DEST require (FWD_METHOD, WEIGHT, U_THRESH, L_THRESH) and the tunnel settings for
  * tunnel real servers (kernel >= 5.2).
  */
-export function encodeDest(what: string, rs: RealServer, full: boolean): Buffer {
+export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
   const attrs = [
     nla(DestAttr.ADDR, encodeAddr(what, rs.family, rs.address)),
     nla(DestAttr.PORT, be16(rs.port)),
@@ -201,22 +211,37 @@ export function encodeDest(what: string, rs: RealServer, full: boolean): Buffer 
 
 // ---------------------------------------------------------------- requests
 
-/** The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. */
-export function opRequest(op: IpvsOp): IpvsRequest {
-  const what = formatOp(op);
+/**
+ * The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. Its
+ * `what` (formatOp) is computed when first read. `keys`, shared by the ops of one batch, holds the
+ * identity-only SERVICE attribute per virtual server object, so the destinations of one virtual
+ * server encode it once (a plan's ops share their VirtualServer object).
+ */
+export function opRequest(op: IpvsOp, keys?: Map<VirtualServer, Buffer>): IpvsRequest {
+  let text: string | undefined;
+  const what = () => (text ??= formatOp(op));
+  const key = (): Buffer => {
+    let b = keys?.get(op.vs);
+    if (!b) {
+      b = encodeService(what, op.vs, false);
+      keys?.set(op.vs, b);
+    }
+    return b;
+  };
+  const req = (cmd: number, attrs: Buffer[]): IpvsRequest => ({ get what() { return what(); }, cmd, dump: false, attrs });
   switch (op.kind) {
     case 'add-service':
-      return { what, cmd: Cmd.NEW_SERVICE, dump: false, attrs: [encodeService(what, op.vs, true)] };
+      return req(Cmd.NEW_SERVICE, [encodeService(what, op.vs, true)]);
     case 'update-service':
-      return { what, cmd: Cmd.SET_SERVICE, dump: false, attrs: [encodeService(what, op.vs, true)] };
+      return req(Cmd.SET_SERVICE, [encodeService(what, op.vs, true)]);
     case 'delete-service':
-      return { what, cmd: Cmd.DEL_SERVICE, dump: false, attrs: [encodeService(what, op.vs, false)] };
+      return req(Cmd.DEL_SERVICE, [encodeService(what, op.vs, false)]);
     case 'add-dest':
-      return { what, cmd: Cmd.NEW_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, true)] };
+      return req(Cmd.NEW_DEST, [key(), encodeDest(what, op.rs, true)]);
     case 'update-dest':
-      return { what, cmd: Cmd.SET_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, true)] };
+      return req(Cmd.SET_DEST, [key(), encodeDest(what, op.rs, true)]);
     case 'delete-dest':
-      return { what, cmd: Cmd.DEL_DEST, dump: false, attrs: [encodeService(what, op.vs, false), encodeDest(what, op.rs, false)] };
+      return req(Cmd.DEL_DEST, [key(), encodeDest(what, op.rs, false)]);
   }
 }
 
