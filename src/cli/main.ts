@@ -2,7 +2,9 @@
 // `ipvs-operator <command>`: run | status | explain | cleanup | lab compare. Each command is one
 // entry in COMMANDS with its own flags (node:util parseArgs, strict) and --help. The only process.exit
 // of the operator is here.
+import { realpathSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PluginRegistry } from '../../plugins/index.js';
 import { loadPluginsFrom } from '../plugins/load.js';
@@ -191,7 +193,8 @@ export async function main(argv: readonly string[]): Promise<number> {
 }
 
 // Run only as the entry point (tests import COMMANDS to check the DaemonSet's flags).
-if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+// argv[1] may be a symlink (npm's bin link, an image's /usr/local/bin entry): compare real paths.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
     process.stderr.write(`ipvs-operator: ${(e as Error).stack ?? String(e)}\n`);
     process.exit(1);

@@ -48,12 +48,12 @@ export class OperatorProcess {
   readonly logs: Array<Record<string, unknown>> = [];
   private child: ChildProcess | undefined;
   /** `sourceArgs`: e.g. ['--source', 'files:DIR'] or ['--source', 'kube', '--kubeconfig', FILE]. */
-  constructor(readonly sourceArgs: string[], readonly addr = '127.0.0.1:10249') {}
+  constructor(readonly sourceArgs: string[], readonly addr = '127.0.0.1:10249', readonly extraArgs: string[] = []) {}
 
   /** Starts it and waits for /readyz. */
   async start(): Promise<void> {
     const child = spawn(process.execPath, [CLI, 'run', ...this.sourceArgs, '--node-name', 'lab-node',
-      '--metrics-addr', this.addr, '--log-level', 'debug'], { stdio: ['ignore', 'ignore', 'pipe'] });
+      '--metrics-addr', this.addr, '--log-level', 'debug', ...this.extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
     let buf = '';
     child.stderr!.setEncoding('utf8').on('data', (d: string) => {
