@@ -29,7 +29,7 @@ export class OperatorUnderTest {
     rmSync(join(this.dir, `${name}.yaml`), { force: true });
   }
 
-  /** Starts the operator and waits for /readyz (60 s). */
+  /** Starts the operator and waits for /readyz (180 s: its first full sync is slow under TCG on busy cores). */
   async start(): Promise<void> {
     const child = spawn(process.execPath, [CLI, 'run', '--source', `files:${this.dir}`, '--node-name', this.nodeName,
       '--metrics-addr', this.addr], { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -38,13 +38,13 @@ export class OperatorUnderTest {
       this.log.push(...d.split('\n').filter(Boolean));
       if (this.log.length > 200) this.log = this.log.slice(-100);
     });
-    const end = Date.now() + 60_000;
+    const end = Date.now() + 180_000;
     for (;;) {
       if (child.exitCode !== null) throw new Error(`the operator exited with ${child.exitCode}:\n${this.tail()}`);
       try {
         if ((await fetch(`http://${this.addr}/readyz`)).ok) return;
       } catch { /* not listening yet */ }
-      if (Date.now() > end) throw new Error(`the operator was not ready after 60 s:\n${this.tail()}`);
+      if (Date.now() > end) throw new Error(`the operator was not ready after 180 s:\n${this.tail()}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }
