@@ -4,10 +4,6 @@ import type { Problem } from '../desired/types.js';
 import { IptablesRestore } from '../iptables/restore.js';
 import type { IptablesSync } from '../operator/iptables.js';
 import type { Log } from '../operator/log.js';
-import { KubeEventSink } from '../kube/events.js';
-import { loadKubeConfig } from '../kube/kubeconfig.js';
-import { KubeSource } from '../kube/source.js';
-import { KubeStatusSink } from '../kube/status.js';
 import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';
@@ -36,7 +32,12 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
     });
     return { source, events, status: { write: async (s) => log('debug', 'node status', { ...s }) } };
   }
-  // Invalid config and other source problems: KubeSource logs them and posts the config Event itself.
+  // Loaded only here: @kubernetes/client-node is a large module graph that the files source (labs,
+  // demos, the tests in the VM) has no use for. Invalid config and other source problems: KubeSource
+  // logs them and posts the config Event itself.
+  const [{ KubeEventSink }, { loadKubeConfig }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
+    import('../kube/events.js'), import('../kube/kubeconfig.js'), import('../kube/source.js'), import('../kube/status.js'),
+  ]);
   const kubeConfig = loadKubeConfig(kubeconfig);
   return {
     source: new KubeSource({ kubeConfig, nodeName, log }),

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
 import { FakeApiServer, kubeConfigFor } from '../support/fake-apiserver.js';
-import { ipvsadmTable } from '../support/ipvsadm.js';
+import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -16,11 +16,6 @@ if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab V
 const PODS = ['10.10.1.41', '10.10.1.42', '10.10.1.43'];
 let api: FakeApiServer;
 let op: OperatorProcess;
-
-function table(): string[] {
-  return ipvsadmTable().map(({ vs, dests }) =>
-    `${vs.protocol} ${vs.address}:${vs.port} ${vs.scheduler} -> ${dests.map((d) => `${d.address}:${d.port} w=${d.weight}`).sort().join(', ')}`).sort();
-}
 
 beforeAll(async () => {
   execFileSync('modprobe', ['ip_vs']);
@@ -50,7 +45,7 @@ afterAll(async () => {
 
 describe('the operator on client-node informers against a real-HTTP API server', () => {
   it('programs the Services; a bad annotation gets rr in the kernel and an Event on the Service', async () => {
-    expect(table()).toEqual([
+    expect(ipvsadmLines()).toEqual([
       'TCP 10.200.1.50:80 rr -> 10.10.1.41:80 w=1, 10.10.1.42:80 w=1',
       'TCP 10.200.1.51:80 rr -> 10.10.1.43:80 w=1',
     ]);
@@ -70,15 +65,15 @@ describe('the operator on client-node informers against a real-HTTP API server',
   }, 60_000);
 
   it('API server gone for 30 s: the kernel stays exactly as it was, traffic flows, then it converges', async () => {
-    const before = table();
+    const before = ipvsadmLines();
     api.down();
     api.put('endpointslices', slice('web', PODS)); // a change the operator cannot see yet
     await new Promise((r) => setTimeout(r, 30_000));
-    expect(table()).toEqual(before);
+    expect(ipvsadmLines()).toEqual(before);
     const during = await runLoad({ client: 'kclient', url: 'http://10.200.1.50/', count: 10 });
     expect(during.errors).toBe(0);
     api.up();
-    await waitFor('the change applied', () => table()[0] === 'TCP 10.200.1.50:80 rr -> 10.10.1.41:80 w=1, 10.10.1.42:80 w=1, 10.10.1.43:80 w=1', 90_000, 500);
+    await waitFor('the change applied', () => ipvsadmLines()[0] === 'TCP 10.200.1.50:80 rr -> 10.10.1.41:80 w=1, 10.10.1.42:80 w=1, 10.10.1.43:80 w=1', 90_000, 500);
     const after = await runLoad({ client: 'kclient', url: 'http://10.200.1.50/', count: 9 });
     expect(after.byPod).toEqual({ kp1: 3, kp2: 3, kp3: 3 });
   }, 180_000);

@@ -6,7 +6,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import type { Socket } from 'node:net';
 import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
-import { ipvsadm, ipvsadmTable } from '../support/ipvsadm.js';
+import { ipvsadm, ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -23,12 +23,6 @@ const node = {
 
 let dir: ManifestDir;
 let op: OperatorProcess | undefined;
-
-/** The table as ipvsadm shows it, one line per virtual server: `TCP 10.200.1.30:80 rr -> a:80 w=1, b:80 w=1`. */
-function table(): string[] {
-  return ipvsadmTable().map(({ vs, dests }) =>
-    `${vs.protocol} ${vs.address}:${vs.port} ${vs.scheduler} -> ${dests.map((d) => `${d.address}:${d.port} w=${d.weight}`).sort().join(', ')}`).sort();
-}
 
 /** One HTTP GET over `agent`; resolves with the answering pod and the socket used. */
 function get(url: string, agent: Agent): Promise<{ pod: string; socket: Socket }> {
@@ -72,18 +66,18 @@ describe('the operator on the files source', () => {
     dir.write('web', service('web', '10.200.1.30'), slice('web', PODS.slice(0, 2)));
     op = new OperatorProcess(dir.args);
     await op.start();
-    expect(table()).toEqual(['TCP 10.200.1.30:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1']);
+    expect(ipvsadmLines()).toEqual(['TCP 10.200.1.30:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1']);
     const first = await runLoad({ client: 'opclient', url: 'http://10.200.1.30/', count: 10 });
     expect(first.byPod).toEqual({ op1: 5, op2: 5 });
 
     dir.write('web', service('web', '10.200.1.30', { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/scheduler-options': '{"weights":{"byPod":[{"name":"op3","weight":3}]}}' }),
       { ...slice('web', PODS), endpoints: PODS.map((ip, i) => ({ addresses: [ip], nodeName: 'lab-node', conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'default', name: `op${i + 1}` } })) });
-    await waitFor('wrr with three endpoints', () => table()[0] === 'TCP 10.200.1.30:80 wrr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=3');
+    await waitFor('wrr with three endpoints', () => ipvsadmLines()[0] === 'TCP 10.200.1.30:80 wrr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=3');
     const second = await runLoad({ client: 'opclient', url: 'http://10.200.1.30/', count: 25 });
     expect(second.byPod).toEqual({ op1: 5, op2: 5, op3: 15 });
 
     dir.remove('web');
-    await waitFor('virtual server gone', () => table().length === 0);
+    await waitFor('virtual server gone', () => ipvsadmLines().length === 0);
     expect(execFileSync('ip', ['-j', 'addr', 'show', 'dev', 'ipvs-op0'], { encoding: 'utf8' })).not.toContain('10.200.1.30');
   }, 180_000);
 
@@ -93,7 +87,7 @@ describe('the operator on the files source', () => {
     dir.write('web', service('web', '10.200.1.31', { 'ipvs-operator.io/scheduler': 'fastest' }), slice('web', PODS.slice(0, 1)));
     op = new OperatorProcess(dir.args);
     await op.start();
-    expect(table()).toEqual(['TCP 10.200.1.31:80 rr -> 10.10.1.21:80 w=1']);
+    expect(ipvsadmLines()).toEqual(['TCP 10.200.1.31:80 rr -> 10.10.1.21:80 w=1']);
     const problem = await waitFor('a problem logged', () => op!.logs.find((l) => l.reason === 'UnknownScheduler'));
     expect(String(problem.message)).toContain('"fastest"');
   }, 120_000);
@@ -107,7 +101,7 @@ describe('the operator on the files source', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const before = await get('http://10.200.1.32/', agent);
     dir.write('web', service('web', '10.200.1.32', { 'ipvs-operator.io/scheduler': 'sed' }), slice('web', PODS));
-    await waitFor('sed in the kernel', () => table()[0]?.startsWith('TCP 10.200.1.32:80 sed'));
+    await waitFor('sed in the kernel', () => ipvsadmLines()[0]?.startsWith('TCP 10.200.1.32:80 sed'));
     const after = await get('http://10.200.1.32/', agent);
     expect(after.socket).toBe(before.socket); // the same connection, still served
     expect(after.pod).toBe(before.pod);
@@ -143,7 +137,7 @@ describe('the operator on the files source', () => {
       op = new OperatorProcess(dir.args, undefined, ['--no-iptables']);
       await op.start();
       await waitFor('100 syncs', () => op!.syncs().length >= 100, 240_000, 500);
-      expect(table()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
+      expect(ipvsadmLines()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
       expect(op.syncs().every((s) => s.failed === 0)).toBe(true);
     } finally {
       ipvsadm('-D', '-t', '10.99.0.1:443');
@@ -160,17 +154,17 @@ describe('the operator on the files source', () => {
     const { pod, socket } = await get('http://10.200.1.35/', agent);
     const ip = PODS[Number(pod.slice(2)) - 1]!;
     dir.write('web', service('web', '10.200.1.35', { 'ipvs-operator.io/scheduler': 'sh' }), slice('web', PODS.filter((p) => p !== ip)));
-    await waitFor('weight 0', () => table()[0]?.includes(`${ip}:80 w=0`));
+    await waitFor('weight 0', () => ipvsadmLines()[0]?.includes(`${ip}:80 w=0`));
     // Still programmed while the connection lives; other traffic avoids it.
     await new Promise((r) => setTimeout(r, 3000));
-    expect(table()[0]).toContain(`${ip}:80 w=0`);
+    expect(ipvsadmLines()[0]).toContain(`${ip}:80 w=0`);
     const others = await runLoad({ client: 'opclient', url: 'http://10.200.1.35/', count: 6 });
     expect(others.byPod[pod]).toBeUndefined();
     // Close with a reset: IPVS moves the connection to CLOSE (10 s), then counts nothing.
     socket.resetAndDestroy();
     agent.destroy();
-    await waitFor('the drained real server deleted', () => !table()[0]?.includes(ip), 60_000, 500);
-    expect(table()[0]!.split(', ')).toHaveLength(2);
+    await waitFor('the drained real server deleted', () => !ipvsadmLines()[0]?.includes(ip), 60_000, 500);
+    expect(ipvsadmLines()[0]!.split(', ')).toHaveLength(2);
   }, 180_000);
   it('periodic resync repairs drift; sysctls, IPVS timeouts and /metrics as configured', async () => {
     dir = new ManifestDir();
@@ -181,7 +175,7 @@ describe('the operator on the files source', () => {
     // Someone edits our virtual server behind our back: the next periodic sync puts it right.
     ipvsadm('-E', '-t', '10.200.1.36:80', '-s', 'wlc');
     ipvsadm('-d', '-t', '10.200.1.36:80', '-r', '10.10.1.21:80');
-    await waitFor('drift repaired', () => table()[0] === 'TCP 10.200.1.36:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=1', 30_000, 300);
+    await waitFor('drift repaired', () => ipvsadmLines()[0] === 'TCP 10.200.1.36:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=1', 30_000, 300);
     expect(ipvsadm('-L', '--timeout')).toContain('Timeout (tcp tcpfin udp): 901 119 299');
     for (const [path, value] of [['net/ipv4/vs/conntrack', '1'], ['net/ipv4/vs/expire_nodest_conn', '1'], ['net/ipv4/vs/expire_quiescent_template', '1'], ['net/ipv4/ip_forward', '1']]) {
       expect(execFileSync('cat', [`/proc/sys/${path}`], { encoding: 'utf8' }).trim()).toBe(value);
@@ -215,7 +209,7 @@ describe('the operator on the files source', () => {
     });
     expect(out).toContain('add-service TCP 10.200.1.37:80 rr');
     expect(out).toContain('add-dest TCP 10.200.1.37:80 -> 10.10.1.21:80 w=1 masq');
-    expect(table()).toEqual([]);
+    expect(ipvsadmLines()).toEqual([]);
     expect(execFileSync('ip', ['-j', 'link', 'show'], { encoding: 'utf8' })).not.toContain('ipvs-op0');
   }, 120_000);
 });

@@ -144,3 +144,9 @@ export function ipvsadmStats(): Map<string, { service: bigint[]; dests: Map<stri
   }
   return out;
 }
+
+/** The table as ipvsadm shows it, one line per virtual server: `TCP 10.200.1.30:80 rr -> a:80 w=1, b:80 w=1`. */
+export function ipvsadmLines(): string[] {
+  return ipvsadmTable().map(({ vs, dests }) =>
+    `${vs.protocol} ${vs.address}:${vs.port} ${vs.scheduler} -> ${dests.map((d) => `${d.address}:${d.port} w=${d.weight}`).sort().join(', ')}`).sort();
+}

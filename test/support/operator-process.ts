@@ -69,10 +69,14 @@ export class OperatorProcess {
         }
       }
     });
-    await waitFor('operator /readyz', async () => {
-      if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}: ${JSON.stringify(this.logs.slice(-5))}`);
-      return (await fetch(`http://${this.addr}/readyz`)).ok;
-    }, 60_000);
+    try {
+      await waitFor('operator /readyz', async () => {
+        if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
+        return (await fetch(`http://${this.addr}/readyz`)).ok;
+      }, 120_000);
+    } catch (e) {
+      throw new Error(`${(e as Error).message}; its last log lines: ${JSON.stringify(this.logs.slice(-6))}`);
+    }
   }
 
   /** Syncs that ended since start (from the log). */
