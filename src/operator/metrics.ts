@@ -32,7 +32,7 @@ export class Metrics {
     name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'], registers: [this.registry],
   });
 
-  /** Adds the per-server IPVS counters, read from the kernel on each scrape. */
+  /** Adds the per-server IPVS counters, read from the kernel once per scrape. */
   watchKernel(ipvs: IpvsClient, origins: OriginLookup): void {
     const vsLabels = ['namespace', 'service', 'port', 'virtual_server'];
     const rsLabels = [...vsLabels, 'endpoint'];
@@ -43,34 +43,43 @@ export class Metrics {
       ['inBytes', 'bytes_in_total', 'Bytes in'],
       ['outBytes', 'bytes_out_total', 'Bytes out'],
     ];
-    const vsGauges = fields.map(([f, n, h]) => [f, new Gauge({ name: `ipvsop_virtual_server_${n}`, help: `${h} (IPVS counter, virtual server)`, labelNames: vsLabels, registers: [this.registry] })] as const);
-    const rsGauges = fields.map(([f, n, h]) => [f, new Gauge({ name: `ipvsop_real_server_${n}`, help: `${h} (IPVS counter, real server)`, labelNames: rsLabels, registers: [this.registry] })] as const);
-    const active = new Gauge({ name: 'ipvsop_real_server_active_connections', help: 'Active connections (IPVS)', labelNames: rsLabels, registers: [this.registry] });
-    const inactive = new Gauge({ name: 'ipvsop_real_server_inactive_connections', help: 'Inactive connections (IPVS)', labelNames: rsLabels, registers: [this.registry] });
-    // One collect refreshes every per-server gauge; prom-client awaits it before serialising.
-    const refresh = new Gauge({
-      name: 'ipvsop_ipvs_scrape_virtual_servers', help: 'Virtual servers read from the kernel for this scrape', registers: [this.registry],
-      collect: async () => {
-        const o = origins();
-        for (const [, g] of [...vsGauges, ...rsGauges]) g.reset();
-        active.reset();
-        inactive.reset();
-        const list = await ipvs.listVirtualServers();
-        refresh.set(list.length);
-        for (const vs of list) {
-          const key = virtualServerKey(vs);
-          const origin = o.get(key);
-          if (!origin) continue; // foreign virtual servers are not ours to report
-          const base = { namespace: origin.namespace, service: origin.name, port: origin.portName, virtual_server: key };
-          for (const [f, g] of vsGauges) if (vs.stats) g.set(base, Number(vs.stats[f]));
-          for (const rs of await ipvs.listRealServers(vs)) {
-            const labels = { ...base, endpoint: realServerKey(rs) };
+    // prom-client collects every metric of a scrape concurrently: each gauge's collect awaits the
+    // same kernel read, started by whichever collect runs first and shared until it settles.
+    let reading: Promise<void> | undefined;
+    const collect = (): Promise<void> => {
+      reading ??= read().finally(() => setImmediate(() => { reading = undefined; }));
+      return reading;
+    };
+    const gauge = (name: string, help: string, labelNames: string[]) =>
+      new Gauge({ name, help, labelNames, registers: [this.registry], collect });
+    const vsGauges = fields.map(([f, n, h]) => [f, gauge(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, vsLabels)] as const);
+    const rsGauges = fields.map(([f, n, h]) => [f, gauge(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, rsLabels)] as const);
+    const active = gauge('ipvsop_real_server_active_connections', 'Active connections (IPVS)', rsLabels);
+    const inactive = gauge('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', rsLabels);
+    const all = [...vsGauges.map(([, g]) => g), ...rsGauges.map(([, g]) => g), active, inactive];
+
+    async function read(): Promise<void> {
+      const o = origins();
+      const list = await ipvs.listVirtualServers();
+      const rows: Array<() => void> = [];
+      for (const vs of list) {
+        const key = virtualServerKey(vs);
+        const origin = o.get(key);
+        if (!origin) continue; // foreign virtual servers are not ours to report
+        const base = { namespace: origin.namespace, service: origin.name, port: origin.portName, virtual_server: key };
+        rows.push(() => { for (const [f, g] of vsGauges) if (vs.stats) g.set(base, Number(vs.stats[f])); });
+        for (const rs of await ipvs.listRealServers(vs)) {
+          const labels = { ...base, endpoint: realServerKey(rs) };
+          rows.push(() => {
             for (const [f, g] of rsGauges) if (rs.stats) g.set(labels, Number(rs.stats[f]));
             active.set(labels, rs.activeConns ?? 0);
             inactive.set(labels, rs.inactiveConns ?? 0);
-          }
+          });
         }
-      },
-    });
+      }
+      // Replace all values at once, so a scrape never mixes two reads (or keeps deleted servers).
+      for (const g of all) g.reset();
+      for (const r of rows) r();
+    }
   }
 }
