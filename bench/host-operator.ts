@@ -36,6 +36,8 @@ writeFileSync(join(dir, 'node.yaml'), stringify(cluster.node));
 for (let f = 0; f * PER_FILE < N; f++) writeFileSync(join(dir, `svc-${String(f).padStart(4, '0')}.yaml`), fileOf(f));
 const gc = (globalThis as { gc?: () => void }).gc;
 
+// The operator's timers are unref'd (the daemon's HTTP server keeps it alive): hold the loop open.
+const keepAlive = setInterval(() => undefined, 60_000);
 const rssBefore = process.memoryUsage().rss;
 const registry = new PluginRegistry();
 let onStatus: ((s: NodeStatus) => void) | undefined;
@@ -73,6 +75,7 @@ const changeOps = operator.last?.ops;
 await source.stop();
 await operator.stop();
 rmSync(dir, { recursive: true, force: true });
+clearInterval(keepAlive);
 console.log(JSON.stringify({
   services: N, endpointsPerService: E, virtualServers: fakeTable.size, realServers: dests,
   rssMb: mem.rss / 2 ** 20, heapUsedMb: mem.heapUsed / 2 ** 20, rssBeforeMb: rssBefore / 2 ** 20,

@@ -6,6 +6,7 @@
 //
 //   node dist/bench/run.js [--sizes 1000,5000,10000] [--changes 200] [--endpoints 10]
 //                          [--memory MB] [--no-vm] [--no-host] [--out FILE]
+//                          [--vm-json FILE: a previous guest JSON instead of a VM run]
 import { spawnSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -42,7 +43,10 @@ if (!process.argv.includes('--no-host')) {
   report.operatorHost = node('host-operator.js', [join(projectRoot, '.cache', 'bench', 'manifests'), String(largest), endpoints], ['--expose-gc']);
 }
 
-if (!process.argv.includes('--no-vm')) {
+const reuse = flag('vm-json', '');
+if (reuse) {
+  report.vm = JSON.parse(readFileSync(reuse, 'utf8'));
+} else if (!process.argv.includes('--no-vm')) {
   const guestOut = join(projectRoot, '.cache', 'bench', 'guest.json');
   rmSync(guestOut, { force: true });
   progress(`lab VM: sizes ${sizes}, ${changes} changes at ${largest} (this takes a while under TCG)`);
