@@ -139,6 +139,12 @@ describe('the operator on the files source', () => {
       await waitFor('100 syncs', () => op!.syncs().length >= 100, 240_000, 500);
       expect(ipvsadmLines()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
       expect(op.syncs().every((s) => s.failed === 0)).toBe(true);
+      // `cleanup` removes exactly what the operator made: its virtual server and interface, not the foreign one.
+      expect(await op.stop()).toBe(0);
+      const removed = execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup'], { encoding: 'utf8' });
+      expect(removed).toContain('delete-service TCP 10.200.1.34:80');
+      expect(ipvsadmLines()).toEqual(['TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5']);
+      expect(execFileSync('ip', ['-j', 'link', 'show'], { encoding: 'utf8' })).not.toContain('ipvs-op0');
     } finally {
       ipvsadm('-D', '-t', '10.99.0.1:443');
     }
