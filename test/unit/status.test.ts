@@ -17,9 +17,9 @@ describe('renderStatus', () => {
   it('annotates our virtual servers with their Service and plugin, and marks the others', () => {
     const text = renderStatus(table, { 'TCP 10.200.1.10:80': { namespace: 'default', name: 'web', portName: 'http', plugin: 'sed' } });
     const lines = text.split('\n');
-    expect(lines[2]).toMatch(/^TCP  10\.200\.1\.10:80\s+sed\s+3\s+7\s+5\s+700\s+900  default\/web:http \(sed\)$/);
+    expect(lines[2]).toMatch(/^TCP {2}10\.200\.1\.10:80\s+sed\s+3\s+7\s+5\s+700\s+900 {2}default\/web:http \(sed\)$/);
     expect(lines[3]).toMatch(/^ {2}-> 10\.10\.1\.3:8080\s+1\s+1\s+2$/);
-    expect(lines[1 + 3]).toMatch(/^TCP  10\.99\.0\.1:443\s+wlc .* \(not ours\)$/);
+    expect(lines[1 + 3]).toMatch(/^TCP {2}10\.99\.0\.1:443\s+wlc .* \(not ours\)$/);
     expect(text).not.toContain('no running operator');
   });
 
