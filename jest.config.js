@@ -12,6 +12,9 @@ export default {
     {
       displayName: 'kernel',
       testEnvironment: 'node',
+      // In the lab VM (TCG, ~26x slower JavaScript, 80-150 ms per process) a test that loads
+      // kernel modules or runs a few ipvsadm processes can pass jest's 5 s default on a busy host.
+      testTimeout: 120_000,
       transform: {},
       testMatch: ['<rootDir>/dist/test/kernel/**/*.test.js'],
     },
