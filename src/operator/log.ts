@@ -2,9 +2,11 @@
 // Everything else takes a `Log` function, so only this file knows winston.
 import winston from 'winston';
 
-export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
-/** A structured log call; `fields` become JSON keys (or `k=v` in text form). */
-export type Log = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+import type { LogFn, LogLevel } from '../source/log.js';
+
+export type { LogLevel };
+/** A structured log call (the one type sources, sinks and the operator share); `fields` become JSON keys, or `k=v` in text form. */
+export type Log = LogFn;
 
 /** A logger writing to stderr in `format` from `level` up. */
 export function createLog(format: 'json' | 'text', level: LogLevel = 'info'): Log {
