@@ -8,7 +8,7 @@ import {
   setTimeoutsRequest, zeroRequest,
 } from './codec.js';
 import { IPVS_GENL_NAME } from './constants.js';
-import { IpvsError } from './errors.js';
+import { Errno, IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { opProblems, virtualServerKeyProblems } from './validate.js';
@@ -175,7 +175,7 @@ export class NetlinkIpvs implements IpvsClient {
 
 /** A message naming the culprit where the kernel's errno alone is ambiguous. */
 function explain(op: IpvsOp, errno: number): string | undefined {
-  if (errno !== 2 || (op.kind !== 'add-service' && op.kind !== 'update-service')) return undefined;
+  if (errno !== Errno.ENOENT || (op.kind !== 'add-service' && op.kind !== 'update-service')) return undefined;
   const pe = op.vs.peName ? ` or persistence engine ${JSON.stringify(op.vs.peName)} (ip_vs_pe_${op.vs.peName})` : '';
   return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} (ENOENT)`;
 }

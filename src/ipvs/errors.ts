@@ -4,6 +4,18 @@
 import { constants } from 'node:os';
 
 const errnoByName = constants.errno as Record<string, number>;
+
+/**
+ * The errnos the project names, from the host's table (Linux values: ENOENT 2, ESRCH 3, EBADF 9,
+ * EEXIST 17, ENODEV 19, EINVAL 22, ...). The one place errno numbers come from: fakes, clients and
+ * rtnetlink all use these instead of literals.
+ */
+export const Errno = Object.freeze({
+  EPERM: errnoByName.EPERM!, ENOENT: errnoByName.ENOENT!, ESRCH: errnoByName.ESRCH!, EBADF: errnoByName.EBADF!,
+  EAGAIN: errnoByName.EAGAIN!, ENOMEM: errnoByName.ENOMEM!, EBUSY: errnoByName.EBUSY!, EEXIST: errnoByName.EEXIST!,
+  ENODEV: errnoByName.ENODEV!, EINVAL: errnoByName.EINVAL!, ENOBUFS: errnoByName.ENOBUFS!,
+  EADDRNOTAVAIL: errnoByName.EADDRNOTAVAIL!, EOPNOTSUPP: errnoByName.EOPNOTSUPP!, EAFNOSUPPORT: errnoByName.EAFNOSUPPORT!,
+});
 const nameByErrno = new Map<number, string>(Object.entries(errnoByName).map(([k, v]) => [v, k]));
 
 /** Where an error came from: the operation (its one-line form, or a verb like `dump-services`). */

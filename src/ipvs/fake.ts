@@ -12,14 +12,10 @@ import {
   type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatRealServer,
   formatVirtualServer, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
-import { IpvsError } from './errors.js';
+import { Errno, IpvsError } from './errors.js';
 import type { IpvsClient, OpResult } from './types.js';
 
-const EEXIST = 17;
-const ENOENT = 2;
-const ESRCH = 3;
-const EINVAL = 22;
-const EBADF = 9;
+const { EEXIST, ENOENT, ESRCH, EINVAL, EBADF } = Errno;
 
 /** Schedulers of Debian's 6.1 kernel (no `twos`, which needs 6.2). */
 export const KERNEL_61_SCHEDULERS: ReadonlySet<string> = new Set(

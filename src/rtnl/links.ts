@@ -5,7 +5,7 @@
 // kernel error type), so isExists / isNotFound work on them as on IPVS errors.
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { IpvsError } from '../ipvs/errors.js';
+import { Errno, IpvsError } from '../ipvs/errors.js';
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -73,7 +73,7 @@ export class Rtnl {
     await this.call(`create-dummy ${name}`, () => this.sock.newLink({}, { ifname: name, linkinfo: linkKind('dummy') },
       { flags: NLM_F_CREATE | NLM_F_EXCL }));
     const index = await this.linkIndex(name);
-    if (index === undefined) throw IpvsError.fromErrno(`create-dummy ${name}`, 19);
+    if (index === undefined) throw IpvsError.fromErrno(`create-dummy ${name}`, Errno.ENODEV);
     return index;
   }
 
@@ -99,7 +99,7 @@ export class Rtnl {
 
   private async requireIndex(op: string, name: string): Promise<number> {
     const index = await this.linkIndex(name);
-    if (index === undefined) throw IpvsError.fromErrno(op, 19);
+    if (index === undefined) throw IpvsError.fromErrno(op, Errno.ENODEV);
     return index;
   }
 
