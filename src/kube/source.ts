@@ -17,7 +17,7 @@ import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import { type Problem, type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
 import { type LogFn, noLog } from '../source/log.js';
-import type { Source, SourceEvent } from '../source/types.js';
+import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
 import { type Backoff, type InformerHandlers, RestartingInformer, defaultBackoff } from './informer.js';
 
@@ -93,6 +93,15 @@ export class KubeSource implements Source {
     this.onEvent = onEvent;
     for (const i of this.informers) i.start();
     await Promise.all(this.informers.map((i) => i.synced()));
+  }
+
+  private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
+
+  /** healthy(), with the time it last changed (tracked when asked; a later change refines it). */
+  health(): SourceHealth {
+    const ok = this.healthy();
+    if (ok !== this.healthSeen.ok) this.healthSeen = { ok, since: Date.now() };
+    return { ...this.healthSeen };
   }
 
   healthy(): boolean {

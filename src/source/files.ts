@@ -25,7 +25,7 @@ import { type Problem, type ProxyConfig, defaultProxyConfig } from '../desired/t
 import { problemKey } from './dedup.js';
 import { type LogFn, noLog } from './log.js';
 import { type Manifest, parseManifests } from './manifests.js';
-import type { Source, SourceEvent } from './types.js';
+import type { Source, SourceEvent, SourceHealth } from './types.js';
 
 export interface FilesSourceOptions {
   dir: string;
@@ -73,6 +73,15 @@ export class FilesSource implements Source {
     this.stopped = false;
     await this.scan(true);
     this.watchDir();
+  }
+
+  private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
+
+  /** healthy(), with the time it last changed (tracked when asked; a later change refines it). */
+  health(): SourceHealth {
+    const ok = this.healthy();
+    if (ok !== this.healthSeen.ok) this.healthSeen = { ok, since: Date.now() };
+    return { ...this.healthSeen };
   }
 
   healthy(): boolean {

@@ -21,8 +21,20 @@ export interface Source {
   start(onEvent: (e: SourceEvent) => void): Promise<void>;
   /** True once the initial list arrived and the last watch/list attempt succeeded. */
   healthy(): boolean;
+  /** healthy() with when it last changed and why it is false: /healthz fails after a bound. */
+  health(): SourceHealth;
   /** Stops watching; no events after it resolves. */
   stop(): Promise<void>;
+}
+
+/** A source's link to its backend, as /healthz reads it. */
+export interface SourceHealth {
+  /** The initial list arrived and the backend answers now (healthy()). */
+  ok: boolean;
+  /** When `ok` last changed, in ms since the epoch (the source's start before the first list). */
+  since: number;
+  /** Why not ok: the last error, for logs and the /healthz body. */
+  reason?: string;
 }
 
 /** A Service an Event is about. */
