@@ -21,11 +21,11 @@ import { IptablesRestore } from '../src/iptables/restore.js';
 import { NetlinkIpvs } from '../src/ipvs/client.js';
 import type { IpvsClient, OpResult } from '../src/ipvs/types.js';
 import type { IpvsOp, RealServer, VirtualServer } from '../src/model/ipvs.js';
-import type { IptablesSync } from '../src/operator/iptables.js';
+import type { IptablesSync } from '../src/iptables/sync.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../src/operator/kernel.js';
 import { Metrics } from '../src/operator/metrics.js';
-import { Operator, type VipLink } from '../src/operator/operator.js';
-import { RtnlVipLink } from '../src/rtnl/vips.js';
+import { Operator } from '../src/operator/operator.js';
+import { RtnlVipLink, type VipLink } from '../src/rtnl/vips.js';
 import type { NodeStatus, SourceEvent } from '../src/source/types.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 

@@ -11,7 +11,7 @@ import { stringify } from 'yaml';
 import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/desired/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
-import { NoIptables } from '../src/operator/iptables.js';
+import { NoIptables } from '../src/iptables/sync.js';
 import { Operator } from '../src/operator/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';
 import { FilesSource } from '../src/source/files.js';

@@ -4,17 +4,19 @@ import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import { defaultProxyConfig } from '../desired/types.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
-import { formatOp } from '../model/ipvs.js';
+import type { IpvsClient } from '../ipvs/types.js';
+import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
+import { type IptablesSync, NoIptables } from '../iptables/sync.js';
+import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../operator/dry-run.js';
 import { serveHttp } from '../operator/http.js';
-import { type IptablesSync, NoIptables } from '../operator/iptables.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
 import type { Log } from '../operator/log.js';
 import { Metrics } from '../operator/metrics.js';
 import { Operator } from '../operator/operator.js';
-import { FakeVipLink, RtnlVipLink } from '../rtnl/vips.js';
+import { RtnlVipLink, type VipLink } from '../rtnl/vips.js';
 import type { SourceEvent } from '../source/types.js';
 import { renderExplain } from './explain.js';
-import { type SourceSpec, iptablesPath, wire } from './wiring.js';
+import { type SourceSpec, iptablesPath, logSinks, wire } from './wiring.js';
 
 export interface RunOptions {
   source: SourceSpec;
@@ -30,36 +32,47 @@ export interface RunOptions {
 /** Runs the operator until SIGTERM/SIGINT; the kernel is left as it is on exit. */
 export async function runOperator(o: RunOptions): Promise<number> {
   const { log } = o;
-  if (!(await ensureIpvsModule())) {
+  const print = (line: string) => { process.stdout.write(`${line}\n`); };
+  const hasIpvs = await ensureIpvsModule();
+  if (!hasIpvs && !o.dryRun) {
     log('error', 'the kernel has no IPVS (module ip_vs): nothing to program');
     return 1;
   }
-  const ipvs = await NetlinkIpvs.open();
-  const info = await ipvs.info();
+  if (!hasIpvs) print('# dry run: this kernel has no IPVS; planning against an empty IPVS table');
+  const netlink = hasIpvs ? await NetlinkIpvs.open() : undefined;
+  const info = netlink ? await netlink.info() : { version: 'none', versionCode: 0, connTableSize: 0 };
   const kernelRelease = release();
   const schedulerNames = [...new Set(o.registry.names().map((n) => o.registry.get(n)!.kernelScheduler))];
-  const schedulers = await probeSchedulers(schedulerNames);
+  // Without IPVS nothing can be probed: a dry run assumes every scheduler a plugin names.
+  const schedulers = hasIpvs ? await probeSchedulers(schedulerNames) : new Set(schedulerNames);
   log('info', 'kernel', { release: kernelRelease, ipvs: info.version, schedulers: [...schedulers].sort() });
 
   const config = defaultProxyConfig;
   if (!o.dryRun) {
     for (const p of applySysctls(ipvsSysctls(kernelRelease, config.strictARP))) log('warn', 'sysctl not set', { problem: p });
   }
-  const { source, events, status } = await wire(o.source, o.nodeName, o.kubeconfig, log);
-  const iptables: IptablesSync = o.iptables && !o.dryRun ? await iptablesPath() : new NoIptables();
+  const wired = await wire(o.source, o.nodeName, o.kubeconfig, log);
+  const { source } = wired;
+  // A dry run writes nothing anywhere: its Events and node status go to the log.
+  const { events, status } = o.dryRun ? logSinks(log) : wired;
+  const ipvs: IpvsClient = o.dryRun ? new DryRunIpvs(netlink, print) : netlink!;
+  const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink(), print) : new RtnlVipLink();
+  const iptables: IptablesSync = !o.iptables ? new NoIptables()
+    : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const metrics = new Metrics();
   const operator = new Operator(config, {
-    ipvs, vips: o.dryRun ? new FakeVipLink() : new RtnlVipLink(), iptables, events, status, log,
+    ipvs, vips, iptables, events, status, log,
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
     registry: o.registry, nodeName: o.nodeName, metrics,
-    ...(o.dryRun ? { dryRun: (ops) => { for (const op of ops) process.stdout.write(`${formatOp(op)}\n`); } } : {}),
+    sourceHealth: () => source.health(),
   });
   metrics.watchKernel(ipvs, () => operator.origins());
 
   const applyTimeouts = async (e: SourceEvent) => {
-    if (e.kind !== 'config' || o.dryRun) return;
+    if (e.kind !== 'config') return;
     const { tcpTimeout: tcp, tcpFinTimeout: tcpFin, udpTimeout: udp } = e.config;
     if (tcp || tcpFin || udp) await ipvs.setTimeouts({ tcp, tcpFin, udp }).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
+    if (o.dryRun) return;
     for (const p of applySysctls(ipvsSysctls(kernelRelease, e.config.strictARP))) log('warn', 'sysctl not set', { problem: p });
   };
   await source.start((e) => {
@@ -67,11 +80,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     void applyTimeouts(e);
   });
   operator.start();
-  const server = await serveHttp(o.metricsAddr, {
-    ready: () => operator.ready,
-    sinceLastSyncMs: () => (operator.last ? Date.now() - operator.last.at : undefined),
-    syncPeriodMs: () => operator.currentConfig.syncPeriod * 1000,
-  }, metrics, () => Object.fromEntries(operator.origins()));
+  const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });
 
   await new Promise<void>((resolve) => {

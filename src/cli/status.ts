@@ -4,7 +4,7 @@ import { NetlinkIpvs } from '../ipvs/client.js';
 import { isNotFound } from '../ipvs/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import { RtnlVipLink } from '../rtnl/vips.js';
-import type { IptablesSync } from '../operator/iptables.js';
+import type { IptablesSync } from '../iptables/sync.js';
 import { ensureIpvsModule } from '../operator/kernel.js';
 
 /** What the operator reports per virtual server key at /origins. */

@@ -2,7 +2,7 @@
 // iptables path. The only place that chooses between implementations.
 import type { Problem } from '../desired/types.js';
 import { IptablesRestore } from '../iptables/restore.js';
-import type { IptablesSync } from '../operator/iptables.js';
+import type { IptablesSync } from '../iptables/sync.js';
 import type { Log } from '../operator/log.js';
 import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
@@ -22,15 +22,20 @@ export interface Wiring {
   status: StatusSink;
 }
 
+/** Events and node status as log lines (the files source, and dry runs of any source). */
+export function logSinks(log: Log): { events: EventSink; status: StatusSink } {
+  return { events: new LogEventSink(log), status: { write: async (s) => log('debug', 'node status', { ...s }) } };
+}
+
 /** The source and sinks for a source spec. */
 export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log): Promise<Wiring> {
   if (spec.kind === 'files') {
-    const events = new LogEventSink(log);
+    const sinks = logSinks(log);
     const source = new FilesSource({
       dir: spec.dir, nodeName, log,
-      onProblems: (p: readonly Problem[]) => void events.report(p, new Map()),
+      onProblems: (p: readonly Problem[]) => void sinks.events.report(p, new Map()),
     });
-    return { source, events, status: { write: async (s) => log('debug', 'node status', { ...s }) } };
+    return { source, ...sinks };
   }
   // Loaded only here: @kubernetes/client-node is a large module graph that the files source (labs,
   // demos, the tests in the VM) has no use for. Invalid config and other source problems: KubeSource

@@ -53,7 +53,7 @@ export class DesiredState {
   private kernel: KernelContext;
 
   constructor(
-    private readonly config: ProxyConfig,
+    private config: ProxyConfig,
     private readonly registry: PluginRegistry,
     private readonly nodeName: string,
     kernel: KernelContext = {},
@@ -68,6 +68,26 @@ export class DesiredState {
     if (sameObject(this.services.get(id), s)) return;
     this.services.set(id, s);
     this.dirty.add(id);
+  }
+
+  /** The Service's identity for Events ("namespace/name" -> its ref), undefined when unknown. */
+  serviceRef(id: string): { namespace: string; name: string; uid?: string } | undefined {
+    const m = this.services.get(id)?.metadata;
+    if (!m) return undefined;
+    return { namespace: m.namespace ?? '', name: m.name ?? '', ...(m.uid ? { uid: m.uid } : {}) };
+  }
+
+  /** The configuration in force. */
+  get currentConfig(): ProxyConfig {
+    return this.config;
+  }
+
+  /** A new configuration: every Service is rebuilt with it (the same object changes nothing). */
+  setConfig(config: ProxyConfig): void {
+    if (config === this.config) return;
+    this.config = config;
+    this.env = this.makeEnv();
+    for (const id of this.services.keys()) this.dirty.add(id);
   }
 
   /** Removes a Service (its slices stay until deleted: they may arrive before the Service). */

@@ -1,20 +1,12 @@
-// The operator's HTTP endpoints: /healthz (the process syncs: the last sync is recent or the
-// operator is still starting), /readyz (a sync has succeeded), /metrics (Prometheus), /origins
+// The operator's HTTP endpoints: /healthz and /readyz (health.ts says when each fails),
+// /metrics (Prometheus), /origins
 // (virtual server key -> Service, read by `ipvs-operator status`).
 import { type Server, createServer } from 'node:http';
+import type { HealthVerdict } from './health.js';
 import type { Metrics } from './metrics.js';
 
-export interface HealthView {
-  /** True after the first successful sync. */
-  ready(): boolean;
-  /** Milliseconds since the last sync ended, or undefined before any. */
-  sinceLastSyncMs(): number | undefined;
-  /** The periodic sync interval; healthz fails when no sync ended within twice it (plus a minute). */
-  syncPeriodMs(): number;
-}
-
 /** Starts the server on host:port; resolves with it once listening. */
-export function serveHttp(addr: string, health: HealthView, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {
+export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {
   const [host, portText] = addr.includes(':') ? [addr.slice(0, addr.lastIndexOf(':')), addr.slice(addr.lastIndexOf(':') + 1)] : ['0.0.0.0', addr];
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
@@ -23,11 +15,11 @@ export function serveHttp(addr: string, health: HealthView, metrics: Metrics, or
       res.end(body);
     };
     if (url === '/healthz') {
-      const since = health.sinceLastSyncMs();
-      const stale = since !== undefined && since > 2 * health.syncPeriodMs() + 60_000;
-      reply(stale ? 503 : 200, stale ? `no sync for ${Math.round(since / 1000)} s\n` : 'ok\n');
+      const h = health();
+      reply(h.healthy ? 200 : 503, h.healthy ? 'ok\n' : `${h.reason}\n`);
     } else if (url === '/readyz') {
-      reply(health.ready() ? 200 : 503, health.ready() ? 'ok\n' : 'not synced yet\n');
+      const h = health();
+      reply(h.ready ? 200 : 503, h.ready ? 'ok\n' : `${h.reason || 'not synced yet'}\n`);
     } else if (url === '/origins') {
       // Which Service each virtual server key serves (for `ipvs-operator status`).
       reply(200, JSON.stringify(origins()), 'application/json');

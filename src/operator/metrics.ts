@@ -28,6 +28,9 @@ export class Metrics {
   readonly syncFailures = new Counter({
     name: 'ipvsop_sync_proxy_rules_failures_total', help: 'Syncs that failed (and were retried)', registers: [this.registry],
   });
+  readonly serviceProblems = new Gauge({
+    name: 'ipvsop_service_problems', help: 'Problems now (a Service\'s Event reasons, configuration problems), by reason', labelNames: ['reason'], registers: [this.registry],
+  });
   readonly opsApplied = new Counter({
     name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'], registers: [this.registry],
   });

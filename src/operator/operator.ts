@@ -1,44 +1,41 @@
-// The sync loop: source events in, kernel state out.
+// The sync loop: source events in, kernel state out. One sync is three steps, each one place:
 //
-//   SourceEvent ─► DesiredState (incremental) ─► planVirtualServers(changed keys) ─► ipvs.apply
-//                                                        ▲ actual: a cached copy of what the kernel
-//                                                        │ holds for the keys we touch, re-read in
-//                                                        │ full at start and on every periodic sync
-//   then: VIPs on the dummy interface, the iptables path, Events, node status, metrics.
+//   read      what the plan needs from the kernel: the whole table on full syncs (start,
+//             periodic, config change, after a failed sync), else only the real servers whose
+//             connection counters decide a drain, and the virtual servers due for a retry
+//   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
+//   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
 //
-// Every step of an incremental sync is O(what changed), not O(cluster): the link's addresses are
-// cached like the IPVS table (re-read on full syncs), and the VIPs and the iptables path are only
-// touched when DesiredState's VIP or set-entry counters (or the config) moved since they were last
-// applied; full syncs apply both unconditionally.
+// then Events for problems, node status, metrics, and the health verdict (health.ts).
+// DesiredState owns the API objects; this file keeps only what a sync must carry to the next: the
+// cached kernel table (table-cache.ts), the VIP link's addresses, the draining real servers, what
+// the VIP link and the iptables path were last made to match, and the per-virtual-server retry
+// state of ops the kernel refused.
+//
+// Containment: an op the kernel refuses is a Problem of its Service (an Event, a log line, a
+// metric); its virtual server is re-read and planned again after a backoff (1 s doubling to
+// 5 min), while every other Service keeps syncing. Only a failure of the node's own machinery (a
+// kernel read, the VIP link, the iptables path) fails the sync; the runner then retries it with a
+// full re-read.
 //
 // Start never flushes: the first sync reads the kernel's table and plans against it, so a restart
-// under traffic changes nothing that is already right (a restart issues 0 ops). Incremental syncs
-// plan only the virtual servers whose desired value changed, plus those with draining real
-// servers (whose connection counters are re-read from the kernel) and those whose ops failed.
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+// under traffic changes nothing that is already right (a restart issues 0 ops).
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
-import type { Desired, ProxyConfig } from '../desired/types.js';
+import type { Desired, Problem, ProxyConfig } from '../desired/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import {
-  type IpvsOp, type RealServer, type VirtualServerEntry, formatOp, realServerKey, virtualServerKey,
-} from '../model/ipvs.js';
-import { type DrainState, makeOwnership, planVirtualServers } from '../plan/index.js';
+import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
+import type { DrainState } from '../plan/index.js';
+import { type SyncPlan, planSync } from '../plan/sync.js';
+import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
-import type { IptablesSync } from './iptables.js';
+import type { IptablesSync } from '../iptables/sync.js';
+import { type OpFailure, executeSyncPlan } from './executor.js';
+import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';
 import type { Log } from './log.js';
 import type { Metrics } from './metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
-
-/** The dummy interface holding the VIPs (rtnetlink in production, a fake in unit tests). */
-export interface VipLink {
-  /** Creates the dummy link if missing and sets it up. */
-  ensure(name: string): Promise<void>;
-  /** Addresses on the link ([] when it does not exist). */
-  list(name: string): Promise<string[]>;
-  add(name: string, address: string): Promise<void>;
-  remove(name: string, address: string): Promise<void>;
-}
+import { TableCache } from './table-cache.js';
 
 /** What the kernel offers, probed once at start. */
 export interface KernelInfo {
@@ -59,78 +56,76 @@ export interface OperatorDeps {
   nodeName: string;
   metrics?: Metrics;
   clock?: Clock;
-  /** Dry run: plans are handed here instead of being applied; nothing on the host changes. */
-  dryRun?: (ops: readonly IpvsOp[]) => void;
+  /** The source's health (Source.health), for /healthz. */
+  sourceHealth?: () => ComponentHealth;
+  /** The kernel socket's health, for /healthz. */
+  kernelHealth?: () => ComponentHealth;
+  /** How long a failure may last before /healthz fails; default health.ts's. */
+  healthBoundMs?: number;
+  /** Called with every plan before it is executed (logs, tests). */
+  onPlan?: (plan: SyncPlan) => void;
 }
 
-/** The outcome of the last sync, for /readyz, status and tests. */
+/** The outcome of the last sync, for status and tests. */
 export interface SyncReport {
   at: number;
   durationMs: number;
   ops: number;
+  /** Ops the kernel refused (each a Problem of its Service). */
   failed: number;
   full: boolean;
+  /** Set when the sync itself failed. */
   error?: string;
 }
+
+/** A virtual server whose ops the kernel refused: planned again at `retryAt`. */
+interface RetryState {
+  attempts: number;
+  retryAt: number;
+  /** "namespace/name" of the Service it belongs to ("" when none wants it any more). */
+  service: string;
+  error: string;
+}
+
+const RETRY_BASE_MS = 1000;
+const RETRY_MAX_MS = 5 * 60_000;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
   return { minIntervalMs: c.minSyncPeriod * 1000, maxIntervalMs: c.syncPeriod * 1000, retryIntervalMs: Math.max(1000, c.minSyncPeriod * 1000) };
 }
 
-type MutableEntry = { vs: VirtualServerEntry['vs']; dests: Map<string, RealServer> };
-
 /** Programs IPVS (and through its seams, VIPs and iptables) from source events. */
 export class Operator {
-  private state: DesiredState;
-  private config: ProxyConfig;
-  private readonly services = new Map<string, V1Service>();
-  private readonly slices = new Map<string, V1EndpointSlice>();
-  private node: V1Node | undefined;
-  /** The kernel's table as last read or written, for the keys the operator looks at. */
-  private actual = new Map<string, MutableEntry>();
-  private draining: DrainState = new Map();
-  /** Real servers in `actual`, kept up to date with it (status reports it every sync). */
-  private realServers = 0;
-  /** The VIP link's addresses as last read or written; re-read on every full sync, like `actual`. */
+  private readonly state: DesiredState;
+  private readonly cache = new TableCache();
+  /** The VIP link's addresses as last read or written; re-read on every full sync, like the table. */
   private vipsNow: Set<string> | undefined;
-  /**
-   * What the VIP link and the iptables path were last made to match (DesiredState.versions, the
-   * config object): an incremental sync where neither changed leaves both alone.
-   */
-  private vipsDone: number | undefined;
-  private iptablesDone: { sets: number; config: ProxyConfig } | undefined;
-  /** Keys to plan again next sync (failed ops, grace deadlines). */
-  private readonly retryKeys = new Set<string>();
+  private draining: DrainState = new Map();
+  /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
+  private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
+  private readonly retries = new Map<string, RetryState>();
   private needFull = true;
   private deadlineTimer: unknown;
+  private retryTimer: unknown;
   private pendingSince: number | undefined;
+  private failingSince: number | undefined;
+  private everSynced = false;
   private readonly clock: Clock;
   private readonly runner: BoundedFrequencyRunner;
   /** Report of the last sync; undefined before the first. */
   last: SyncReport | undefined;
-  /** True once a sync succeeded (readiness). */
-  ready = false;
 
   constructor(config: ProxyConfig, private readonly deps: OperatorDeps) {
-    this.config = config;
     this.clock = deps.clock ?? realClock;
-    this.state = this.newState();
+    this.state = new DesiredState(config, deps.registry, deps.nodeName, {
+      availableSchedulers: deps.kernel.schedulers, kernelVersion: deps.kernel.release,
+    });
     this.runner = new BoundedFrequencyRunner((why) => this.sync(why), {
       ...intervals(config),
       clock: this.clock,
       onError: (e) => deps.log('error', 'sync failed; will retry', { error: (e as Error).message }),
     });
-  }
-
-  private newState(): DesiredState {
-    const s = new DesiredState(this.config, this.deps.registry, this.deps.nodeName, {
-      availableSchedulers: this.deps.kernel.schedulers, kernelVersion: this.deps.kernel.release,
-    });
-    for (const svc of this.services.values()) s.setService(svc);
-    for (const sl of this.slices.values()) s.setSlice(sl);
-    s.setNode(this.node);
-    return s;
   }
 
   /** Starts the runner: the first sync reads the kernel and plans everything. */
@@ -140,13 +135,33 @@ export class Operator {
 
   /** Stops syncing; resolves when a sync in progress ended. The kernel is left as it is. */
   async stop(): Promise<void> {
-    if (this.deadlineTimer !== undefined) this.clock.clearTimeout(this.deadlineTimer);
+    for (const t of [this.deadlineTimer, this.retryTimer]) if (t !== undefined) this.clock.clearTimeout(t);
     await this.runner.stop();
   }
 
   /** The configuration in force. */
   get currentConfig(): ProxyConfig {
-    return this.config;
+    return this.state.currentConfig;
+  }
+
+  /** True after a successful sync while healthy (/readyz). */
+  get ready(): boolean {
+    return this.health().ready;
+  }
+
+  /** The /healthz and /readyz verdict now (health.ts). */
+  health(): HealthVerdict {
+    return evaluateHealth({
+      now: this.clock.now(),
+      syncPeriodMs: this.currentConfig.syncPeriod * 1000,
+      ...(this.deps.healthBoundMs === undefined ? {} : { boundMs: this.deps.healthBoundMs }),
+      ...(this.last ? { lastSyncEnd: this.last.at } : {}),
+      ...(this.failingSince === undefined ? {} : { failingSince: this.failingSince }),
+      ...(this.last?.error ? { lastError: this.last.error } : {}),
+      everSynced: this.everSynced,
+      ...(this.deps.sourceHealth ? { source: this.deps.sourceHealth() } : {}),
+      ...(this.deps.kernelHealth ? { kernel: this.deps.kernelHealth() } : {}),
+    });
   }
 
   /** Feeds one source event; a sync follows within minSyncPeriod. */
@@ -154,37 +169,20 @@ export class Operator {
     this.pendingSince ??= this.clock.now();
     this.deps.metrics?.pendingChanges.inc();
     switch (e.kind) {
-      case 'service': {
-        const id = `${e.object.metadata?.namespace ?? ''}/${e.object.metadata?.name ?? ''}`;
-        if (e.type === 'delete') {
-          this.services.delete(id);
-          this.state.deleteService(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? '');
-        } else {
-          this.services.set(id, e.object);
-          this.state.setService(e.object);
-        }
+      case 'service':
+        if (e.type === 'delete') this.state.deleteService(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? '');
+        else this.state.setService(e.object);
         break;
-      }
-      case 'endpointslice': {
-        const id = `${e.object.metadata?.namespace ?? ''}/${e.object.metadata?.name ?? ''}`;
-        if (e.type === 'delete') {
-          this.slices.delete(id);
-          this.state.deleteSlice(e.object);
-        } else {
-          this.slices.set(id, e.object);
-          this.state.setSlice(e.object);
-        }
+      case 'endpointslice':
+        if (e.type === 'delete') this.state.deleteSlice(e.object);
+        else this.state.setSlice(e.object);
         break;
-      }
       case 'node':
-        this.node = e.type === 'delete' ? undefined : e.object;
-        this.state.setNode(this.node);
+        this.state.setNode(e.type === 'delete' ? undefined : e.object);
         break;
       case 'config':
-        this.config = e.config;
-        this.state = this.newState();
-        this.vipsDone = undefined;
-        this.iptablesDone = undefined;
+        this.state.setConfig(e.config);
+        this.applied = {};
         this.runner.setIntervals(intervals(e.config));
         this.needFull = true;
         this.deps.log('info', 'configuration changed; full resync', { defaultScheduler: e.config.defaultScheduler });
@@ -193,39 +191,68 @@ export class Operator {
     this.runner.run();
   }
 
-  /** Reads the kernel's whole table into the cache. */
-  private async readAll(): Promise<void> {
-    const actual = new Map<string, MutableEntry>();
-    for (const vs of await this.deps.ipvs.listVirtualServers()) {
-      const dests = new Map<string, RealServer>();
-      for (const rs of await this.deps.ipvs.listRealServers(vs)) dests.set(realServerKey(rs), rs);
-      actual.set(virtualServerKey(vs), { vs, dests });
+  /** One sync; the runner calls it. Throws when the node's machinery failed (retried in full). */
+  async sync(why: SyncReason = { periodic: false, retry: false }): Promise<void> {
+    const t0 = this.clock.now();
+    const pendingSince = this.pendingSince;
+    this.pendingSince = undefined;
+    const full = this.needFull || why.periodic || why.retry || !this.everSynced;
+    let plan: SyncPlan | undefined;
+    let failures: readonly OpFailure[] = [];
+    try {
+      const { changed } = this.state.sync();
+      const desired = this.state.desired();
+      const config = this.state.currentConfig;
+      const retry = full ? new Set<string>() : this.dueRetries(t0);
+      await this.read(full, changed, retry, desired);
+      plan = planSync({
+        now: t0, full, changed, retry, desired, versions: this.state.versions, config,
+        actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
+      });
+      this.deps.onPlan?.(plan);
+      // The link and the iptables path count as done only once applied: a failure re-applies them.
+      if (plan.vips) delete this.applied.vips;
+      if (plan.iptables) delete this.applied.iptables;
+      failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
+      this.draining = plan.draining;
+      this.armDeadline(plan.nextDeadline);
+      if (plan.vips) this.applied.vips = plan.vips.version;
+      if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
+      this.settleRetries(plan, failures, desired, t0);
+      await this.report();
+      this.needFull = false;
+      this.failingSince = undefined;
+      this.everSynced = true;
+      this.finish(t0, plan, failures, full, pendingSince);
+    } catch (e) {
+      this.needFull = true;
+      this.failingSince ??= t0;
+      this.finish(t0, plan, failures, full, pendingSince, (e as Error).message);
+      throw e;
     }
-    this.actual = actual;
-    this.countRealServers();
   }
 
-  private countRealServers(): void {
-    let n = 0;
-    for (const e of this.actual.values()) n += e.dests.size;
-    this.realServers = n;
-  }
-
-  /** Re-reads the real servers (and their connection counters) of some virtual servers. */
-  private async readSome(keys: Iterable<string>): Promise<void> {
-    for (const key of keys) {
-      const e = this.actual.get(key);
-      if (!e) continue;
-      const dests = new Map<string, RealServer>();
-      for (const rs of await this.deps.ipvs.listRealServers(e.vs)) dests.set(realServerKey(rs), rs);
-      this.realServers += dests.size - e.dests.size;
-      e.dests = dests;
+  /** Reads what this sync's plan needs from the kernel into the cache (see the file comment). */
+  private async read(full: boolean, changed: ReadonlySet<string>, retry: ReadonlySet<string>, desired: Desired): Promise<void> {
+    const ipvs = this.deps.ipvs;
+    if (full) {
+      await this.cache.readAll(ipvs);
+      this.vipsNow = new Set(await this.deps.vips.list(this.state.currentConfig.interfaceName));
+      this.applied = {};
+      return;
     }
+    this.vipsNow ??= new Set(await this.deps.vips.list(this.state.currentConfig.interfaceName));
+    await this.cache.refresh(ipvs, retry);
+    // Draining real servers, and real servers about to go whose connection counters the cache
+    // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
+    // carries no connections is deleted at once rather than drained a sync later.
+    const doubtful = [...changed].filter((k) => !retry.has(k) && this.goneWithoutCounters(k, desired.table));
+    await this.cache.readSome(ipvs, new Set([...this.draining.keys(), ...doubtful]));
   }
 
   /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */
   private goneWithoutCounters(key: string, table: Desired['table']): boolean {
-    const have = this.actual.get(key);
+    const have = this.cache.view.get(key);
     const want = table.get(key);
     if (!have || !want || have.dests.size === 0) return false;
     const wanted = new Set(want.dests.map(realServerKey));
@@ -233,128 +260,43 @@ export class Operator {
     return false;
   }
 
-  /** One sync; the runner calls it. Throws when something must be retried. */
-  async sync(why: SyncReason = { periodic: false, retry: false }): Promise<void> {
-    const t0 = this.clock.now();
-    const pendingSince = this.pendingSince;
-    this.pendingSince = undefined;
-    // A retry follows a failure, which means the cache and the kernel disagree: re-read it all.
-    const full = this.needFull || why.periodic || why.retry || !this.ready;
-    let ops: IpvsOp[] = [];
-    let failed = 0;
-    try {
-      const { changed } = this.state.sync();
-      const desired = this.state.desired();
-      if (full) {
-        await this.readAll();
-      } else {
-        // Draining real servers, and real servers about to go whose connection counters the
-        // cache does not know (it holds what we wrote, not what the kernel counts): read them, so
-        // one that carries no connections is deleted at once rather than drained a sync later.
-        await this.readSome(new Set([...this.draining.keys(), ...[...changed].filter((k) => this.goneWithoutCounters(k, desired.table))]));
-      }
-      const keys = full ? new Set([...desired.table.keys(), ...this.actual.keys()]) : new Set([...changed, ...this.draining.keys(), ...this.retryKeys]);
-      this.retryKeys.clear();
-      // The link's addresses are cached like the IPVS table: re-read on full syncs only.
-      if (full || !this.vipsNow) {
-        this.vipsNow = new Set(await this.deps.vips.list(this.config.interfaceName));
-        this.vipsDone = undefined;
-      }
-      const vipsNow = this.vipsNow;
-      // Only virtual servers that are not desired are asked about: build the address sets on first use.
-      let ownsNow: ((vs: IpvsOp['vs']) => boolean) | undefined;
-      const owns = (vs: IpvsOp['vs']) => (ownsNow ??= makeOwnership({
-        assignedAddresses: [...vipsNow, ...desired.vips],
-        nodePortAddresses: desired.nodePortAddresses,
-        excludeCIDRs: this.config.excludeCIDRs,
-      }))(vs);
-      const plan = planVirtualServers(keys, {
-        desired: desired.table, actual: this.actual, owns, now: t0, draining: this.draining,
-        gracePeriodMs: this.config.gracefulTerminationSeconds * 1000,
-      });
-      ops = plan.ops;
-      if (this.deps.dryRun) {
-        this.deps.dryRun(ops);
-      } else {
-        failed = await this.applyOps(ops);
-        this.draining = plan.draining;
-        this.armDeadline(plan.nextDeadline);
-        const versions = this.state.versions;
-        if (full || this.vipsDone !== versions.vips) {
-          this.vipsDone = undefined;
-          await this.syncVips(desired, vipsNow);
-          this.vipsDone = versions.vips;
-        }
-        // The iptables path depends only on the set entries and the config; full syncs always
-        // re-apply it (repairing drift, as the periodic IPVS re-read does).
-        const done = this.iptablesDone;
-        if (full || !done || done.sets !== versions.sets || done.config !== this.config) {
-          this.iptablesDone = undefined;
-          await this.deps.iptables.sync(desired, this.config);
-          this.iptablesDone = { sets: versions.sets, config: this.config };
-        }
-      }
-      await this.report(desired);
-      this.needFull = failed > 0;
-      if (failed) throw new Error(`${failed} of ${ops.length} IPVS ops failed`);
-      this.ready = true;
-      this.finish(t0, ops.length, failed, full, pendingSince);
-    } catch (e) {
-      this.needFull = this.needFull || !this.ready;
-      this.finish(t0, ops.length, failed, full, pendingSince, (e as Error).message);
-      throw e;
-    }
+  /** Keys whose retry is due now. */
+  private dueRetries(now: number): Set<string> {
+    const due = new Set<string>();
+    for (const [key, r] of this.retries) if (r.retryAt <= now) due.add(key);
+    return due;
   }
 
-  /** Applies ops, updates the cache for those that succeeded, remembers the keys of those that failed. */
-  private async applyOps(ops: readonly IpvsOp[]): Promise<number> {
-    if (!ops.length) return 0;
-    const results = await this.deps.ipvs.apply(ops);
-    let failed = 0;
-    // Counted per kind and result, then added to the metric once per label pair.
-    const counts = new Map<string, number>();
-    results.forEach((err, i) => {
-      const op = ops[i]!;
-      const key = virtualServerKey(op.vs);
-      const label = `${op.kind} ${err ? 'error' : 'ok'}`;
-      counts.set(label, (counts.get(label) ?? 0) + 1);
-      if (err) {
-        failed++;
-        this.retryKeys.add(key);
-        this.deps.log('warn', 'IPVS op failed', { op: formatOp(op), errno: err.code, error: err.message });
-        return;
-      }
-      this.deps.log('debug', 'IPVS op', { op: formatOp(op) });
-      switch (op.kind) {
-        case 'add-service':
-        case 'update-service': {
-          const e = this.actual.get(key);
-          this.actual.set(key, { vs: op.vs, dests: e?.dests ?? new Map() });
-          break;
-        }
-        case 'delete-service':
-          this.realServers -= this.actual.get(key)?.dests.size ?? 0;
-          this.actual.delete(key);
-          break;
-        case 'add-dest':
-        case 'update-dest': {
-          const dests = this.actual.get(key)?.dests;
-          if (!dests) break;
-          const before = dests.size;
-          dests.set(realServerKey(op.rs), op.rs);
-          this.realServers += dests.size - before;
-          break;
-        }
-        case 'delete-dest':
-          if (this.actual.get(key)?.dests.delete(realServerKey(op.rs))) this.realServers--;
-          break;
-      }
-    });
-    for (const [label, n] of counts) {
-      const [kind, result] = label.split(' ');
-      this.deps.metrics?.opsApplied.inc({ kind, result }, n);
+  /**
+   * Records the refused ops (backoff per virtual server) and clears the retry state of every
+   * planned key whose ops all went through; re-arms the retry timer for the earliest one due.
+   */
+  private settleRetries(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired, now: number): void {
+    const failedKeys = new Map<string, OpFailure>();
+    for (const f of failures) {
+      const key = virtualServerKey(f.op.vs);
+      if (!failedKeys.has(key)) failedKeys.set(key, f);
+      this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
     }
-    return failed;
+    const planned = new Set(plan.ops.map((op) => virtualServerKey(op.vs)));
+    for (const key of planned) if (!failedKeys.has(key)) this.retries.delete(key);
+    // A key no longer desired nor in the kernel needs no retry.
+    for (const key of this.retries.keys()) if (!desired.table.has(key) && !this.cache.view.has(key)) this.retries.delete(key);
+    for (const [key, f] of failedKeys) {
+      const prev = this.retries.get(key);
+      const attempts = (prev?.attempts ?? 0) + 1;
+      const origin = desired.table.get(key)?.origin;
+      this.retries.set(key, {
+        attempts,
+        retryAt: now + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (attempts - 1)),
+        service: origin ? `${origin.namespace}/${origin.name}` : '',
+        error: `${formatOp(f.op)}: ${f.error.message}`,
+      });
+    }
+    let next: number | undefined;
+    for (const r of this.retries.values()) if (next === undefined || r.retryAt < next) next = r.retryAt;
+    if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
+    this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
   }
 
   /** Plans the draining virtual servers again when the earliest grace period ends. */
@@ -365,42 +307,44 @@ export class Operator {
     this.deadlineTimer = this.clock.setTimeout(() => this.runner.run(), Math.max(0, deadline - this.clock.now()));
   }
 
-  /** Binds desired VIPs to the dummy interface and unbinds the ones no longer desired (after their virtual servers went). */
-  private async syncVips(desired: Desired, current: Set<string>): Promise<void> {
-    const name = this.config.interfaceName;
-    if (desired.vips.size || current.size) await this.deps.vips.ensure(name);
-    // `current` is the cache (this.vipsNow): kept in step with each address added or removed.
-    const have = current;
-    for (const ip of desired.vips) {
-      if (!have.has(ip)) {
-        await this.deps.vips.add(name, ip);
-        have.add(ip);
-      }
+  /** Every problem now: the desired state's, and one per Service whose ops the kernel refuses. */
+  problems(): Problem[] {
+    const out = [...this.state.problems()];
+    const seen = new Set<string>();
+    for (const r of this.retries.values()) {
+      if (!r.service || seen.has(r.service)) continue;
+      seen.add(r.service);
+      out.push({ service: r.service, reason: 'IPVSOpRefused', message: `the kernel refused ${r.error}; retrying with backoff` });
     }
-    for (const ip of [...have]) {
-      if (!desired.vips.has(ip)) {
-        await this.deps.vips.remove(name, ip);
-        have.delete(ip);
-      }
-    }
+    return out;
   }
 
-  /** Events for problems, and the node status. Failures are logged: they never fail a sync. */
-  private async report(desired: Desired): Promise<void> {
+  /** Events for problems. Failures are logged: they never fail a sync. */
+  private async report(): Promise<void> {
+    const problems = this.problems();
     const refs = new Map<string, ServiceRef>();
-    for (const p of desired.problems) {
-      const s = this.services.get(p.service);
-      if (s) refs.set(p.service, { namespace: s.metadata?.namespace ?? '', name: s.metadata?.name ?? '', uid: s.metadata?.uid });
+    for (const p of problems) {
+      const ref = p.service ? this.state.serviceRef(p.service) : undefined;
+      if (ref) refs.set(p.service, ref);
+    }
+    const m = this.deps.metrics;
+    if (m) {
+      m.serviceProblems.reset();
+      const byReason = new Map<string, number>();
+      for (const p of problems) byReason.set(p.reason, (byReason.get(p.reason) ?? 0) + 1);
+      for (const [reason, n] of byReason) m.serviceProblems.set({ reason }, n);
     }
     try {
-      await this.deps.events.report(desired.problems, refs);
+      await this.deps.events.report(problems, refs);
     } catch (e) {
       this.deps.log('warn', 'posting events failed', { error: (e as Error).message });
     }
   }
 
-  private finish(t0: number, ops: number, failed: number, full: boolean, pendingSince: number | undefined, error?: string): void {
+  private finish(t0: number, plan: SyncPlan | undefined, failures: readonly OpFailure[], full: boolean, pendingSince: number | undefined, error?: string): void {
     const now = this.clock.now();
+    const ops = plan?.ops.length ?? 0;
+    const failed = failures.length;
     this.last = { at: now, durationMs: now - t0, ops, failed, full, ...(error ? { error } : {}) };
     const m = this.deps.metrics;
     if (m) {
@@ -409,18 +353,18 @@ export class Operator {
       if (error) m.syncFailures.inc();
       m.pendingChanges.set(0);
       if (pendingSince !== undefined && !error) m.programmingLatency.observe((now - pendingSince) / 1000);
+      if (plan && !error) countOps(m, plan, failures);
     }
-    const realServers = this.realServers;
     const table = this.state.desiredTable;
     this.deps.status.write({
       kernelIPVSVersion: this.deps.kernel.ipvsVersion,
       schedulersAvailable: [...this.deps.kernel.schedulers].sort(),
       virtualServers: table.size,
-      realServers,
+      realServers: this.cache.realServers,
       lastSyncTime: new Date(now).toISOString(),
       lastSyncDurationSeconds: (now - t0) / 1000,
       lastError: error ?? '',
-      problems: this.state.problems().length,
+      problems: this.problems().length,
     }).catch((e: unknown) => this.deps.log('warn', 'writing node status failed', { error: (e as Error).message }));
     this.deps.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
       ops, failed, full, durationMs: now - t0, virtualServers: table.size, ...(error ? { error } : {}),
@@ -432,5 +376,19 @@ export class Operator {
     const out = new Map<string, { namespace: string; name: string; portName: string; plugin: string }>();
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
     return out;
+  }
+}
+
+/** Adds the ops to the metric, counted per kind and result first (one inc per label pair). */
+function countOps(m: Metrics, plan: SyncPlan, failures: readonly OpFailure[]): void {
+  const refused = new Set(failures.map((f) => f.op));
+  const counts = new Map<string, number>();
+  for (const op of plan.ops) {
+    const label = `${op.kind} ${refused.has(op) ? 'error' : 'ok'}`;
+    counts.set(label, (counts.get(label) ?? 0) + 1);
+  }
+  for (const [label, n] of counts) {
+    const [kind, result] = label.split(' ');
+    m.opsApplied.inc({ kind, result }, n);
   }
 }

@@ -1,6 +1,15 @@
 // The operator's VIP interface over rtnetlink, and an in-memory fake with the same behaviour.
-import type { VipLink } from '../operator/operator.js';
 import { Rtnl } from './links.js';
+
+/** The dummy interface holding the VIPs (rtnetlink in production, a fake in unit tests). */
+export interface VipLink {
+  /** Creates the dummy link if missing and sets it up. */
+  ensure(name: string): Promise<void>;
+  /** Addresses on the link ([] when it does not exist). */
+  list(name: string): Promise<string[]>;
+  add(name: string, address: string): Promise<void>;
+  remove(name: string, address: string): Promise<void>;
+}
 
 /** VipLink on the real kernel. */
 export class RtnlVipLink implements VipLink {

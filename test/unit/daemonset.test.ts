@@ -59,7 +59,7 @@ describe('the DaemonSet runs the CLI with flags it has', () => {
 
   it('the probe paths are served by the operator: 200 when healthy and synced, 503 before the first sync', async () => {
     let ready = false;
-    const server = await serveHttp('127.0.0.1:0', { ready: () => ready, sinceLastSyncMs: () => undefined, syncPeriodMs: () => 30_000 }, new Metrics());
+    const server = await serveHttp('127.0.0.1:0', () => ({ healthy: true, ready, reason: '' }), new Metrics());
     try {
       const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
       const code = async (path: string) => (await fetch(`${base}${path}`)).status;

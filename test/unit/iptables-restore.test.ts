@@ -8,7 +8,7 @@ import { type Desired, type ProxyConfig, defaultProxyConfig } from '../../src/de
 import { chooseMode, parseVersion, versionAtLeast } from '../../src/iptables/backend.js';
 import { isIptablesError } from '../../src/iptables/exec.js';
 import { IptablesRestore } from '../../src/iptables/restore.js';
-import type { IptablesSync } from '../../src/operator/iptables.js';
+import type { IptablesSync } from '../../src/iptables/sync.js';
 import { FakeHost } from '../support/iptables-fake.js';
 import { NODE, makeNode, makeService } from './fixtures.js';
 

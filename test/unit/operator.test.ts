@@ -6,7 +6,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
-import { NoIptables } from '../../src/operator/iptables.js';
+import { NoIptables } from '../../src/iptables/sync.js';
 import { memoryLog } from '../../src/operator/log.js';
 import { Operator } from '../../src/operator/operator.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
@@ -16,17 +16,23 @@ import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
 
 const config: ProxyConfig = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' };
 
-function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink()) {
+/** A clock the test moves by hand; timers never fire on their own (the test calls sync). */
+function manualClock(start = 1_000_000) {
+  let t = start;
+  return { now: () => t, setTimeout: () => ({}), clearTimeout: () => undefined, advance: (ms: number) => { t += ms; } };
+}
+
+function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualClock()) {
   const posted: Problem[][] = [];
   const statuses: NodeStatus[] = [];
   const events: EventSink = { report: async (p) => { posted.push([...p]); } };
   const status: StatusSink = { write: async (s) => { statuses.push(s); } };
   const log = memoryLog();
   const op = new Operator(config, {
-    ipvs, vips, iptables: new NoIptables(), events, status, log, registry: new PluginRegistry(), nodeName: NODE,
+    ipvs, vips, iptables: new NoIptables(), events, status, log, registry: new PluginRegistry(), nodeName: NODE, clock,
     kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr', 'lc', 'sed', 'sh', 'mh']) },
   });
-  return { op, ipvs, vips, posted, statuses, log };
+  return { op, ipvs, vips, posted, statuses, log, clock };
 }
 
 const web = (mutate?: Parameters<typeof makeService>[2]) => makeService('default', 'web', mutate);
@@ -98,18 +104,31 @@ describe('Operator.sync', () => {
     expect(posted.at(-1)).toEqual([expect.objectContaining({ service: 'default/web', reason: 'UnknownScheduler' })]);
   });
 
-  it('a failing op fails the sync (for a retry) and is planned again', async () => {
+  it('a refused op is its Service\'s problem: the sync succeeds, the virtual server is re-read and retried after a backoff', async () => {
     const ipvs = new FakeIpvs();
-    const { op } = setup(ipvs);
+    const { op, posted, clock } = setup(ipvs);
     op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'service', type: 'upsert', object: makeService('default', 'other', (s) => { s.spec!.clusterIP = '10.200.1.11'; s.spec!.clusterIPs = ['10.200.1.11']; }) });
     await op.sync();
     // Someone deletes our service behind our back; the next incremental sync adds a dest to it.
     await ipvs.deleteVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80 }));
     op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
-    await expect(op.sync()).rejects.toThrow(/1 of 1 IPVS ops failed/);
-    // The retry is a full sync (it reads the kernel) and repairs the table.
-    await op.sync({ periodic: false, retry: true });
-    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 1, failed: 1, full: false });
+    expect(op.last!.error).toBeUndefined();
+    expect(op.problems()).toEqual([expect.objectContaining({ service: 'default/web', reason: 'IPVSOpRefused' })]);
+    expect(posted.at(-1)).toEqual([expect.objectContaining({ service: 'default/web', reason: 'IPVSOpRefused' })]);
+    // Another Service keeps syncing meanwhile; the refused one is not retried before its backoff.
+    const before = ipvs.applied.length;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: makeSlice('default', 'other', 'other-1', [{ ip: '10.10.1.7' }]) });
+    await op.sync();
+    expect(ipvs.applied.slice(before)).toEqual(['add-dest TCP 10.200.1.11:80 -> 10.10.1.7:8080 w=1 masq']);
+    // Once the backoff ended, an incremental sync re-reads that virtual server and repairs it.
+    clock.advance(1000);
+    await op.sync();
+    expect(op.last).toMatchObject({ failed: 0, full: false });
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+    expect(op.problems()).toEqual([]);
   });
 
   it('writes the node status after each sync', async () => {

@@ -1,5 +1,5 @@
-// The seam to the iptables + ipset path (src/iptables/): the sync loop calls it after planning
-// IPVS, with the same desired state. A no-op implementation stands in where the path is disabled.
+// The seam to the iptables + ipset path: IptablesRestore (restore.ts) programs the host; the sync
+// loop calls it after the IPVS ops, with the same desired state. NoIptables stands in where the path is off.
 import type { Desired, ProxyConfig } from '../desired/types.js';
 
 /** Programs the masquerade/filter rules and sets for a desired state; idempotent. */

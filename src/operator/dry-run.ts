@@ -1,0 +1,176 @@
+// `run --dry-run`: the kernel interfaces wrapped so that reads go through to the node (when it has
+// the thing at all) and writes are printed instead of made. Each wrapper keeps what it "wrote", so
+// the next sync plans against the state the previous plan would have left: a dry run prints the
+// first whole plan, then each incremental one, exactly as `run` would apply them.
+//
+// Output, one change a line, in the forms planSync's text uses (add-service ..., add-vip ...),
+// then the iptables path's restore payloads verbatim. Lines starting with "# " say what the dry
+// run could not read (no IPVS in this kernel, no iptables binary) and what it assumed instead.
+import { Errno, IpvsError } from '../ipvs/errors.js';
+import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
+import type { IpvsClient, OpResult } from '../ipvs/types.js';
+import type { Runner } from '../iptables/exec.js';
+import {
+  type IpvsInfo, type IpvsOp, type IpvsTimeouts, type RealServer, type VirtualServer, formatOp, realServerKey,
+  virtualServerKey,
+} from '../model/ipvs.js';
+import type { VipLink } from '../rtnl/vips.js';
+
+/** Where the dry run prints (stdout in the CLI). */
+export type Print = (line: string) => void;
+
+/** IpvsClient that reads the node's table once (or starts empty without IPVS) and prints writes. */
+export class DryRunIpvs implements IpvsClient {
+  private table: MutableIpvsTable | undefined;
+
+  /** `inner` undefined: this kernel has no IPVS; plans are made against an empty table. */
+  constructor(private readonly inner: IpvsClient | undefined, private readonly print: Print) {}
+
+  async info(): Promise<IpvsInfo> {
+    return this.inner ? this.inner.info() : { version: 'none', versionCode: 0, connTableSize: 0 };
+  }
+
+  async listVirtualServers(): Promise<VirtualServer[]> {
+    return [...(await this.seeded()).values()].map((e) => e.vs);
+  }
+
+  async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
+    return [...((await this.seeded()).get(virtualServerKey(vs))?.dests.values() ?? [])];
+  }
+
+  addVirtualServer(vs: VirtualServer): Promise<void> {
+    return this.one({ kind: 'add-service', vs });
+  }
+
+  updateVirtualServer(vs: VirtualServer): Promise<void> {
+    return this.one({ kind: 'update-service', vs });
+  }
+
+  deleteVirtualServer(vs: VirtualServer): Promise<void> {
+    return this.one({ kind: 'delete-service', vs });
+  }
+
+  addRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    return this.one({ kind: 'add-dest', vs, rs });
+  }
+
+  updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    return this.one({ kind: 'update-dest', vs, rs });
+  }
+
+  deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    return this.one({ kind: 'delete-dest', vs, rs });
+  }
+
+  async getTimeouts(): Promise<IpvsTimeouts> {
+    return this.inner ? this.inner.getTimeouts() : { tcp: 0, tcpFin: 0, udp: 0 };
+  }
+
+  async setTimeouts(t: IpvsTimeouts): Promise<void> {
+    this.print(`set-timeouts tcp=${t.tcp} tcpfin=${t.tcpFin} udp=${t.udp}`);
+  }
+
+  async zero(vs?: VirtualServer): Promise<void> {
+    this.print(`zero${vs ? ` ${virtualServerKey(vs)}` : ''}`);
+  }
+
+  async flush(): Promise<void> {
+    this.print('flush');
+    this.table = new Map();
+  }
+
+  /** Prints each op and records it; an op the recorded table refuses gets the kernel's errno. */
+  async apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
+    const table = await this.seeded();
+    return ops.map((op) => {
+      const text = formatOp(op);
+      const errno = applyOp(table, op);
+      this.print(errno === undefined ? text : `${text}   # would fail: errno ${errno}`);
+      return errno === undefined ? undefined : IpvsError.fromErrno(text, errno);
+    });
+  }
+
+  close(): void {
+    this.inner?.close();
+  }
+
+  private async one(op: IpvsOp): Promise<void> {
+    const [err] = await this.apply([op]);
+    if (err) throw err;
+  }
+
+  private async seeded(): Promise<MutableIpvsTable> {
+    if (this.table) return this.table;
+    const table: MutableIpvsTable = new Map();
+    if (this.inner) {
+      for (const vs of await this.inner.listVirtualServers()) {
+        const dests = new Map<string, RealServer>();
+        for (const rs of await this.inner.listRealServers(vs)) dests.set(realServerKey(rs), rs);
+        table.set(virtualServerKey(vs), { vs, dests });
+      }
+    }
+    this.table = table;
+    return table;
+  }
+}
+
+/** VipLink that lists the node's link once per name and prints address changes. */
+export class DryRunVipLink implements VipLink {
+  private readonly links = new Map<string, Set<string>>();
+
+  constructor(private readonly inner: VipLink | undefined, private readonly print: Print) {}
+
+  async ensure(name: string): Promise<void> {
+    await this.addresses(name);
+  }
+
+  async list(name: string): Promise<string[]> {
+    return [...(await this.addresses(name))];
+  }
+
+  async add(name: string, address: string): Promise<void> {
+    const have = await this.addresses(name);
+    if (have.has(address)) throw IpvsError.fromErrno(`add-vip ${name} ${address}`, Errno.EEXIST);
+    this.print(`add-vip ${name} ${address}`);
+    have.add(address);
+  }
+
+  async remove(name: string, address: string): Promise<void> {
+    const have = await this.addresses(name);
+    if (!have.has(address)) throw IpvsError.fromErrno(`del-vip ${name} ${address}`, Errno.EADDRNOTAVAIL);
+    this.print(`del-vip ${name} ${address}`);
+    have.delete(address);
+  }
+
+  private async addresses(name: string): Promise<Set<string>> {
+    let have = this.links.get(name);
+    if (!have) this.links.set(name, (have = new Set(this.inner ? await this.inner.list(name) : [])));
+    return have;
+  }
+}
+
+/**
+ * A Runner for the iptables path that runs the reading commands (`*-save`, `ipset list`, `-V`)
+ * and prints the writing ones (`*-restore`, `ipset restore`) with their input. A reading command
+ * that is not installed reads as empty, said once per command.
+ */
+export function dryRunRunner(inner: Runner, print: Print): Runner {
+  const missing = new Set<string>();
+  return async (cmd, args, input) => {
+    const writes = cmd.endsWith('-restore') || (cmd === 'ipset' && args[0] === 'restore');
+    if (writes) {
+      print(`${[cmd, ...args].join(' ')} <<EOF`);
+      for (const line of (input ?? '').replace(/\n$/, '').split('\n')) print(line);
+      print('EOF');
+      return { code: 0, stdout: '', stderr: '' };
+    }
+    try {
+      return await inner(cmd, args, input);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+      if (!missing.has(cmd)) print(`# ${cmd} is not installed here: read as empty`);
+      missing.add(cmd);
+      return { code: 0, stdout: '', stderr: '' };
+    }
+  };
+}

@@ -1,0 +1,67 @@
+// What /healthz and /readyz answer, from values only. kube-proxy's healthz is the reference: it
+// fails when the proxy has had changes it could not program for longer than 2 × syncPeriod. Here
+// /healthz fails (503, so the kubelet restarts the pod) when, for longer than the bound:
+//   1. syncs have been failing (a sync that throws: a kernel read, a VIP or iptables failure;
+//      an op the kernel refuses for one Service is that Service's Problem, not a failed sync),
+//   2. the source has been disconnected from its backend (API server, directory), or
+//   3. the kernel socket has been failing,
+// or when no sync has ended for 2 × syncPeriod + 60 s (the loop is stuck).
+// /readyz answers 200 only after a successful sync, and only while /healthz does.
+// pure: no I/O.
+
+/** A component's health as it reports it: ok, and since when (ms since the epoch). */
+export interface ComponentHealth {
+  ok: boolean;
+  since: number;
+  reason?: string;
+}
+
+/** Everything the verdict is made of. */
+export interface HealthInput {
+  now: number;
+  syncPeriodMs: number;
+  /** How long a failure may last before /healthz fails; default max(2 × syncPeriod, 60 s). */
+  boundMs?: number;
+  /** When the last sync ended (undefined before the first). */
+  lastSyncEnd?: number;
+  /** When the current run of failed syncs began (undefined after a successful sync). */
+  failingSince?: number;
+  lastError?: string;
+  /** A sync has succeeded since start. */
+  everSynced: boolean;
+  source?: ComponentHealth;
+  kernel?: ComponentHealth;
+}
+
+/** The verdict; `reason` names what failed for how long (empty when ok). */
+export interface HealthVerdict {
+  healthy: boolean;
+  ready: boolean;
+  reason: string;
+}
+
+/** The default bound: kube-proxy's 2 × syncPeriod, at least a minute. */
+export function healthBoundMs(syncPeriodMs: number): number {
+  return Math.max(2 * syncPeriodMs, 60_000);
+}
+
+/** Applies the rules in the file comment. */
+export function evaluateHealth(h: HealthInput): HealthVerdict {
+  const bound = h.boundMs ?? healthBoundMs(h.syncPeriodMs);
+  const secs = (ms: number) => `${Math.round(ms / 1000)} s`;
+  const reasons: string[] = [];
+  if (h.failingSince !== undefined && h.now - h.failingSince > bound) {
+    reasons.push(`syncs failing for ${secs(h.now - h.failingSince)}${h.lastError ? `: ${h.lastError}` : ''}`);
+  }
+  if (h.source && !h.source.ok && h.now - h.source.since > bound) {
+    reasons.push(`source disconnected for ${secs(h.now - h.source.since)}${h.source.reason ? `: ${h.source.reason}` : ''}`);
+  }
+  if (h.kernel && !h.kernel.ok && h.now - h.kernel.since > bound) {
+    reasons.push(`kernel socket failing for ${secs(h.now - h.kernel.since)}${h.kernel.reason ? `: ${h.kernel.reason}` : ''}`);
+  }
+  if (h.lastSyncEnd !== undefined && h.now - h.lastSyncEnd > 2 * h.syncPeriodMs + 60_000) {
+    reasons.push(`no sync for ${secs(h.now - h.lastSyncEnd)}`);
+  }
+  const healthy = reasons.length === 0;
+  return { healthy, ready: healthy && h.everSynced, reason: reasons.join('; ') };
+}

@@ -1,0 +1,95 @@
+// The operator's copy of the kernel's IPVS table, for the virtual servers it looks at: read in full
+// at start and on every full sync, re-read per virtual server where counters or a failure make the
+// copy doubtful, and otherwise kept in step by recording each op that succeeded (applyOp, the
+// function FakeIpvs applies ops with). Real servers the operator wrote carry no connection
+// counters (undefined): the planner then knows it has to read them before deciding a drain.
+import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
+import type { IpvsClient } from '../ipvs/types.js';
+import { type IpvsOp, type IpvsTable, type RealServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
+
+/** The cached table and its real server count (the node status reports it every sync). */
+export class TableCache {
+  private table: MutableIpvsTable = new Map();
+  private dests = 0;
+
+  /** The cached table (live view, no copy). */
+  get view(): IpvsTable {
+    return this.table;
+  }
+
+  /** Real servers in the cache. */
+  get realServers(): number {
+    return this.dests;
+  }
+
+  /** Replaces the cache with the kernel's whole table. */
+  async readAll(ipvs: IpvsClient): Promise<void> {
+    const table: MutableIpvsTable = new Map();
+    let n = 0;
+    for (const vs of await ipvs.listVirtualServers()) {
+      const dests = await readDests(ipvs, vs);
+      n += dests.size;
+      table.set(virtualServerKey(vs), { vs, dests });
+    }
+    this.table = table;
+    this.dests = n;
+  }
+
+  /** Re-reads the real servers (with their connection counters) of these cached virtual servers. */
+  async readSome(ipvs: IpvsClient, keys: Iterable<string>): Promise<void> {
+    for (const key of keys) {
+      const e = this.table.get(key);
+      if (!e) continue;
+      const dests = await readDests(ipvs, e.vs);
+      this.dests += dests.size - e.dests.size;
+      e.dests = dests;
+    }
+  }
+
+  /**
+   * Re-reads these virtual servers whether cached or not (after their ops failed, the copy is
+   * doubtful): one dump of the virtual servers, then the real servers of those present.
+   */
+  async refresh(ipvs: IpvsClient, keys: ReadonlySet<string>): Promise<void> {
+    if (keys.size === 0) return;
+    const present = new Map<string, IpvsOp['vs']>();
+    for (const vs of await ipvs.listVirtualServers()) {
+      const key = virtualServerKey(vs);
+      if (keys.has(key)) present.set(key, vs);
+    }
+    for (const key of keys) {
+      const vs = present.get(key);
+      const old = this.table.get(key);
+      this.dests -= old?.dests.size ?? 0;
+      if (!vs) {
+        this.table.delete(key);
+        continue;
+      }
+      const dests = await readDests(ipvs, vs);
+      this.dests += dests.size;
+      this.table.set(key, { vs, dests });
+    }
+  }
+
+  /** Records an op the kernel accepted. */
+  record(op: IpvsOp): void {
+    const key = virtualServerKey(op.vs);
+    const before = this.table.get(key)?.dests.size ?? 0;
+    // A service update keeps the kernel's real servers; SET_SERVICE does not touch them.
+    if (applyOp(this.table, op) !== undefined) {
+      // The kernel accepted what the copy would refuse: the copy was wrong. Make it agree.
+      if (op.kind === 'add-service' || op.kind === 'update-service') {
+        this.table.set(key, { vs: op.vs, dests: this.table.get(key)?.dests ?? new Map() });
+      } else if (op.kind === 'add-dest' || op.kind === 'update-dest') {
+        this.table.get(key)?.dests.set(realServerKey(op.rs), op.rs);
+      }
+    }
+    this.dests += (this.table.get(key)?.dests.size ?? 0) - before;
+  }
+}
+
+async function readDests(ipvs: IpvsClient, vs: IpvsOp['vs']): Promise<Map<string, RealServer>> {
+  const dests = new Map<string, RealServer>();
+  for (const rs of await ipvs.listRealServers(vs)) dests.set(realServerKey(rs), rs);
+  return dests;
+}
