@@ -75,6 +75,15 @@ export async function runOperator(o: RunOptions): Promise<number> {
     if (o.dryRun) return;
     for (const p of applySysctls(ipvsSysctls(kernelRelease, e.config.strictARP))) log('warn', 'sysctl not set', { problem: p });
   };
+  // Signals are caught from here on: a SIGTERM while the first sync runs still ends cleanly.
+  const stopped = new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      log('info', 'stopping; the kernel table is left as it is', { signal });
+      resolve();
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
   await source.start((e) => {
     operator.handle(e);
     void applyTimeouts(e);
@@ -83,14 +92,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });
 
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      log('info', 'stopping; the kernel table is left as it is', { signal });
-      resolve();
-    };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
-  });
+  await stopped;
   await source.stop();
   await operator.stop();
   await new Promise<void>((r) => server.close(() => r()));

@@ -20,7 +20,7 @@ export interface ComponentHealth {
 export interface HealthInput {
   now: number;
   syncPeriodMs: number;
-  /** How long a failure may last before /healthz fails; default max(2 × syncPeriod, 60 s). */
+  /** How long a failure may last before /healthz fails; default 2 × syncPeriod (kube-proxy's). */
   boundMs?: number;
   /** When the last sync ended (undefined before the first). */
   lastSyncEnd?: number;
@@ -40,9 +40,9 @@ export interface HealthVerdict {
   reason: string;
 }
 
-/** The default bound: kube-proxy's 2 × syncPeriod, at least a minute. */
+/** The default bound: kube-proxy's healthz timeout, 2 × syncPeriod. */
 export function healthBoundMs(syncPeriodMs: number): number {
-  return Math.max(2 * syncPeriodMs, 60_000);
+  return 2 * syncPeriodMs;
 }
 
 /** Applies the rules in the file comment. */
