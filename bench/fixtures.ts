@@ -6,6 +6,7 @@
 // every 10th uses `wrr` with a byPod weight list (the target of the weight changes); the rest use
 // the default scheduler. One EndpointSlice per Service.
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+import { percentile as nearestRank } from '../src/compare/stats.js';
 
 export const NODE_NAME = 'lab-node';
 export const NODE_IP = '192.168.100.1';
@@ -88,9 +89,7 @@ export function makeCluster(n: number, e: number): { node: V1Node; services: V1S
 
 /** p-th percentile (nearest rank) of numbers. */
 export function percentile(xs: readonly number[], p: number): number {
-  if (!xs.length) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+  return xs.length ? nearestRank([...xs].sort((a, b) => a - b), p / 100) : NaN;
 }
 
 /** A progress line on stderr. */

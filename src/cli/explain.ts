@@ -1,32 +1,10 @@
 // `ipvs-operator explain <namespace/name>`: how one Service maps to IPVS, and side by side the
 // kube-proxy iptables-mode chains it replaces (KUBE-SERVICES -> KUBE-SVC-… with `statistic
 // random` 1/n, 1/(n-1), … -> KUBE-SEP-… DNAT), as the study notes walk them.
-import { createHash } from 'node:crypto';
 import type { DesiredVirtualServer } from '../desired/types.js';
+import { kubeProxyChain } from '../iptables/kube-proxy-names.js';
 import { formatHostPort, formatRealServer, formatVirtualServer } from '../model/ipvs.js';
 
-/** kube-proxy's chain name: prefix + first 16 chars of base32(sha256(servicePortName + protocol [+ endpoint])). */
-export function kubeProxyChain(prefix: 'KUBE-SVC-' | 'KUBE-SEP-', servicePortName: string, protocol: string, endpoint = ''): string {
-  const sum = createHash('sha256').update(servicePortName + protocol.toLowerCase() + endpoint).digest();
-  return prefix + base32(sum).slice(0, 16);
-}
-
-function base32(b: Buffer): string {
-  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-  let bits = 0;
-  let value = 0;
-  let out = '';
-  for (const byte of b) {
-    value = (value << 8) | byte;
-    bits += 8;
-    while (bits >= 5) {
-      out += alphabet[(value >>> (bits - 5)) & 31];
-      bits -= 5;
-    }
-  }
-  if (bits > 0) out += alphabet[(value << (5 - bits)) & 31];
-  return out;
-}
 
 /** The explanation text for the virtual servers of one Service. */
 export function renderExplain(service: string, entries: readonly DesiredVirtualServer[]): string {

@@ -1,12 +1,9 @@
 // Running the iptables/ipset binaries: the Runner seam (a fake in unit tests, child_process in
 // production) and the error every failed command becomes.
 
-/** What a command printed and how it ended. */
-export interface RunResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+import type { RunResult } from '../util/proc.js';
+
+export type { RunResult };
 
 /** Runs `cmd args` with `input` on stdin; never throws for a non-zero exit, rejects when it cannot start (ENOENT). */
 export type Runner = (cmd: string, args: readonly string[], input?: string) => Promise<RunResult>;

@@ -7,16 +7,16 @@
 // Sets go first because the rules name them. Cleanup reverses it: rules, then sets.
 // The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
 // taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
-import { spawn } from 'node:child_process';
 import type { IptablesSync } from './sync.js';
 import type { Desired, ProxyConfig } from '../desired/types.js';
 import type { Family } from '../model/ipvs.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
-import { type RunResult, type Runner, runChecked } from './exec.js';
+import { type Runner, runChecked } from './exec.js';
 import { listSetNames, restoreSets } from './ipset.js';
 import { makeNames } from './names.js';
 import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
+import { run } from '../util/proc.js';
 
 /** IptablesRestore's options; every one has a default. */
 export interface IptablesRestoreOptions {
@@ -109,16 +109,4 @@ export class IptablesRestore implements IptablesSync {
 }
 
 /** The production Runner: spawn, feed stdin, collect output. */
-export const spawnRunner: Runner = (cmd, args, input) => new Promise<RunResult>((resolve, reject) => {
-  const child = spawn(cmd, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
-  child.on('error', reject);
-  child.on('close', (code, signal) => resolve({ code: code ?? (signal ? 128 : 1), stdout, stderr }));
-  if (input !== undefined) {
-    child.stdin?.on('error', () => { /* the tool may exit before reading everything; its exit code tells */ });
-    child.stdin?.end(input);
-  }
-});
+export const spawnRunner: Runner = (cmd, args, input) => run(cmd, args, input === undefined ? {} : { input });

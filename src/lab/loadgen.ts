@@ -8,6 +8,7 @@
 // {"pod","peer"} bodies.
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
+import { percentile } from '../compare/stats.js';
 
 export interface LoadResult {
   count: number;
@@ -27,11 +28,6 @@ export interface LoadResult {
   samples?: Array<[string, number]>;
 }
 
-function percentile(sorted: readonly number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[i] ?? 0;
-}
 
 const round = (n: number) => Math.round(n * 100) / 100;
 

@@ -2,7 +2,8 @@
 // notes' iptables-save of a real cluster (../shared/notes/kans-service-lab-iptables.md):
 // Service default/svc-clusterip port svc-webport 10.200.1.63:9000 -> 10.10.1.3:80, 10.10.2.4:80, 10.10.3.3:80.
 import { describe, expect, it } from '@jest/globals';
-import { kubeProxyChain, renderExplain } from '../../src/cli/explain.js';
+import { renderExplain } from '../../src/cli/explain.js';
+import { kubeProxyChain } from '../../src/iptables/kube-proxy-names.js';
 import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 
 describe('explain', () => {
