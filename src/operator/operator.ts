@@ -24,8 +24,9 @@ import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import type { Desired, Problem, ProxyConfig } from '../desired/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
+import { formatOp, realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
+import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
 import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
@@ -78,18 +79,6 @@ export interface SyncReport {
   error?: string;
 }
 
-/** A virtual server whose ops the kernel refused: planned again at `retryAt`. */
-interface RetryState {
-  attempts: number;
-  retryAt: number;
-  /** "namespace/name" of the Service it belongs to ("" when none wants it any more). */
-  service: string;
-  error: string;
-}
-
-const RETRY_BASE_MS = 1000;
-const RETRY_MAX_MS = 5 * 60_000;
-
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
   return { minIntervalMs: c.minSyncPeriod * 1000, maxIntervalMs: c.syncPeriod * 1000, retryIntervalMs: Math.max(1000, c.minSyncPeriod * 1000) };
@@ -104,7 +93,7 @@ export class Operator {
   private draining: DrainState = new Map();
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
-  private readonly retries = new Map<string, RetryState>();
+  private retries: RetryState = new Map();
   private needFull = true;
   private deadlineTimer: unknown;
   private retryTimer: unknown;
@@ -203,7 +192,7 @@ export class Operator {
       const { changed } = this.state.sync();
       const desired = this.state.desired();
       const config = this.state.currentConfig;
-      const retry = full ? new Set<string>() : this.dueRetries(t0);
+      const retry = full ? new Set<string>() : dueRetries(this.retries, t0);
       await this.read(full, changed, retry, desired);
       plan = planSync({
         now: t0, full, changed, retry, desired, versions: this.state.versions, config,
@@ -260,41 +249,15 @@ export class Operator {
     return false;
   }
 
-  /** Keys whose retry is due now. */
-  private dueRetries(now: number): Set<string> {
-    const due = new Set<string>();
-    for (const [key, r] of this.retries) if (r.retryAt <= now) due.add(key);
-    return due;
-  }
-
-  /**
-   * Records the refused ops (backoff per virtual server) and clears the retry state of every
-   * planned key whose ops all went through; re-arms the retry timer for the earliest one due.
-   */
+  /** Updates the retry state with this sync's refused ops and re-arms the retry timer. */
   private settleRetries(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired, now: number): void {
-    const failedKeys = new Map<string, OpFailure>();
-    for (const f of failures) {
-      const key = virtualServerKey(f.op.vs);
-      if (!failedKeys.has(key)) failedKeys.set(key, f);
-      this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
-    }
-    const planned = new Set(plan.ops.map((op) => virtualServerKey(op.vs)));
-    for (const key of planned) if (!failedKeys.has(key)) this.retries.delete(key);
-    // A key no longer desired nor in the kernel needs no retry.
-    for (const key of this.retries.keys()) if (!desired.table.has(key) && !this.cache.view.has(key)) this.retries.delete(key);
-    for (const [key, f] of failedKeys) {
-      const prev = this.retries.get(key);
-      const attempts = (prev?.attempts ?? 0) + 1;
-      const origin = desired.table.get(key)?.origin;
-      this.retries.set(key, {
-        attempts,
-        retryAt: now + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (attempts - 1)),
-        service: origin ? `${origin.namespace}/${origin.name}` : '',
-        error: `${formatOp(f.op)}: ${f.error.message}`,
-      });
-    }
-    let next: number | undefined;
-    for (const r of this.retries.values()) if (next === undefined || r.retryAt < next) next = r.retryAt;
+    for (const f of failures) this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
+    this.retries = updateRetries(this.retries, {
+      now, ops: plan.ops, refused: failures,
+      serviceOf: (key) => { const o = desired.table.get(key)?.origin; return o ? `${o.namespace}/${o.name}` : undefined; },
+      exists: (key) => desired.table.has(key) || this.cache.view.has(key),
+    });
+    const next = nextRetryAt(this.retries);
     if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
   }
@@ -309,14 +272,7 @@ export class Operator {
 
   /** Every problem now: the desired state's, and one per Service whose ops the kernel refuses. */
   problems(): Problem[] {
-    const out = [...this.state.problems()];
-    const seen = new Set<string>();
-    for (const r of this.retries.values()) {
-      if (!r.service || seen.has(r.service)) continue;
-      seen.add(r.service);
-      out.push({ service: r.service, reason: 'IPVSOpRefused', message: `the kernel refused ${r.error}; retrying with backoff` });
-    }
-    return out;
+    return [...this.state.problems(), ...retryProblems(this.retries)];
   }
 
   /** Events for problems. Failures are logged: they never fail a sync. */
