@@ -100,6 +100,7 @@ export class Operator {
   private pendingSince: number | undefined;
   private failingSince: number | undefined;
   private everSynced = false;
+  private failedInARow = 0;
   private readonly clock: Clock;
   private readonly runner: BoundedFrequencyRunner;
   /** Report of the last sync; undefined before the first. */
@@ -312,6 +313,8 @@ export class Operator {
       if (plan && !error) countOps(m, plan, failures);
     }
     const table = this.state.desiredTable;
+    this.failedInARow = error ? this.failedInARow + 1 : 0;
+    const health = this.health();
     this.deps.status.write({
       kernelIPVSVersion: this.deps.kernel.ipvsVersion,
       schedulersAvailable: [...this.deps.kernel.schedulers].sort(),
@@ -321,6 +324,9 @@ export class Operator {
       lastSyncDurationSeconds: (now - t0) / 1000,
       lastError: error ?? '',
       problems: this.problems().length,
+      consecutiveFailedSyncs: this.failedInARow,
+      healthy: health.healthy,
+      healthReason: health.reason,
     }).catch((e: unknown) => this.deps.log('warn', 'writing node status failed', { error: (e as Error).message }));
     this.deps.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
       ops, failed, full, durationMs: now - t0, virtualServers: table.size, ...(error ? { error } : {}),

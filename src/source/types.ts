@@ -59,7 +59,14 @@ export interface NodeStatus {
   lastSyncTime: string;
   lastSyncDurationSeconds: number;
   lastError: string;
+  /** Problems now: the desired state's and one per Service whose ops the kernel refuses. */
   problems: number;
+  /** Syncs failed in a row (0 after a successful one). */
+  consecutiveFailedSyncs: number;
+  /** The /healthz verdict when this status was written. */
+  healthy: boolean;
+  /** Why not healthy; empty when healthy. */
+  healthReason: string;
 }
 
 /** Writes this node's IPVSNodeState status (kube), or nothing (files source). */

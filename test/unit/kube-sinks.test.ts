@@ -66,6 +66,7 @@ describe('KubeEventSink', () => {
 const status = (n: number): NodeStatus => ({
   kernelIPVSVersion: '1.2.1', schedulersAvailable: ['lc', 'rr', 'wrr'], virtualServers: n, realServers: 2 * n,
   lastSyncTime: `2025-01-02T03:04:0${n % 10}.000Z`, lastSyncDurationSeconds: 0.004, lastError: '', problems: 0,
+  consecutiveFailedSyncs: 0, healthy: true, healthReason: '',
 });
 
 describe('KubeStatusSink', () => {

@@ -135,6 +135,6 @@ describe('Operator.sync', () => {
     const { op, statuses } = setup();
     op.handle({ kind: 'service', type: 'upsert', object: web() });
     await op.sync();
-    expect(statuses.at(-1)).toMatchObject({ kernelIPVSVersion: '1.2.1', virtualServers: 1, lastError: '', problems: 0 });
+    expect(statuses.at(-1)).toMatchObject({ kernelIPVSVersion: '1.2.1', virtualServers: 1, lastError: '', problems: 0, consecutiveFailedSyncs: 0, healthy: true, healthReason: '' });
   });
 });

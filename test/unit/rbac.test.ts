@@ -70,6 +70,7 @@ function staticApiMethods(): Map<string, string[]> {
 const status = (n: number): NodeStatus => ({
   kernelIPVSVersion: '1.2.1', schedulersAvailable: ['rr'], virtualServers: n, realServers: n,
   lastSyncTime: '2025-01-02T03:04:05.000Z', lastSyncDurationSeconds: 0.01, lastError: '', problems: 0,
+  consecutiveFailedSyncs: 0, healthy: true, healthReason: '',
 });
 
 let server: FakeApiServer;
