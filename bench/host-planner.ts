@@ -23,7 +23,7 @@ function once(): { buildMs: number; planMs: number; ops: number } {
   state.sync();
   const desired = state.desired();
   const buildMs = msSince(t0);
-  const owns = makeOwnership({ assignedAddresses: desired.vips, nodePortAddresses: desired.nodePortAddresses });
+  const owns = makeOwnership({ assignedAddresses: desired.vips });
   const t1 = process.hrtime.bigint();
   const plan = planIpvs({ desired: desired.table, actual: new Map(), owns, now: 0, draining: new Map(), gracePeriodMs: 900_000 });
   return { buildMs, planMs: msSince(t1), ops: plan.ops.length };

@@ -63,7 +63,7 @@ const full = state.sync();
 const buildMs = ms(t);
 
 const fake = new FakeIpvs();
-const owns = makeOwnership({ assignedAddresses: state.desired().vips, nodePortAddresses: [] });
+const owns = makeOwnership({ assignedAddresses: state.desired().vips });
 let draining: DrainState = new Map();
 t = process.hrtime.bigint();
 const plan = planIpvs({ desired: state.desiredTable, actual: fake.view(), owns, now: 0, draining, gracePeriodMs: 900_000 });

@@ -10,6 +10,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import { loadPluginsFrom } from '../plugins/load.js';
 import { defaultProxyConfig } from '../desired/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
+import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
 import { cleanup, status } from './status.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
@@ -47,12 +48,13 @@ const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--plugins-dir DIR] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--state-dir DIR] [--plugins-dir DIR] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
       '  --dry-run     print each plan instead of applying it; nothing on the host changes\n' +
       '  --metrics-addr  /healthz, /readyz, /metrics and /origins (default 0.0.0.0:10249)\n' +
+      `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
       '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped',
     options: {
       source: { type: 'string', default: 'kube' },
@@ -60,6 +62,7 @@ export const COMMANDS: Record<string, Command> = {
       'node-name': { type: 'string' },
       'dry-run': { type: 'boolean', default: false },
       'metrics-addr': { type: 'string', default: '0.0.0.0:10249' },
+      'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
       'plugins-dir': { type: 'string' },
       'no-iptables': { type: 'boolean', default: false },
       ...logFlags,
@@ -76,6 +79,7 @@ export const COMMANDS: Record<string, Command> = {
         nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
         dryRun: v['dry-run'] === true,
         metricsAddr: String(v['metrics-addr']),
+        stateDir: String(v['state-dir']),
         iptables: v['no-iptables'] !== true,
         registry,
         log,
@@ -117,13 +121,15 @@ export const COMMANDS: Record<string, Command> = {
   },
   cleanup: {
     summary: 'remove what the operator created: its virtual servers, VIP interface, chains and sets',
-    usage: 'cleanup [--interface NAME]',
-    help: 'Deletes the virtual servers on the addresses of the operator\'s dummy interface, the interface,\n' +
-      'and the operator\'s iptables chains and ipsets. Nothing else (other virtual servers, chains or\n' +
-      `sets) is touched. --interface defaults to ${defaultProxyConfig.interfaceName}.`,
-    options: { interface: { type: 'string', default: defaultProxyConfig.interfaceName } },
+    usage: 'cleanup [--interface NAME] [--state-dir DIR]',
+    help: 'Deletes the virtual servers the operator\'s ownership record lists (NodePorts included) and those\n' +
+      'on the addresses of its dummy interface, the interface, the record, and the operator\'s iptables\n' +
+      'chains and ipsets. Nothing else (other virtual servers, chains or sets) is touched.\n' +
+      `--interface defaults to ${defaultProxyConfig.interfaceName}, --state-dir to ${DEFAULT_STATE_DIR}.`,
+    options: { interface: { type: 'string', default: defaultProxyConfig.interfaceName }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
     async run(v) {
-      for (const line of await cleanup(String(v.interface), await iptablesPath())) process.stdout.write(`${line}\n`);
+      const record = new FileOwnershipRecord(recordPath(String(v['state-dir'])));
+      for (const line of await cleanup(String(v.interface), await iptablesPath(), record)) process.stdout.write(`${line}\n`);
       return 0;
     },
   },

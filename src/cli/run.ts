@@ -9,6 +9,7 @@ import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
 import { type IptablesSync, NoIptables } from '../iptables/sync.js';
 import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../operator/dry-run.js';
 import { serveHttp } from '../operator/http.js';
+import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../operator/record.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
 import type { Log } from '../operator/log.js';
 import { Metrics } from '../operator/metrics.js';
@@ -24,6 +25,8 @@ export interface RunOptions {
   nodeName: string;
   dryRun: boolean;
   metricsAddr: string;
+  /** Where the ownership record lives (record.ts). */
+  stateDir: string;
   iptables: boolean;
   registry: PluginRegistry;
   log: Log;
@@ -60,11 +63,13 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const metrics = new Metrics();
+  const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
   const operator = new Operator(config, {
     ipvs, vips, iptables, events, status, log,
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
     registry: o.registry, nodeName: o.nodeName, metrics,
     sourceHealth: () => source.health(),
+    record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
   });
   metrics.watchKernel(ipvs, () => operator.origins());
 

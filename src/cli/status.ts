@@ -6,6 +6,7 @@ import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/i
 import { RtnlVipLink } from '../rtnl/vips.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { ensureIpvsModule } from '../operator/kernel.js';
+import type { OwnershipRecord } from '../operator/record.js';
 
 /** What the operator reports per virtual server key at /origins. */
 export type Origins = Record<string, { namespace: string; name: string; portName: string; plugin: string }>;
@@ -58,21 +59,22 @@ export async function status(operatorAddr: string): Promise<string> {
 }
 
 /**
- * Removes exactly what the operator created: virtual servers on the addresses of its dummy
- * interface, the interface, and (through `iptables`) its chains and sets. Virtual servers on other
- * addresses are left alone, even NodePort-looking ones: without the desired state there is no
- * telling them from someone else's, and a running operator removes its own on Service deletion.
+ * Removes exactly what the operator created: the virtual servers its ownership record lists
+ * (NodePorts on node addresses included) and those on the addresses of its dummy interface, the
+ * interface, the record, and (through `iptables`) its chains and sets. Any other virtual server
+ * is left alone: without a record entry or one of our VIPs it may be someone else's.
  */
-export async function cleanup(interfaceName: string, iptables: IptablesSync): Promise<string[]> {
+export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord): Promise<string[]> {
   const done: string[] = [];
   const vips = new RtnlVipLink();
   try {
     const addresses = new Set(await vips.list(interfaceName));
-    if (addresses.size && (await ensureIpvsModule())) {
+    const recorded = (await record.load()) ?? new Set<string>();
+    if ((addresses.size || recorded.size) && (await ensureIpvsModule())) {
       const ipvs = await NetlinkIpvs.open();
       try {
         for (const vs of await ipvs.listVirtualServers()) {
-          if (vs.fwmark || !addresses.has(vs.address)) continue;
+          if (vs.fwmark || !(addresses.has(vs.address) || recorded.has(virtualServerKey(vs)))) continue;
           try {
             await ipvs.deleteVirtualServer(vs);
             done.push(`delete-service ${virtualServerKey(vs)}`);
@@ -85,6 +87,7 @@ export async function cleanup(interfaceName: string, iptables: IptablesSync): Pr
       }
     }
     if (await vips.deleteLink(interfaceName)) done.push(`delete-link ${interfaceName}`);
+    await record.remove();
   } finally {
     vips.close();
   }

@@ -24,8 +24,8 @@ import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import type { Desired, Problem, ProxyConfig } from '../desired/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import { formatOp, realServerKey } from '../model/ipvs.js';
-import type { DrainState } from '../plan/index.js';
+import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
+import { type DrainState, updateRecord } from '../plan/index.js';
 import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
 import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
@@ -33,6 +33,7 @@ import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/t
 import type { IptablesSync } from '../iptables/sync.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';
+import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
 import type { Log } from './log.js';
 import type { Metrics } from './metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
@@ -63,6 +64,8 @@ export interface OperatorDeps {
   kernelHealth?: () => ComponentHealth;
   /** How long a failure may last before /healthz fails; default health.ts's. */
   healthBoundMs?: number;
+  /** The ownership record (record.ts); default: one in memory (tests). */
+  record?: OwnershipRecord;
   /** Called with every plan before it is executed (logs, tests). */
   onPlan?: (plan: SyncPlan) => void;
 }
@@ -94,6 +97,12 @@ export class Operator {
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
+  private readonly record: OwnershipRecord;
+  /** The ownership record as last loaded or saved; undefined before it is read, or when none exists. */
+  private recorded: Set<string> | undefined;
+  private recordRead = false;
+  /** The record in memory differs from the one saved (a save failed). */
+  private recordDirty = false;
   private needFull = true;
   private deadlineTimer: unknown;
   private retryTimer: unknown;
@@ -108,6 +117,7 @@ export class Operator {
 
   constructor(config: ProxyConfig, private readonly deps: OperatorDeps) {
     this.clock = deps.clock ?? realClock;
+    this.record = deps.record ?? new MemoryOwnershipRecord();
     this.state = new DesiredState(config, deps.registry, deps.nodeName, {
       availableSchedulers: deps.kernel.schedulers, kernelVersion: deps.kernel.release,
     });
@@ -198,6 +208,7 @@ export class Operator {
       plan = planSync({
         now: t0, full, changed, retry, desired, versions: this.state.versions, config,
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
+        ...(this.recorded ? { recorded: this.recorded } : {}),
       });
       this.deps.onPlan?.(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
@@ -209,6 +220,7 @@ export class Operator {
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(plan, failures, desired, t0);
+      await this.updateRecord(plan, failures, desired);
       await this.report();
       this.needFull = false;
       this.failingSince = undefined;
@@ -225,6 +237,11 @@ export class Operator {
   /** Reads what this sync's plan needs from the kernel into the cache (see the file comment). */
   private async read(full: boolean, changed: ReadonlySet<string>, retry: ReadonlySet<string>, desired: Desired): Promise<void> {
     const ipvs = this.deps.ipvs;
+    if (!this.recordRead) {
+      this.recorded = await this.record.load();
+      this.recordRead = true;
+      if (!this.recorded) this.deps.log('info', 'no ownership record yet: until one is written, only virtual servers on the VIP link\'s addresses count as ours');
+    }
     if (full) {
       await this.cache.readAll(ipvs);
       this.vipsNow = new Set(await this.deps.vips.list(this.state.currentConfig.interfaceName));
@@ -261,6 +278,32 @@ export class Operator {
     const next = nextRetryAt(this.retries);
     if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
+  }
+
+  /**
+   * Brings the ownership record up to date after a sync that created or deleted virtual servers
+   * (or read the whole table) and saves it; a failed save is logged and retried next sync.
+   */
+  private async updateRecord(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
+    const touches = plan.ops.some((op) => op.kind === 'add-service' || op.kind === 'delete-service');
+    if (!plan.full && !touches && !this.recordDirty && this.recorded) return;
+    const refused = new Set(failures.map((f) => f.op));
+    const next = updateRecord(this.recorded ?? new Set(), {
+      full: plan.full,
+      applied: plan.ops.filter((op) => !refused.has(op)),
+      desired: plan.full ? desired.table.keys() : plan.ops.map((op) => virtualServerKey(op.vs)).filter((k) => desired.table.has(k)),
+      present: new Set(this.cache.view.keys()),
+    });
+    const same = this.recorded !== undefined && next.size === this.recorded.size && [...next].every((k) => this.recorded!.has(k));
+    this.recorded = next;
+    if (same && !this.recordDirty) return;
+    try {
+      await this.record.save(next);
+      this.recordDirty = false;
+    } catch (e) {
+      this.recordDirty = true;
+      this.deps.log('warn', 'saving the ownership record failed; retrying next sync', { error: (e as Error).message });
+    }
   }
 
   /** Plans the draining virtual servers again when the earliest grace period ends. */

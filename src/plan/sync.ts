@@ -38,6 +38,8 @@ export interface SyncInput {
   vipsNow: ReadonlySet<string>;
   /** From the previous plan; empty at start. */
   draining: DrainState;
+  /** The ownership record (ownership.ts); undefined when there is none yet. */
+  recorded?: ReadonlySet<string>;
   /** What the VIP link and the iptables path were last made to match; an absent field: apply. */
   applied: Readonly<{ vips?: number; iptables?: Readonly<{ sets: number; config: ProxyConfig }> }>;
 }
@@ -79,8 +81,8 @@ export function planSync(input: SyncInput): SyncPlan {
   let ownsNow: ReturnType<typeof makeOwnership> | undefined;
   const owns = (vs: IpvsOp['vs']) => (ownsNow ??= makeOwnership({
     assignedAddresses: [...input.vipsNow, ...desired.vips],
-    nodePortAddresses: desired.nodePortAddresses,
     excludeCIDRs: config.excludeCIDRs,
+    ...(input.recorded ? { recorded: input.recorded } : {}),
   }))(vs);
   const plan = planVirtualServers(keys, {
     desired: desired.table, actual: input.actual, owns, now: input.now, draining: input.draining,

@@ -10,6 +10,7 @@ import { parse } from 'yaml';
 import { COMMANDS } from '../../src/cli/main.js';
 import { serveHttp } from '../../src/operator/http.js';
 import { Metrics } from '../../src/operator/metrics.js';
+import { DEFAULT_STATE_DIR } from '../../src/operator/record.js';
 
 const ds = parse(readFileSync('manifests/daemonset.yaml', 'utf8')) as V1DaemonSet;
 const pod = ds.spec!.template.spec as V1PodSpec;
@@ -94,7 +95,7 @@ describe('the DaemonSet\'s pod', () => {
     expect(pod.initContainers ?? []).toEqual([]);
   });
 
-  it('mounts /lib/modules read-only, the node\'s xtables lock, and a small writable /tmp', () => {
+  it('mounts /lib/modules read-only, the node\'s xtables lock, its state directory for the ownership record, and a small writable /tmp', () => {
     const vols = new Map((pod.volumes ?? []).map((v) => [v.name, v]));
     const mounts = new Map((container.volumeMounts ?? []).map((m) => [m.mountPath, m]));
     const modules = mounts.get('/lib/modules');
@@ -104,8 +105,11 @@ describe('the DaemonSet\'s pod', () => {
     expect(lock?.readOnly).toBeFalsy();
     expect(vols.get(lock!.name)?.hostPath).toEqual({ path: '/run/xtables.lock', type: 'FileOrCreate' });
     expect(vols.get(mounts.get('/tmp')!.name)?.emptyDir).toBeDefined();
-    // Nothing else of the host: the two hostPath volumes above are all.
-    expect([...vols.values()].filter((v) => v.hostPath).map((v) => v.hostPath!.path).sort()).toEqual(['/lib/modules', '/run/xtables.lock']);
+    // The record lives where `run` keeps it by default (--state-dir).
+    const state = mounts.get(DEFAULT_STATE_DIR);
+    expect(vols.get(state!.name)?.hostPath).toEqual({ path: DEFAULT_STATE_DIR, type: 'DirectoryOrCreate' });
+    // Nothing else of the host: the three hostPath volumes above are all.
+    expect([...vols.values()].filter((v) => v.hostPath).map((v) => v.hostPath!.path).sort()).toEqual(['/lib/modules', '/run/ipvs-operator', '/run/xtables.lock']);
   });
 
   it('has resource requests and limits', () => {

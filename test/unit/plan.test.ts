@@ -24,7 +24,8 @@ function input(desired: Map<string, WantedVirtualServer>, fake: FakeIpvs, extra:
   const assigned = [...desired.values()].map((d) => d.vs.address);
   return {
     desired, actual: fake.view(), now: 1_000_000, draining: new Map(), gracePeriodMs: GRACE,
-    owns: makeOwnership({ assignedAddresses: [...assigned, '10.200.1.63', '10.200.1.99'], nodePortAddresses: ['192.168.0.10'] }),
+    // The record holds a NodePort virtual server the operator created for a Service since deleted.
+    owns: makeOwnership({ assignedAddresses: [...assigned, '10.200.1.63', '10.200.1.99'], recorded: new Set(['TCP 192.168.0.10:30080']) }),
     ...extra,
   };
 }
@@ -101,9 +102,16 @@ add-service TCP 203.0.113.9:80 rr`;
     expect(plan.ops.map(formatOp)).toEqual(['delete-service TCP 10.200.1.99:80', 'delete-service TCP 192.168.0.10:30080']);
   });
 
+  it('a NodePort-looking virtual server on a node address that is not in the record is foreign (kube-proxy IPVS mode beside us)', () => {
+    const fake = new FakeIpvs().seed('add-service TCP 192.168.0.10:30081 rr\nadd-service TCP 192.168.0.10:30080 rr');
+    expect(planIpvs(input(new Map(), fake)).ops.map(formatOp)).toEqual(['delete-service TCP 192.168.0.10:30080']);
+    const noRecord = makeOwnership({ assignedAddresses: ['10.200.1.99'] });
+    expect(planIpvs({ ...input(new Map(), fake), owns: noRecord }).ops).toEqual([]);
+  });
+
   it('honours excludeCIDRs over assigned addresses', () => {
     const fake = new FakeIpvs().seed('add-service TCP 10.200.1.99:80 rr');
-    const owns = makeOwnership({ assignedAddresses: ['10.200.1.99'], nodePortAddresses: [], excludeCIDRs: ['10.200.1.96/28'] });
+    const owns = makeOwnership({ assignedAddresses: ['10.200.1.99'], excludeCIDRs: ['10.200.1.96/28'] });
     expect(planIpvs({ ...input(new Map(), fake), owns }).ops).toEqual([]);
   });
 });
@@ -192,7 +200,7 @@ describe('randomized: apply(plan(desired, actual)) reaches desired; re-plan is e
     const actual = randomTable(rand, '10.200.1', Math.floor(rand() * 8));
     const foreignText = 'add-service TCP 172.16.0.1:80 rr\nadd-dest TCP 172.16.0.1:80 -> 10.10.9.9:80 w=1 masq\nadd-service FWM 9 IPv6 lc';
     actual.seed(foreignText);
-    const owns = makeOwnership({ assignedAddresses: [...Array(6).keys()].flatMap((i) => [`10.200.1.${i}`, `fd00:200::${i}`]), nodePortAddresses: [] });
+    const owns = makeOwnership({ assignedAddresses: [...Array(6).keys()].flatMap((i) => [`10.200.1.${i}`, `fd00:200::${i}`]) });
     let draining: DrainState = new Map();
     // Drain until done: connections drop to 0 between rounds (at most a few rounds).
     for (let round = 0; round < 4; round++) {
