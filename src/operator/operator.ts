@@ -1,7 +1,9 @@
 // The sync loop: source events in, kernel state out. One sync is three steps, each one place:
 //
-//   read      what the plan needs from the kernel: the whole table on full syncs (start,
-//             periodic, config change, after a failed sync), else only the real servers whose
+//   read      what the plan needs from the kernel: the whole table on full syncs (start, config
+//             change, after a failed sync); on periodic syncs a drift check whose cost per period
+//             does not grow with the cluster (one dump of the virtual servers, the real servers of
+//             a tenth of them in turn: TableCache.verify); else only the real servers whose
 //             connection counters decide a drain, and the virtual servers due for a retry
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
 //   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
@@ -81,6 +83,9 @@ export interface SyncReport {
   /** Set when the sync itself failed. */
   error?: string;
 }
+
+/** Each periodic sync re-reads the real servers of this share of the virtual servers (1/10). */
+const DRIFT_SHARE = 10;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
@@ -196,17 +201,21 @@ export class Operator {
     const t0 = this.clock.now();
     const pendingSince = this.pendingSince;
     this.pendingSince = undefined;
-    const full = this.needFull || why.periodic || why.retry || !this.everSynced;
+    // A retry follows a failed sync, after which the copy of the kernel may be wrong: read it all.
+    const full = this.needFull || why.retry || !this.everSynced;
+    const periodic = why.periodic && !full;
     let plan: SyncPlan | undefined;
     let failures: readonly OpFailure[] = [];
     try {
       const { changed } = this.state.sync();
       const desired = this.state.desired();
       const config = this.state.currentConfig;
-      const retry = full ? new Set<string>() : dueRetries(this.retries, t0);
-      await this.read(full, changed, retry, desired);
+      const due = full ? new Set<string>() : dueRetries(this.retries, t0);
+      const reread = await this.read(full, periodic, changed, due, desired);
+      // A periodic sync re-applies the VIP link and the iptables path, repairing their drift too.
+      if (periodic) this.applied = {};
       plan = planSync({
-        now: t0, full, changed, retry, desired, versions: this.state.versions, config,
+        now: t0, full, changed, reread, desired, versions: this.state.versions, config,
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
         ...(this.recorded ? { recorded: this.recorded } : {}),
       });
@@ -234,9 +243,13 @@ export class Operator {
     }
   }
 
-  /** Reads what this sync's plan needs from the kernel into the cache (see the file comment). */
-  private async read(full: boolean, changed: ReadonlySet<string>, retry: ReadonlySet<string>, desired: Desired): Promise<void> {
+  /**
+   * Reads what this sync's plan needs from the kernel into the cache (see the file comment);
+   * resolves with the keys re-read beyond what changed (due retries, drift), to plan as well.
+   */
+  private async read(full: boolean, periodic: boolean, changed: ReadonlySet<string>, due: ReadonlySet<string>, desired: Desired): Promise<Set<string>> {
     const ipvs = this.deps.ipvs;
+    const link = this.state.currentConfig.interfaceName;
     if (!this.recordRead) {
       this.recorded = await this.record.load();
       this.recordRead = true;
@@ -244,17 +257,20 @@ export class Operator {
     }
     if (full) {
       await this.cache.readAll(ipvs);
-      this.vipsNow = new Set(await this.deps.vips.list(this.state.currentConfig.interfaceName));
+      this.vipsNow = new Set(await this.deps.vips.list(link));
       this.applied = {};
-      return;
+      return new Set();
     }
-    this.vipsNow ??= new Set(await this.deps.vips.list(this.state.currentConfig.interfaceName));
-    await this.cache.refresh(ipvs, retry);
+    if (periodic || !this.vipsNow) this.vipsNow = new Set(await this.deps.vips.list(link));
+    const reread = new Set(due);
+    await this.cache.refresh(ipvs, due);
+    if (periodic) for (const key of await this.cache.verify(ipvs, DRIFT_SHARE)) reread.add(key);
     // Draining real servers, and real servers about to go whose connection counters the cache
     // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
     // carries no connections is deleted at once rather than drained a sync later.
-    const doubtful = [...changed].filter((k) => !retry.has(k) && this.goneWithoutCounters(k, desired.table));
+    const doubtful = [...changed].filter((k) => !reread.has(k) && this.goneWithoutCounters(k, desired.table));
     await this.cache.readSome(ipvs, new Set([...this.draining.keys(), ...doubtful]));
+    return reread;
   }
 
   /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */

@@ -1,16 +1,18 @@
 // The operator's copy of the kernel's IPVS table, for the virtual servers it looks at: read in full
-// at start and on every full sync, re-read per virtual server where counters or a failure make the
-// copy doubtful, and otherwise kept in step by recording each op that succeeded (applyOp, the
+// at start and on every full sync, checked for drift on periodic syncs (verify), re-read per
+// virtual server where counters or a failure make the copy doubtful, and otherwise kept in step by recording each op that succeeded (applyOp, the
 // function FakeIpvs applies ops with). Real servers the operator wrote carry no connection
 // counters (undefined): the planner then knows it has to read them before deciding a drain.
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import { type IpvsOp, type IpvsTable, type RealServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
+import { type IpvsOp, type IpvsTable, type RealServer, realServerKey, virtualServerEqual, virtualServerKey } from '../model/ipvs.js';
 
 /** The cached table and its real server count (the node status reports it every sync). */
 export class TableCache {
   private table: MutableIpvsTable = new Map();
   private dests = 0;
+  /** Where the next drift check's share of real server reads starts. */
+  private cursor = 0;
 
   /** The cached table (live view, no copy). */
   get view(): IpvsTable {
@@ -69,6 +71,41 @@ export class TableCache {
       this.dests += dests.size;
       this.table.set(key, { vs, dests });
     }
+  }
+
+  /**
+   * The periodic drift check, at a cost that does not grow with the cluster per period: one dump
+   * of every virtual server, compared with the copy (a missing, extra or changed one is re-read
+   * with its real servers), plus the real servers of the next `1 / share` of the virtual servers
+   * in turn, so every real server is verified within `share` periods. Resolves with the keys it
+   * re-read (plan them: their copy may have changed).
+   */
+  async verify(ipvs: IpvsClient, share: number): Promise<Set<string>> {
+    const seen = new Map<string, IpvsOp['vs']>();
+    for (const vs of await ipvs.listVirtualServers()) seen.set(virtualServerKey(vs), vs);
+    const doubtful = new Set<string>();
+    for (const [key, vs] of seen) {
+      const have = this.table.get(key);
+      if (!have || !virtualServerEqual(have.vs, vs)) doubtful.add(key);
+    }
+    for (const key of this.table.keys()) if (!seen.has(key)) doubtful.add(key);
+    const keys = [...seen.keys()];
+    const n = Math.ceil(keys.length / Math.max(1, share));
+    for (let i = 0; i < n && keys.length; i++) doubtful.add(keys[(this.cursor + i) % keys.length]!);
+    this.cursor = keys.length ? (this.cursor + n) % keys.length : 0;
+    for (const key of doubtful) {
+      const old = this.table.get(key);
+      this.dests -= old?.dests.size ?? 0;
+      const vs = seen.get(key);
+      if (!vs) {
+        this.table.delete(key);
+        continue;
+      }
+      const dests = await readDests(ipvs, vs);
+      this.dests += dests.size;
+      this.table.set(key, { vs, dests });
+    }
+    return doubtful;
   }
 
   /** Records an op the kernel accepted. */

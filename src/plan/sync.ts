@@ -1,17 +1,18 @@
 // planSync: one sync of the node as an inert value. Everything a sync decides is decided here, from
 // values only: which virtual servers to plan (all of them, or what changed plus what drains and
-// what is due for a retry), which non-desired ones are ours (ownership.ts), the IPVS ops and the
-// draining state (plan.ts), which VIPs to bind and unbind, and whether the iptables path runs.
+// what was re-read: retries due, drift), which non-desired ones are ours (ownership.ts), the IPVS
+// ops and the draining state (plan.ts), which VIPs to bind and unbind, and whether the iptables
+// path runs.
 // The executor (src/operator/executor.ts) only carries a SyncPlan out, and `--dry-run` prints it.
 //
-// Text form, one change a line, in the order the executor applies them:
+// Text form, one change a line:
 //   add-service TCP 10.200.1.10:80 rr
 //   add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq
 //   add-vip ipvs-op0 10.200.1.10
 //   del-vip ipvs-op0 10.200.1.99
 //   sync-iptables 3 set entries
-// VIPs are bound after the IPVS ops and unbound after the virtual servers on them went; the
-// iptables path names the sets the rules match, so it runs last. pure: no I/O.
+// The executor runs the IPVS batch, the VIP binds and the iptables path at once (none needs
+// another), and unbinds VIPs after the batch deleted the virtual servers on them. pure: no I/O.
 import type { ProxyConfig } from '../desired/types.js';
 import type { Desired } from '../desired/types.js';
 import { type IpvsOp, type IpvsTable, formatOp } from '../model/ipvs.js';
@@ -26,8 +27,8 @@ export interface SyncInput {
   full: boolean;
   /** Virtual server keys whose desired value changed since the last sync (DesiredState.sync().changed). */
   changed: ReadonlySet<string>;
-  /** Keys due for another try (their ops failed; the executor re-read them). */
-  retry: ReadonlySet<string>;
+  /** Keys re-read from the kernel beyond what changed: retries due, drift a periodic check found. */
+  reread: ReadonlySet<string>;
   desired: Desired;
   /** DesiredState.versions: equal counters mean equal VIPs / set entries. */
   versions: Readonly<{ sets: number; vips: number }>;
@@ -55,7 +56,7 @@ export interface VipPlan {
   version: number;
 }
 
-/** One sync as a value: apply `ops`, then `vips`, then the iptables path if `iptables`. */
+/** One sync as a value: `ops`, `vips` and (if set) the iptables path; see the file comment for the order. */
 export interface SyncPlan {
   full: boolean;
   /** Virtual server keys looked at. */
@@ -76,7 +77,7 @@ export function planSync(input: SyncInput): SyncPlan {
   const { desired, config } = input;
   const keys = input.full
     ? new Set([...desired.table.keys(), ...input.actual.keys()])
-    : new Set([...input.changed, ...input.draining.keys(), ...input.retry]);
+    : new Set([...input.changed, ...input.draining.keys(), ...input.reread]);
   // Only virtual servers that are not desired are asked about: build the address sets on first use.
   let ownsNow: ReturnType<typeof makeOwnership> | undefined;
   const owns = (vs: IpvsOp['vs']) => (ownsNow ??= makeOwnership({

@@ -138,3 +138,48 @@ describe('Operator.sync', () => {
     expect(statuses.at(-1)).toMatchObject({ kernelIPVSVersion: '1.2.1', virtualServers: 1, lastError: '', problems: 0, consecutiveFailedSyncs: 0, healthy: true, healthReason: '' });
   });
 });
+
+/** FakeIpvs that counts the dumps a sync makes. */
+class CountingIpvs extends FakeIpvs {
+  serviceDumps = 0;
+  destDumps = 0;
+  override async listVirtualServers() {
+    this.serviceDumps++;
+    return super.listVirtualServers();
+  }
+  override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) {
+    this.destDumps++;
+    return super.listRealServers(vs);
+  }
+}
+
+describe('the periodic drift check', () => {
+  const services = 30;
+  const svc = (i: number) => makeService('default', `s${i}`, (s) => { s.spec!.clusterIP = `10.200.2.${i}`; s.spec!.clusterIPs = [`10.200.2.${i}`]; });
+  const sl = (i: number) => makeSlice('default', `s${i}`, `s${i}-1`, [{ ip: '10.10.1.3' }, { ip: '10.10.1.4' }]);
+
+  it('reads one dump of the virtual servers and the real servers of a tenth of them per period, and repairs drift', async () => {
+    const ipvs = new CountingIpvs();
+    const { op } = setup(ipvs);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    // Drift behind the operator's back: a changed scheduler (seen in the one dump) and a real
+    // server deleted (seen when its virtual server's turn comes).
+    await ipvs.updateVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.7', port: 80, scheduler: 'wrr' }));
+    await ipvs.deleteRealServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.20', port: 80 }), makeRealServer({ address: '10.10.1.4', port: 8080 }));
+    ipvs.serviceDumps = 0;
+    ipvs.destDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(op.last).toMatchObject({ full: false });
+    expect(ipvs.serviceDumps).toBe(1);
+    // 3 in turn (30 / 10), plus the changed one.
+    expect(ipvs.destDumps).toBe(4);
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.2.7:80 rr');
+    for (let p = 1; p < 10; p++) await op.sync({ periodic: true, retry: false });
+    expect(ipvs.dump()).toContain('add-dest TCP 10.200.2.20:80 -> 10.10.1.4:8080 w=1 masq');
+    expect(ipvs.destDumps).toBe(4 + 9 * 3);
+  });
+});

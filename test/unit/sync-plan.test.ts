@@ -29,7 +29,7 @@ function stateOf(objects: { services?: ReturnType<typeof web>[]; slices?: Return
 /** planSync's input for a synced state; every other field can be overridden. */
 function input(s: ReturnType<typeof stateOf>, over: Partial<SyncInput> = {}): SyncInput {
   return {
-    now: NOW, full: false, changed: s.changed, retry: new Set(), desired: s.state.desired(), versions: { ...s.state.versions },
+    now: NOW, full: false, changed: s.changed, reread: new Set(), desired: s.state.desired(), versions: { ...s.state.versions },
     config: s.state.currentConfig, actual: new Map(), vipsNow: new Set(), draining: new Map(), applied: {}, ...over,
   };
 }
@@ -135,7 +135,7 @@ describe('planSync', () => {
   it('a retry due: the key is planned again in an incremental sync without any desired change', () => {
     const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
     const applied = { vips: s.state.versions.vips, iptables: { sets: s.state.versions.sets, config: s.state.currentConfig } };
-    const plan = planSync(input(s, { changed: new Set(), retry: new Set([virtualServerKey(vs)]), vipsNow: new Set(['10.200.1.10']), applied }));
+    const plan = planSync(input(s, { changed: new Set(), reread: new Set([virtualServerKey(vs)]), vipsNow: new Set(['10.200.1.10']), applied }));
     expect(formatSyncPlan(plan)).toEqual([
       'add-service TCP 10.200.1.10:80 rr',
       'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
