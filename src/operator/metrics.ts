@@ -8,22 +8,43 @@ import { type IpvsStats, realServerKey, virtualServerKey } from '../model/ipvs.j
 /** Where a virtual server came from, for labels. */
 export type OriginLookup = () => ReadonlyMap<string, { namespace: string; name: string; portName: string }>;
 
-const buckets = [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192, 16.384];
+/** kube-proxy's sync duration buckets: prometheus.ExponentialBuckets(0.001, 2, 15), 1 ms .. 16.4 s. */
+export const SYNC_BUCKETS = Array.from({ length: 15 }, (_, i) => 0.001 * 2 ** i);
+
+/**
+ * kube-proxy's network programming buckets (pkg/proxy/metrics): 0, then 0.25 s and 0.5 s, every
+ * second to 59 s, every 5 s to 115 s, every 30 s from 2 to 5 minutes.
+ */
+export const PROGRAMMING_BUCKETS = [
+  0, 0.25, 0.5,
+  ...Array.from({ length: 59 }, (_, i) => 1 + i),
+  ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i),
+  ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i),
+];
 
 /** The operator's metrics in their own registry. */
 export class Metrics {
   readonly registry = new Registry();
   readonly syncDuration = new Histogram({
-    name: 'ipvsop_sync_proxy_rules_duration_seconds', help: 'Duration of one sync of IPVS (and iptables) state', buckets, registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds (one sync of IPVS, VIPs and iptables)', buckets: SYNC_BUCKETS, registers: [this.registry],
   });
   readonly lastSync = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_last_timestamp_seconds', help: 'Time of the last successful sync (unix seconds)', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced', registers: [this.registry],
   });
   readonly programmingLatency = new Histogram({
-    name: 'ipvsop_network_programming_duration_seconds', help: 'From the first unsynced change seen to the kernel programmed', buckets, registers: [this.registry],
+    name: 'ipvsop_network_programming_duration_seconds', help: 'From the first unsynced change seen to the kernel programmed, in seconds', buckets: PROGRAMMING_BUCKETS, registers: [this.registry],
   });
-  readonly pendingChanges = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_changes_pending', help: 'Source changes not yet synced', registers: [this.registry],
+  readonly endpointChangesPending = new Gauge({
+    name: 'ipvsop_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules EndpointSlice changes', registers: [this.registry],
+  });
+  readonly endpointChanges = new Counter({
+    name: 'ipvsop_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules EndpointSlice changes', registers: [this.registry],
+  });
+  readonly serviceChangesPending = new Gauge({
+    name: 'ipvsop_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes', registers: [this.registry],
+  });
+  readonly serviceChanges = new Counter({
+    name: 'ipvsop_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes', registers: [this.registry],
   });
   readonly syncFailures = new Counter({
     name: 'ipvsop_sync_proxy_rules_failures_total', help: 'Syncs that failed (and were retried)', registers: [this.registry],
@@ -55,8 +76,12 @@ export class Metrics {
     };
     const gauge = (name: string, help: string, labelNames: string[]) =>
       new Gauge({ name, help, labelNames, registers: [this.registry], collect });
-    const vsGauges = fields.map(([f, n, h]) => [f, gauge(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, vsLabels)] as const);
-    const rsGauges = fields.map(([f, n, h]) => [f, gauge(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, rsLabels)] as const);
+    // The kernel's counters only grow (until their virtual server is re-created, which Prometheus
+    // sees as a counter reset): exported as counters, set to the kernel's value at each scrape.
+    const counter = (name: string, help: string, labelNames: string[]) =>
+      new Counter({ name, help, labelNames, registers: [this.registry], collect });
+    const vsGauges = fields.map(([f, n, h]) => [f, counter(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, vsLabels)] as const);
+    const rsGauges = fields.map(([f, n, h]) => [f, counter(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, rsLabels)] as const);
     const active = gauge('ipvsop_real_server_active_connections', 'Active connections (IPVS)', rsLabels);
     const inactive = gauge('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', rsLabels);
     const all = [...vsGauges.map(([, g]) => g), ...rsGauges.map(([, g]) => g), active, inactive];
@@ -70,11 +95,11 @@ export class Metrics {
         const origin = o.get(key);
         if (!origin) continue; // foreign virtual servers are not ours to report
         const base = { namespace: origin.namespace, service: origin.name, port: origin.portName, virtual_server: key };
-        rows.push(() => { for (const [f, g] of vsGauges) if (vs.stats) g.set(base, Number(vs.stats[f])); });
+        rows.push(() => { for (const [f, c] of vsGauges) if (vs.stats) c.inc(base, Number(vs.stats[f])); });
         for (const rs of await ipvs.listRealServers(vs)) {
           const labels = { ...base, endpoint: realServerKey(rs) };
           rows.push(() => {
-            for (const [f, g] of rsGauges) if (rs.stats) g.set(labels, Number(rs.stats[f]));
+            for (const [f, c] of rsGauges) if (rs.stats) c.inc(labels, Number(rs.stats[f]));
             active.set(labels, rs.activeConns ?? 0);
             inactive.set(labels, rs.inactiveConns ?? 0);
           });

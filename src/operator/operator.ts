@@ -172,7 +172,14 @@ export class Operator {
   /** Feeds one source event; a sync follows within minSyncPeriod. */
   handle(e: SourceEvent): void {
     this.pendingSince ??= this.clock.now();
-    this.deps.metrics?.pendingChanges.inc();
+    const m = this.deps.metrics;
+    if (e.kind === 'service') {
+      m?.serviceChangesPending.inc();
+      m?.serviceChanges.inc();
+    } else if (e.kind === 'endpointslice') {
+      m?.endpointChangesPending.inc();
+      m?.endpointChanges.inc();
+    }
     switch (e.kind) {
       case 'service':
         if (e.type === 'delete') this.state.deleteService(e.object.metadata?.namespace ?? '', e.object.metadata?.name ?? '');
@@ -367,7 +374,8 @@ export class Operator {
       m.syncDuration.observe((now - t0) / 1000);
       if (!error) m.lastSync.set(now / 1000);
       if (error) m.syncFailures.inc();
-      m.pendingChanges.set(0);
+      m.serviceChangesPending.set(0);
+      m.endpointChangesPending.set(0);
       if (pendingSince !== undefined && !error) m.programmingLatency.observe((now - pendingSince) / 1000);
       if (plan && !error) countOps(m, plan, failures);
     }

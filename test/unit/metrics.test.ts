@@ -1,0 +1,36 @@
+// /metrics with kube-proxy's meanings: the kernel's IPVS counters exported as counters, the sync
+// and network-programming histograms with kube-proxy's bucket layouts (pkg/proxy/metrics).
+import { describe, expect, it } from '@jest/globals';
+import { FakeIpvs } from '../../src/ipvs/fake.js';
+import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
+import { Metrics, PROGRAMMING_BUCKETS, SYNC_BUCKETS } from '../../src/operator/metrics.js';
+
+describe('Metrics', () => {
+  it('uses kube-proxy\'s bucket layouts', () => {
+    expect(SYNC_BUCKETS[0]).toBe(0.001);
+    expect(SYNC_BUCKETS.at(-1)).toBe(16.384);
+    expect(SYNC_BUCKETS).toHaveLength(15);
+    expect(PROGRAMMING_BUCKETS.slice(0, 5)).toEqual([0, 0.25, 0.5, 1, 2]);
+    expect(PROGRAMMING_BUCKETS.slice(60, 64)).toEqual([58, 59, 60, 65]);
+    expect(PROGRAMMING_BUCKETS.slice(-8)).toEqual([115, 120, 150, 180, 210, 240, 270, 300]);
+    expect(PROGRAMMING_BUCKETS).toHaveLength(1 + 2 + 59 + 12 + 7);
+  });
+
+  it('exports the kernel\'s per-server counters as Prometheus counters, only for virtual servers with a Service', async () => {
+    const ipvs = new FakeIpvs();
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80, scheduler: 'rr' });
+    await ipvs.addVirtualServer(vs);
+    await ipvs.addRealServer(vs, makeRealServer({ address: '10.10.1.3', port: 8080 }));
+    await ipvs.addVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 80, scheduler: 'rr' }));
+    const m = new Metrics();
+    m.watchKernel(ipvs, () => new Map([['TCP 10.200.1.10:80', { namespace: 'default', name: 'web', portName: 'http' }]]));
+    const text = await m.registry.metrics();
+    expect(text).toContain('# TYPE ipvsop_virtual_server_connections_total counter');
+    expect(text).toContain('# TYPE ipvsop_real_server_bytes_in_total counter');
+    expect(text).toContain('# TYPE ipvsop_real_server_active_connections gauge');
+    expect(text).toMatch(/^ipvsop_real_server_active_connections\{namespace="default",service="web",port="http",virtual_server="TCP 10.200.1.10:80",endpoint="10.10.1.3:8080"\} 0$/m);
+    expect(text).not.toContain('10.99.0.1');
+    expect(text).toContain('# TYPE ipvsop_sync_proxy_rules_endpoint_changes_total counter');
+    expect(text).toContain('ipvsop_network_programming_duration_seconds_bucket{le="0.25"} 0');
+  });
+});
