@@ -32,32 +32,41 @@ export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
 ): Promise<OpFailure[]> {
   const v = plan.vips;
-  // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they run at
-  // once. VIPs are unbound only after the IPVS batch, which deleted the virtual servers on them.
-  const [ipvs, bound, iptables] = await Promise.allSettled([
-    plan.ops.length ? deps.ipvs.apply(plan.ops) : Promise.resolve([]),
-    (async () => {
-      if (!v) return;
-      if (v.ensure) await deps.vips.ensure(v.link);
-      for (const ip of v.add) {
-        await deps.vips.add(v.link, ip);
-        vipsNow.add(ip);
-      }
-    })(),
-    plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve(),
-  ]);
-  if (ipvs.status === 'rejected') throw ipvs.reason;
+  // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
+  // once. VIPs are unbound as soon as the IPVS batch (which deleted the virtual servers on them)
+  // and the binds are done; the iptables path may still run meanwhile.
+  const settle = <T>(p: Promise<T>) => p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
+  const ipvs = settle(plan.ops.length ? deps.ipvs.apply(plan.ops) : Promise.resolve([]));
+  const bound = settle((async () => {
+    if (!v) return;
+    if (v.ensure) await deps.vips.ensure(v.link);
+    for (const ip of v.add) {
+      await deps.vips.add(v.link, ip);
+      vipsNow.add(ip);
+    }
+  })());
+  const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   const failures: OpFailure[] = [];
-  ipvs.value.forEach((error, i) => {
-    const op = plan.ops[i]!;
-    if (error) failures.push({ op, error });
-    else cache.record(op);
-  });
-  if (bound.status === 'rejected') throw bound.reason;
-  for (const ip of v?.remove ?? []) {
-    await deps.vips.remove(v!.link, ip);
-    vipsNow.delete(ip);
+  const applied = await ipvs;
+  if (applied.ok) {
+    applied.value.forEach((error, i) => {
+      const op = plan.ops[i]!;
+      if (error) failures.push({ op, error });
+      else cache.record(op);
+    });
   }
-  if (iptables.status === 'rejected') throw iptables.reason;
+  const binds = await bound;
+  let unbind: { ok: true } | { ok: false; reason: unknown } = { ok: true };
+  if (applied.ok && binds.ok) {
+    unbind = await settle((async () => {
+      for (const ip of v?.remove ?? []) {
+        await deps.vips.remove(v!.link, ip);
+        vipsNow.delete(ip);
+      }
+    })());
+  }
+  // Whatever failed, the iptables path is waited for: no sync overlaps the next one.
+  const rules = await iptables;
+  for (const r of [applied, binds, unbind, rules]) if (!r.ok) throw r.reason;
   return failures;
 }

@@ -78,7 +78,8 @@ describe('the operator on the files source', () => {
 
     dir.remove('web');
     await waitFor('virtual server gone', () => ipvsadmLines().length === 0);
-    expect(execFileSync('ip', ['-j', 'addr', 'show', 'dev', 'ipvs-op0'], { encoding: 'utf8' })).not.toContain('10.200.1.30');
+    // Its VIP goes in the same sync, right after the virtual servers on it.
+    await waitFor('VIP unbound', () => !execFileSync('ip', ['-j', 'addr', 'show', 'dev', 'ipvs-op0'], { encoding: 'utf8' }).includes('10.200.1.30'), 10_000);
   }, 180_000);
 
   it('a bad annotation leaves the Service on the default scheduler, and says why', async () => {

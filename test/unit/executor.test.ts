@@ -1,0 +1,87 @@
+// executeSyncPlan: what runs at once, what waits for what, and that a failure of one part still
+// leaves the cache in step with what the kernel accepted.
+import { describe, expect, it } from '@jest/globals';
+import { FakeIpvs } from '../../src/ipvs/fake.js';
+import type { IptablesSync } from '../../src/iptables/sync.js';
+import { makeVirtualServer } from '../../src/model/ipvs.js';
+import { executeSyncPlan } from '../../src/operator/executor.js';
+import { TableCache } from '../../src/operator/table-cache.js';
+import { type SyncPlan } from '../../src/plan/sync.js';
+import { FakeVipLink } from '../../src/rtnl/vips.js';
+import { defaultProxyConfig } from '../../src/desired/types.js';
+import type { Desired } from '../../src/desired/types.js';
+
+const desired: Desired = { table: new Map(), vips: new Set(), nodePortAddresses: new Set(), sets: [], problems: [] };
+const gone = makeVirtualServer({ family: 'IPv4', address: '10.200.1.99', port: 80, scheduler: 'rr' });
+const added = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80, scheduler: 'rr' });
+
+function plan(over: Partial<SyncPlan> = {}): SyncPlan {
+  return {
+    full: false, planned: 2, draining: new Map(),
+    ops: [{ kind: 'add-service', vs: added }, { kind: 'delete-service', vs: gone }],
+    vips: { link: 'ipvs-op0', ensure: true, add: ['10.200.1.10'], remove: ['10.200.1.99'], version: 1 },
+    iptables: { sets: 1, config: defaultProxyConfig, entries: 0 },
+    ...over,
+  };
+}
+
+/** Records the order of calls across the three parts. */
+function parts(order: string[], opts: { failAdd?: boolean; failIptables?: boolean } = {}) {
+  const ipvs = new FakeIpvs();
+  const applyIpvs = ipvs.apply.bind(ipvs);
+  ipvs.apply = async (ops) => { order.push('ipvs:start'); const r = await applyIpvs(ops); order.push('ipvs:end'); return r; };
+  const vips = new FakeVipLink();
+  const add = vips.add.bind(vips);
+  const remove = vips.remove.bind(vips);
+  vips.add = async (l, ip) => { order.push(`vip:add ${ip}`); if (opts.failAdd) throw new Error('EPERM'); return add(l, ip); };
+  vips.remove = async (l, ip) => { order.push(`vip:del ${ip}`); return remove(l, ip); };
+  const iptables: IptablesSync = {
+    sync: async () => { order.push('iptables:start'); await new Promise((r) => setTimeout(r, 20)); order.push('iptables:end'); if (opts.failIptables) throw new Error('iptables-restore: exit 4'); },
+    cleanup: async () => undefined,
+  };
+  return { ipvs, vips, iptables };
+}
+
+describe('executeSyncPlan', () => {
+  it('starts the IPVS batch, the VIP binds and the iptables path at once; unbinds after the batch, without waiting for iptables', async () => {
+    const order: string[] = [];
+    const deps = parts(order);
+    await deps.ipvs.addVirtualServer(gone);
+    await deps.vips.ensure('ipvs-op0');
+    await deps.vips.add('ipvs-op0', '10.200.1.99');
+    order.length = 0;
+    const cache = new TableCache();
+    await cache.readAll(deps.ipvs);
+    const vipsNow = new Set(['10.200.1.99']);
+    expect(await executeSyncPlan(plan(), desired, defaultProxyConfig, deps, cache, vipsNow)).toEqual([]);
+    // The iptables path starts before the batch ends, and the bind happens while it runs.
+    expect(order.indexOf('iptables:start')).toBeLessThan(order.indexOf('ipvs:end'));
+    expect(order.indexOf('vip:add 10.200.1.10')).toBeLessThan(order.indexOf('iptables:end'));
+    expect(order.indexOf('vip:del 10.200.1.99')).toBeGreaterThan(order.indexOf('ipvs:end'));
+    expect(order.indexOf('vip:del 10.200.1.99')).toBeLessThan(order.indexOf('iptables:end'));
+    expect([...cache.view.keys()]).toEqual(['TCP 10.200.1.10:80']);
+    expect([...vipsNow]).toEqual(['10.200.1.10']);
+  });
+
+  it('a failed bind fails the sync, but the ops the kernel accepted are in the cache, nothing is unbound, and iptables is awaited', async () => {
+    const order: string[] = [];
+    const deps = parts(order, { failAdd: true });
+    const cache = new TableCache();
+    await expect(executeSyncPlan(plan({ ops: [{ kind: 'add-service', vs: added }] }), desired, defaultProxyConfig, deps, cache, new Set(['10.200.1.99'])))
+      .rejects.toThrow('EPERM');
+    expect([...cache.view.keys()]).toEqual(['TCP 10.200.1.10:80']);
+    expect(order).not.toContain('vip:del 10.200.1.99');
+    expect(order).toContain('iptables:end');
+  });
+
+  it('an iptables failure fails the sync after the rest was applied', async () => {
+    const order: string[] = [];
+    const deps = parts(order, { failIptables: true });
+    await deps.vips.ensure('ipvs-op0');
+    const cache = new TableCache();
+    await expect(executeSyncPlan(plan({ ops: [{ kind: 'add-service', vs: added }], vips: { link: 'ipvs-op0', ensure: true, add: ['10.200.1.10'], remove: [], version: 1 } }),
+      desired, defaultProxyConfig, deps, cache, new Set())).rejects.toThrow('exit 4');
+    expect(await deps.vips.list('ipvs-op0')).toEqual(['10.200.1.10']);
+    expect(deps.ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr');
+  });
+});
