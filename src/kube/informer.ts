@@ -112,15 +112,15 @@ export class HealingWatch extends Watch {
   override async watch(path: string, queryParams: Record<string, unknown>, callback: WatchCallback, done: DoneCallback): Promise<AbortController> {
     let finished = false;
     let idle: NodeJS.Timeout | undefined;
-    let controller: AbortController | undefined;
+    const open: { controller?: AbortController } = {};
     const finish = (err: unknown) => {
       if (finished) return;
       finished = true;
       clearTimeout(idle);
       if (this.active === finish) this.active = undefined;
-      if (controller) {
-        this.live.delete(controller);
-        controller.abort();
+      if (open.controller) {
+        this.live.delete(open.controller);
+        open.controller.abort();
       }
       done(err);
     };
@@ -132,11 +132,12 @@ export class HealingWatch extends Watch {
     this.active = finish;
     arm();
     const query = { ...queryParams, allowWatchBookmarks: true, ...(this.timeoutSeconds > 0 ? { timeoutSeconds: this.timeoutSeconds } : {}) };
-    controller = await super.watch(path, query, (phase, obj, raw) => {
+    const controller = await super.watch(path, query, (phase, obj, raw) => {
       if (finished) return;
       arm();
       callback(phase, obj, raw);
     }, finish);
+    open.controller = controller;
     if (finished) controller.abort();
     else this.live.add(controller);
     return controller;
