@@ -49,6 +49,7 @@ export interface Fault {
   resource?: ResourceName;
   /** Only this kind of request (default: any): a collection GET, a watch, or anything else. */
   verb?: 'list' | 'watch' | 'other';
+  /** The HTTP status; 0: no answer at all (the request hangs until the server closes). */
   status: number;
   /** Sent as the Retry-After header (seconds), as the real server does with 429. */
   retryAfterSeconds?: number;
@@ -253,6 +254,7 @@ export class FakeApiServer {
     const fault = this.faults.find((f) => f.left > 0 && (f.resource ?? resource) === resource && (f.verb ?? verb) === verb);
     if (fault) {
       fault.left--;
+      if (fault.status === 0) return;
       const reason = STATUS_REASONS[fault.status] ?? 'InternalError';
       return sendStatus(res, fault.status, reason, fault.message ?? `${reason}: injected for ${verb} ${resource}`,
         fault.retryAfterSeconds !== undefined ? { 'retry-after': String(fault.retryAfterSeconds) } : {});
