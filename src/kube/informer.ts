@@ -87,6 +87,49 @@ export function firstLine(e: unknown): string {
   return ((e as Error)?.message ?? String(e)).split('\n')[0] ?? '';
 }
 
+/** `p`, or a rejection "<what> did not answer within N s" after `ms` (the request itself is not cancelled). */
+export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error(`${what} did not answer within ${ms / 1000} s`), { timedOut: true })), ms);
+  });
+  try {
+    return await Promise.race([p, timeout]);
+  } finally {
+    clearTimeout(timer);
+    p.catch(() => undefined); // a failure after the timeout is not an unhandled rejection
+  }
+}
+
+/** What kind of failure an API call met, to log each kind once: the HTTP status, "timeout", or the network error code. */
+export function failureKind(e: unknown): string {
+  const status = httpStatus(e);
+  if (status !== undefined) return String(status);
+  if ((e as { timedOut?: unknown })?.timedOut) return 'timeout';
+  const code = (e as { code?: unknown })?.code;
+  return typeof code === 'string' ? code : firstLine(e);
+}
+
+/** Logs a failure once per kind (warn), repeats at debug, and one info line when calls succeed again. */
+export class FailureLog {
+  private readonly seen = new Set<string>();
+
+  constructor(private readonly log: LogFn, private readonly what: string) {}
+
+  failed(e: unknown, fields: Record<string, unknown> = {}): void {
+    const kind = failureKind(e);
+    const first = !this.seen.has(kind);
+    this.seen.add(kind);
+    this.log(first ? 'warn' : 'debug', `${this.what} failed: ${describeError(e)}; will retry`, { ...fields, error: describeError(e), kind });
+  }
+
+  succeeded(): void {
+    if (this.seen.size === 0) return;
+    this.seen.clear();
+    this.log('info', `${this.what} works again`);
+  }
+}
+
 /** A watch that sent nothing for the idle timeout: the connection is presumed dead. */
 export class WatchStalledError extends Error {
   constructor(readonly idleMs: number) {
@@ -128,6 +171,7 @@ export class HealingWatch extends Watch {
       if (this.idleMs <= 0) return;
       clearTimeout(idle);
       idle = setTimeout(() => finish(new WatchStalledError(this.idleMs)), this.idleMs);
+      idle.unref?.(); // never what keeps a stopping process alive
     };
     this.active = finish;
     arm();
