@@ -125,6 +125,7 @@ export class KubeSource implements Source {
     if (this.started) throw new Error('KubeSource already started');
     this.started = true;
     this.onEvent = onEvent;
+    this.healthNow = { ok: false, since: this.now(), reason: 'no first list yet' };
     this.updateHealth();
     for (const i of this.informers) i.start();
     const timeoutMs = this.opts.startTimeoutMs ?? 60_000;
@@ -161,7 +162,7 @@ export class KubeSource implements Source {
   private updateHealth(): void {
     const ok = this.healthy();
     const reason = ok ? undefined : !this.started ? 'not started' : this.stopped ? 'stopped'
-      : this.informers.map((i) => i.reason).filter((r) => r !== undefined).join('; ');
+      : this.informers.map((i) => i.reason).filter((r) => r !== undefined).join('; ') || 'no first list yet';
     const since = ok === this.healthNow.ok ? this.healthNow.since : this.now();
     this.healthNow = { ok, since, ...(reason ? { reason } : {}) };
   }

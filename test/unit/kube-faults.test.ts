@@ -101,8 +101,13 @@ describe('KubeSource heals after API errors', () => {
   });
 
   it('health(): since when the first informer went down and when all came back, by the injected clock', async () => {
-    let clock = 1_000;
-    const { server, source } = await setup({ now: () => clock });
+    let clock = 500;
+    const { server, source } = await setup({ now: () => clock }, seed, false);
+    clock = 700;
+    const started = source.start(() => undefined);
+    expect(source.health()).toMatchObject({ ok: false, since: 700 }); // since start, before the first list
+    clock = 1_000;
+    await started;
     expect(source.health()).toEqual({ ok: true, since: 1_000 });
     clock = 2_000;
     server.fail({ resource: 'endpointslices', status: 403 });
