@@ -37,6 +37,7 @@ export interface KubeSourceOptions {
   relistMs?: number;
   /** A watch silent this long is restarted (default 6 min; the server ends watches after `watchTimeoutSeconds`, default 300). */
   watchIdleMs?: number;
+  /** Asked of the server for every watch (timeoutSeconds, default 300): it ends them cleanly and they are re-opened. */
   watchTimeoutSeconds?: number;
   /** Longest Retry-After honoured (default 5 min). */
   maxRetryAfterMs?: number;
