@@ -47,7 +47,7 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
   return {
     source: new KubeSource({ kubeConfig, nodeName, log }),
     events: new KubeEventSink({ kubeConfig, nodeName, log }),
-    status: new KubeStatusSink({ kubeConfig, nodeName }),
+    status: new KubeStatusSink({ kubeConfig, nodeName, log }),
   };
 }
 

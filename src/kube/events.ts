@@ -1,13 +1,16 @@
 // Problems as core/v1 Events on the objects they are about: a Service, or for configuration
 // problems (service "") the IPVSProxyConfig "default". Deduplicated by (object, reason, message):
 // posted when a problem appears, not on every sync that still finds it; a problem that goes away
-// and comes back is posted again. A failed post is logged and tried again at the next report.
+// and comes back is posted again. A failed post is logged (once per kind of failure) and tried
+// again at the next report; a report stops at its first failure and each post is bounded by
+// `timeoutMs`, so report() never hangs and never throws.
 // Each node's operator posts its own Events (source.host tells them apart), as kubelets do.
 import { CoreV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
 import { CONFIG_API_VERSION, CONFIG_KIND, CONFIG_NAME } from '../config/schema.js';
 import type { Problem } from '../desired/types.js';
 import { ProblemDedup } from '../source/dedup.js';
 import { type LogFn, noLog } from '../source/log.js';
+import { FailureLog, withTimeout } from './informer.js';
 import type { EventSink, ServiceRef } from '../source/types.js';
 
 export const COMPONENT = 'ipvs-operator';
@@ -30,6 +33,8 @@ export interface KubeEventSinkOptions {
   nodeName: string;
   log?: LogFn;
   now?: () => Date;
+  /** Each post gives up after this (default 10 s). */
+  timeoutMs?: number;
 }
 
 /** Posts Warning Events for problems (see the file comment). */
@@ -38,21 +43,26 @@ export class KubeEventSink implements EventSink {
   private readonly dedup = new ProblemDedup();
   private readonly log: LogFn;
   private readonly now: () => Date;
+  private readonly failures: FailureLog;
   private seq = 0;
 
   constructor(private readonly opts: KubeEventSinkOptions) {
     this.api = opts.kubeConfig.makeApiClient(CoreV1Api);
     this.log = opts.log ?? noLog;
     this.now = opts.now ?? (() => new Date());
+    this.failures = new FailureLog(this.log, 'posting an Event');
   }
 
+  /** Never rejects: a failure is logged and the problems not posted are tried again next time. */
   async report(problems: readonly Problem[], services: ReadonlyMap<string, ServiceRef>): Promise<void> {
     for (const p of this.dedup.fresh(problems)) {
       try {
-        await this.post(involvedObjectOf(p, services), p.reason, p.message);
+        await withTimeout(this.post(involvedObjectOf(p, services), p.reason, p.message), this.opts.timeoutMs ?? 10_000, 'the Kubernetes API');
         this.dedup.markPosted(p);
+        this.failures.succeeded();
       } catch (e) {
-        this.log('warn', 'posting an Event failed; will retry', { reason: p.reason, object: p.service, error: firstLine(e) });
+        this.failures.failed(e, { reason: p.reason, object: p.service || `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}` });
+        return; // the API is failing: the rest waits for the next report
       }
     }
   }
@@ -90,7 +100,5 @@ function involvedObjectOf(p: Problem, services: ReadonlyMap<string, ServiceRef>)
   return { apiVersion: 'v1', kind: 'Service', namespace: ref?.namespace ?? namespace, name: ref?.name ?? name, ...(ref?.uid ? { uid: ref.uid } : {}) };
 }
 
-/** The first line of an error's message (client-node's ApiException messages carry headers after it). */
-export function firstLine(e: unknown): string {
-  return ((e as Error)?.message ?? String(e)).split('\n')[0] ?? '';
-}
+/** The first line of an error's message (re-exported; defined beside the other error helpers). */
+export { firstLine } from './informer.js';

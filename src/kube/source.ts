@@ -8,10 +8,13 @@
 //   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
 // - Objects from the initial list come from client-node's generated API (typed: timestamps are
 //   Dates), later ones from the watch (plain JSON: timestamps are strings).
-// - While any informer is down, healthy() is false; nothing is sent until it is back.
+// - While any informer is down, healthy() is false; nothing is sent until it is back. health()
+//   says since when and why ("endpointslices: 403 Forbidden: ...").
+// - Lists are paginated (`listPageSize` per request); every informer relists periodically and
+//   restarts a stalled watch (src/kube/informer.ts); start() gives up after `startTimeoutMs`.
 import {
   CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject,
-  ListWatch, type V1EndpointSlice, type V1Node, type V1Service, Watch,
+  ListWatch, type V1EndpointSlice, type V1Node, type V1Service,
 } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
@@ -19,7 +22,9 @@ import { type Problem, type ProxyConfig, defaultProxyConfig } from '../desired/t
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
-import { type Backoff, type InformerHandlers, RestartingInformer, defaultBackoff } from './informer.js';
+import {
+  type Backoff, type Healing, HealingWatch, type InformerHandlers, RestartingInformer, defaultBackoff, defaultHealing, listAllPages,
+} from './informer.js';
 
 export interface KubeSourceOptions {
   kubeConfig: KubeConfig;
@@ -28,6 +33,20 @@ export interface KubeSourceOptions {
   log?: LogFn;
   /** Restart delays of stopped informers (default 1 s doubling to 30 s, ±10 %). */
   backoff?: Partial<Backoff>;
+  /** Periodic relist (repairs events lost on the way), default every 5 min ±10 %; 0: never. */
+  relistMs?: number;
+  /** A watch silent this long is restarted (default 6 min; the server ends watches after `watchTimeoutSeconds`, default 300). */
+  watchIdleMs?: number;
+  /** Asked of the server for every watch (timeoutSeconds, default 300): it ends them cleanly and they are re-opened. */
+  watchTimeoutSeconds?: number;
+  /** Longest Retry-After honoured (default 5 min). */
+  maxRetryAfterMs?: number;
+  /** start() rejects when the first lists did not all arrive within this (default 60 s); 0: waits for ever. */
+  startTimeoutMs?: number;
+  /** Objects per list request (limit/continue), default 500. */
+  listPageSize?: number;
+  /** The clock of health().since (default Date.now). */
+  now?: () => number;
   /** Where invalid-config Events go (default: a KubeEventSink on kubeConfig). */
   configEvents?: Pick<KubeEventSink, 'report'>;
   /** The source's own problems (an invalid config), the whole current list, on every change of it. */
@@ -49,59 +68,81 @@ export class KubeSource implements Source {
   private configProblems: Problem[] = [];
   private started = false;
   private stopped = false;
+  private readonly now: () => number;
+  private healthNow: SourceHealth;
 
   constructor(private readonly opts: KubeSourceOptions) {
     this.log = opts.log ?? noLog;
+    this.now = opts.now ?? Date.now;
+    this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
     this.validate = opts.validate ?? validateConfig;
     this.configEvents = opts.configEvents ?? new KubeEventSink({ kubeConfig: opts.kubeConfig, nodeName: opts.nodeName, log: this.log });
     const kc = opts.kubeConfig;
-    const backoff = { ...defaultBackoff, ...opts.backoff };
+    const healing: Healing = {
+      backoff: { ...defaultBackoff, ...opts.backoff },
+      relistMs: opts.relistMs ?? defaultHealing.relistMs,
+      idleMs: opts.watchIdleMs ?? defaultHealing.idleMs,
+      watchTimeoutSeconds: opts.watchTimeoutSeconds ?? defaultHealing.watchTimeoutSeconds,
+      maxRetryAfterMs: opts.maxRetryAfterMs ?? defaultHealing.maxRetryAfterMs,
+    };
+    const limit = opts.listPageSize ?? 500;
     const core = kc.makeApiClient(CoreV1Api);
     const discovery = kc.makeApiClient(DiscoveryV1Api);
     const custom = kc.makeApiClient(CustomObjectsApi);
     const nodeSelector = `metadata.name=${opts.nodeName}`;
     const configSelector = `metadata.name=${CONFIG_NAME}`;
-    const add = <T extends KubernetesObject>(name: string, path: string, list: () => Promise<KubernetesListObject<T>>,
+    const add = <T extends KubernetesObject>(name: string, path: string, page: (cont: string | undefined) => Promise<KubernetesListObject<T>>,
       handlers: InformerHandlers<T>, fieldSelector?: string, optional = false) => {
-      const lw = new ListWatch<T>(path, new Watch(kc), list, false, undefined, fieldSelector);
-      this.informers.push(new RestartingInformer<T>(name, lw, handlers, this.log, backoff, optional) as unknown as RestartingInformer<KubernetesObject>);
+      const watch = new HealingWatch(kc, healing.idleMs, healing.watchTimeoutSeconds);
+      const lw = new ListWatch<T>(path, watch, () => listAllPages(page), false, undefined, fieldSelector);
+      this.informers.push(new RestartingInformer<T>(name, lw, handlers, {
+        log: this.log, healing, watch, optional, onChange: () => this.updateHealth(),
+      }) as unknown as RestartingInformer<KubernetesObject>);
     };
-    add<V1Service>('services', '/api/v1/services', () => core.listServiceForAllNamespaces(), {
+    add<V1Service>('services', '/api/v1/services', (_continue) => core.listServiceForAllNamespaces({ limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'service', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'service', type: 'delete', object }),
     });
-    add<V1EndpointSlice>('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', () => discovery.listEndpointSliceForAllNamespaces(), {
+    add<V1EndpointSlice>('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', (_continue) => discovery.listEndpointSliceForAllNamespaces({ limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'endpointslice', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'endpointslice', type: 'delete', object }),
     });
-    add<V1Node>('node', '/api/v1/nodes', () => core.listNode({ fieldSelector: nodeSelector }), {
+    add<V1Node>('node', '/api/v1/nodes', (_continue) => core.listNode({ fieldSelector: nodeSelector, limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'node', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'node', type: 'delete', object }),
     }, nodeSelector);
     add<KubernetesObject>('ipvsproxyconfig', CONFIG_PATH,
-      () => custom.listClusterCustomObject({ group: CONFIG_GROUP, version: CONFIG_VERSION, plural: 'ipvsproxyconfigs', fieldSelector: configSelector }) as Promise<KubernetesListObject<KubernetesObject>>,
+      (_continue) => custom.listClusterCustomObject({ group: CONFIG_GROUP, version: CONFIG_VERSION, plural: 'ipvsproxyconfigs', fieldSelector: configSelector, limit, _continue }) as Promise<KubernetesListObject<KubernetesObject>>,
       { upsert: (o) => this.configChanged(o), delete: () => this.configDeleted() }, configSelector, true);
   }
 
   /**
    * Starts every informer and resolves once each delivered its first list (an unreachable API is
-   * retried with backoff meanwhile: the promise waits). Resolves early if stop() is called.
+   * retried with backoff meanwhile: the promise waits, up to `startTimeoutMs`, then the source is
+   * stopped and the promise rejects naming each resource not listed and its last error).
+   * Resolves early if stop() is called.
    */
   async start(onEvent: (e: SourceEvent) => void): Promise<void> {
     if (this.started) throw new Error('KubeSource already started');
     this.started = true;
     this.onEvent = onEvent;
+    this.healthNow = { ok: false, since: this.now(), reason: 'no first list yet' };
+    this.updateHealth();
     for (const i of this.informers) i.start();
-    await Promise.all(this.informers.map((i) => i.synced()));
+    const timeoutMs = this.opts.startTimeoutMs ?? 60_000;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => { if (timeoutMs > 0) timer = setTimeout(() => resolve('timeout'), timeoutMs); });
+    const r = await Promise.race([Promise.all(this.informers.map((i) => i.synced())), timedOut]);
+    clearTimeout(timer);
+    if (r !== 'timeout') return;
+    const missing = this.informers.filter((i) => !i.hasSynced).map((i) => i.reason ?? `${i.name}: no answer yet`);
+    await this.stop();
+    throw new Error(`the Kubernetes API at ${this.opts.kubeConfig.getCurrentCluster()?.server ?? '?'} did not answer every first list within ${timeoutMs / 1000} s: ${missing.join('; ')}`);
   }
 
-  private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
-
-  /** healthy(), with the time it last changed (tracked when asked; a later change refines it). */
+  /** Since when the source is (not) healthy, and why not: the first down informer's last error. */
   health(): SourceHealth {
-    const ok = this.healthy();
-    if (ok !== this.healthSeen.ok) this.healthSeen = { ok, since: Date.now() };
-    return { ...this.healthSeen };
+    return { ...this.healthNow };
   }
 
   healthy(): boolean {
@@ -110,7 +151,21 @@ export class KubeSource implements Source {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.updateHealth();
     await Promise.all(this.informers.map((i) => i.stop()));
+  }
+
+  /** Relists every informer now (what the periodic relist does); for tests and a manual resync. */
+  relistNow(): void {
+    for (const i of this.informers) i.relistNow();
+  }
+
+  private updateHealth(): void {
+    const ok = this.healthy();
+    const reason = ok ? undefined : !this.started ? 'not started' : this.stopped ? 'stopped'
+      : this.informers.map((i) => i.reason).filter((r) => r !== undefined).join('; ') || 'no first list yet';
+    const since = ok === this.healthNow.ok ? this.healthNow.since : this.now();
+    this.healthNow = { ok, since, ...(reason ? { reason } : {}) };
   }
 
   /** The source's own problems as last found (an invalid IPVSProxyConfig). */

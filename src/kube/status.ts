@@ -1,10 +1,13 @@
 // This node's IPVSNodeState: created (named after the node) when missing, then only its status
 // subresource is written. Writes are serialized and coalesced: when syncs come faster than the
-// API answers, only the newest status is written next.
+// API answers, only the newest status is written next. write() never rejects and never hangs:
+// each API call is bounded by `timeoutMs`, a failure is logged once per kind (then at debug) and
+// the next write tries again.
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { CONFIG_GROUP, CONFIG_VERSION } from '../config/schema.js';
 import type { NodeStatus, StatusSink } from '../source/types.js';
-import { httpStatus } from './informer.js';
+import { type LogFn, noLog } from '../source/log.js';
+import { FailureLog, httpStatus, withTimeout } from './informer.js';
 
 const PLURAL = 'ipvsnodestates';
 const KIND = 'IPVSNodeState';
@@ -13,6 +16,9 @@ const target = { group: CONFIG_GROUP, version: CONFIG_VERSION, plural: PLURAL };
 export interface KubeStatusSinkOptions {
   kubeConfig: KubeConfig;
   nodeName: string;
+  log?: LogFn;
+  /** Each API call gives up after this (default 10 s). */
+  timeoutMs?: number;
 }
 
 /** Writes the IPVSNodeState status of this node (see the file comment). */
@@ -21,20 +27,29 @@ export class KubeStatusSink implements StatusSink {
   /** resourceVersion of the object as last seen; undefined: unknown (get or create first). */
   private resourceVersion: string | undefined;
   private running: Promise<void> | undefined;
-  private next: { status: NodeStatus; waiters: Array<{ resolve: () => void; reject: (e: unknown) => void }> } | undefined;
+  private next: { status: NodeStatus; waiters: Array<(written: boolean) => void> } | undefined;
+  private readonly failures: FailureLog;
+  private readonly timeoutMs: number;
 
   constructor(private readonly opts: KubeStatusSinkOptions) {
     this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.failures = new FailureLog(opts.log ?? noLog, 'writing the IPVSNodeState status');
+    this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
-  /** Resolves when this status (or a newer one given meanwhile) was written; rejects with the API's error. */
+  /** Resolves when this status (or a newer one given meanwhile) was written or the attempt failed (logged); never rejects. */
   write(status: NodeStatus): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+    return this.tryWrite(status).then(() => undefined);
+  }
+
+  /** write(), resolving to whether the status was written. */
+  tryWrite(status: NodeStatus): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
       if (this.next) {
         this.next.status = status;
-        this.next.waiters.push({ resolve, reject });
+        this.next.waiters.push(resolve);
       } else {
-        this.next = { status, waiters: [{ resolve, reject }] };
+        this.next = { status, waiters: [resolve] };
       }
       this.running ??= this.drain();
     });
@@ -44,14 +59,22 @@ export class KubeStatusSink implements StatusSink {
     while (this.next) {
       const { status, waiters } = this.next;
       this.next = undefined;
+      let written = false;
       try {
         await this.writeOnce(status);
-        for (const w of waiters) w.resolve();
+        written = true;
+        this.failures.succeeded();
       } catch (e) {
-        for (const w of waiters) w.reject(e);
+        this.resourceVersion = undefined;
+        this.failures.failed(e, { node: this.opts.nodeName });
       }
+      for (const w of waiters) w(written);
     }
     this.running = undefined;
+  }
+
+  private call<T>(p: Promise<T>): Promise<T> {
+    return withTimeout(p, this.timeoutMs, 'the Kubernetes API');
   }
 
   private async writeOnce(status: NodeStatus): Promise<void> {
@@ -60,7 +83,7 @@ export class KubeStatusSink implements StatusSink {
       try {
         if (this.resourceVersion === undefined) await this.ensure();
         const body = { apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName, resourceVersion: this.resourceVersion }, status };
-        const written = (await this.api.replaceClusterCustomObjectStatus({ ...target, name: this.opts.nodeName, body })) as { metadata?: { resourceVersion?: string } };
+        const written = (await this.call(this.api.replaceClusterCustomObjectStatus({ ...target, name: this.opts.nodeName, body }))) as { metadata?: { resourceVersion?: string } };
         this.resourceVersion = written.metadata?.resourceVersion;
         return;
       } catch (e) {
@@ -75,12 +98,12 @@ export class KubeStatusSink implements StatusSink {
   private async ensure(): Promise<void> {
     let obj: { metadata?: { resourceVersion?: string } };
     try {
-      obj = await this.api.getClusterCustomObject({ ...target, name: this.opts.nodeName });
+      obj = await this.call(this.api.getClusterCustomObject({ ...target, name: this.opts.nodeName }));
     } catch (e) {
       if (httpStatus(e) !== 404) throw e;
-      obj = await this.api.createClusterCustomObject({ ...target, body: {
+      obj = await this.call(this.api.createClusterCustomObject({ ...target, body: {
         apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName }, spec: {},
-      } });
+      } }));
     }
     this.resourceVersion = obj.metadata?.resourceVersion;
   }

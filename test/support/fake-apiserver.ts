@@ -13,8 +13,15 @@
 //   or as an HTTP 410 response (`goneAs: 'http'`);
 // - errors are Status objects; writes with a stale metadata.resourceVersion get 409 Conflict;
 //   /status subresources change only status, the main resource keeps the old status.
+// - `limit`/`continue` paginate lists (in name order; a continue token carries the first page's
+//   resourceVersion, which every page reports - the fake does not keep a snapshot, so objects
+//   changed between pages show their newer version); `timeoutSeconds` ends a watch cleanly.
 // Test controls: dropWatches() (clean close or abrupt reset), down()/up() (every connection is
 // reset while down), compact() (old resourceVersions become 410), bookmark().
+// Fault injection: fail() answers matching requests with an error Status (401, 403, 429 with
+// Retry-After, 5xx) until clearFaults() or `times` runs out; corruptNextEvent() writes the next
+// watch event of a resource as a malformed line (client-node drops it); stall() keeps watches of a
+// resource open but silent (no replay, no events, no bytes) until unstall().
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import type { Socket } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -34,7 +41,22 @@ export type ResourceName = keyof typeof RESOURCES;
 
 type WatchType = 'ADDED' | 'MODIFIED' | 'DELETED';
 interface HistoryEntry { rv: number; resource: ResourceName; type: WatchType; object: Obj }
-interface Watcher { resource: ResourceName; namespace?: string; name?: string; res: ServerResponse }
+interface Watcher { resource: ResourceName; namespace?: string; name?: string; res: ServerResponse; stalled?: boolean }
+
+/** An injected failure: matching requests get `status` with a Status body. */
+export interface Fault {
+  /** Only requests for this resource (default: any). */
+  resource?: ResourceName;
+  /** Only this kind of request (default: any): a collection GET, a watch, or anything else. */
+  verb?: 'list' | 'watch' | 'other';
+  /** The HTTP status; 0: no answer at all (the request hangs until the server closes). */
+  status: number;
+  /** Sent as the Retry-After header (seconds), as the real server does with 429. */
+  retryAfterSeconds?: number;
+  /** How many requests fail (default: until clearFaults()). */
+  times?: number;
+  message?: string;
+}
 
 /** A request the fake received, for assertions. */
 export interface RecordedRequest { method: string; path: string; query: string; body?: unknown }
@@ -60,6 +82,9 @@ export class FakeApiServer {
   private readonly watchers = new Set<Watcher>();
   private readonly sockets = new Set<Socket>();
   private isDown = false;
+  private faults: Array<Fault & { left: number }> = [];
+  private readonly corrupt = new Set<ResourceName>();
+  private readonly stalled = new Set<ResourceName>();
 
   private constructor(private readonly server: Server, private readonly opts: FakeApiServerOptions) {
     for (const r of Object.keys(RESOURCES) as ResourceName[]) this.store.set(r, new Map());
@@ -169,6 +194,34 @@ export class FakeApiServer {
     }
   }
 
+  /** Answers matching requests with an error until clearFaults() (or `times` requests). */
+  fail(fault: Fault): void {
+    this.faults.push({ ...fault, left: fault.times ?? Infinity });
+  }
+
+  /** Removes every injected fault (stalls and pending corruptions included). */
+  clearFaults(): void {
+    this.faults = [];
+    this.corrupt.clear();
+    this.stalled.clear();
+  }
+
+  /** The next watch event of `resource` reaches its watchers as a malformed (truncated) JSON line. */
+  corruptNextEvent(resource: ResourceName): void {
+    this.corrupt.add(resource);
+  }
+
+  /** Watches of `resource`, open and new, stay connected but send nothing until unstall(). */
+  stall(resource: ResourceName): void {
+    this.stalled.add(resource);
+    for (const w of this.watchers) if (w.resource === resource) w.stalled = true;
+  }
+
+  /** New events reach new watches again (watches that stalled missed theirs for good, as on a dead link). */
+  unstall(resource: ResourceName): void {
+    this.stalled.delete(resource);
+  }
+
   async close(): Promise<void> {
     this.down();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -176,8 +229,10 @@ export class FakeApiServer {
 
   private record(resource: ResourceName, type: WatchType, object: Obj): void {
     this.history.push({ rv: this.rv, resource, type, object });
+    let text = `${JSON.stringify({ type, object })}\n`;
+    if (this.corrupt.delete(resource)) text = `${text.slice(0, Math.floor(text.length / 2))}\n`;
     for (const w of this.watchers) {
-      if (matches(w, resource, object)) w.res.write(`${JSON.stringify({ type, object })}\n`);
+      if (matches(w, resource, object) && !w.stalled) w.res.write(text);
     }
   }
 
@@ -194,14 +249,32 @@ export class FakeApiServer {
     const { resource, namespace, name, status } = route;
     const selector = parseFieldSelector(url.searchParams.get('fieldSelector'));
     const ns = namespace ?? selector.namespace;
-    if (!name && method === 'GET' && url.searchParams.get('watch') === 'true') {
+    const isWatch = !name && method === 'GET' && url.searchParams.get('watch') === 'true';
+    const verb = isWatch ? 'watch' : !name && method === 'GET' ? 'list' : 'other';
+    const fault = this.faults.find((f) => f.left > 0 && (f.resource ?? resource) === resource && (f.verb ?? verb) === verb);
+    if (fault) {
+      fault.left--;
+      if (fault.status === 0) return;
+      const reason = STATUS_REASONS[fault.status] ?? 'InternalError';
+      return sendStatus(res, fault.status, reason, fault.message ?? `${reason}: injected for ${verb} ${resource}`,
+        fault.retryAfterSeconds !== undefined ? { 'retry-after': String(fault.retryAfterSeconds) } : {});
+    }
+    if (isWatch) {
+      const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
       return this.watch(res, { resource, res, ...(ns ? { namespace: ns } : {}), ...(selector.name ? { name: selector.name } : {}) },
-        url.searchParams.get('resourceVersion') ?? '');
+        url.searchParams.get('resourceVersion') ?? '', timeout > 0 ? timeout : undefined);
     }
     if (!name && method === 'GET') {
-      const items = this.list(resource).filter((o) => matches({ resource, namespace: ns, name: selector.name }, resource, o));
+      const items = this.list(resource).filter((o) => matches({ resource, namespace: ns, name: selector.name }, resource, o))
+        .sort((a, b) => key(a.metadata.namespace, a.metadata.name).localeCompare(key(b.metadata.namespace, b.metadata.name)));
+      const limit = Number(url.searchParams.get('limit') ?? 0);
+      const token = url.searchParams.get('continue');
+      const from = token ? (JSON.parse(Buffer.from(token, 'base64').toString('utf8')) as { offset: number; rv: number }) : { offset: 0, rv: this.rv };
+      const page = limit > 0 ? items.slice(from.offset, from.offset + limit) : items.slice(from.offset);
+      const more = limit > 0 && from.offset + limit < items.length;
+      const next = more ? Buffer.from(JSON.stringify({ offset: from.offset + limit, rv: from.rv })).toString('base64') : undefined;
       return send(res, 200, { apiVersion: RESOURCES[resource].apiVersion, kind: `${RESOURCES[resource].kind}List`,
-        metadata: { resourceVersion: String(this.rv) }, items });
+        metadata: { resourceVersion: String(from.rv), ...(next ? { continue: next } : {}) }, items: page });
     }
     if (!name && method === 'POST') {
       const o = body as Obj;
@@ -229,7 +302,7 @@ export class FakeApiServer {
     return sendStatus(res, 405, 'MethodNotAllowed', `${method} not allowed`);
   }
 
-  private watch(res: ServerResponse, w: Watcher, rvText: string): void {
+  private watch(res: ServerResponse, w: Watcher, rvText: string, timeoutSeconds?: number): void {
     const from = rvText === '' || rvText === '0' ? undefined : Number(rvText);
     if (from !== undefined && (Number.isNaN(from) || from < this.oldest)) {
       const message = `too old resource version: ${rvText} (${this.oldest})`;
@@ -240,7 +313,13 @@ export class FakeApiServer {
     }
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // as the real server does: clients see the watch established before any event
-    if (from === undefined) {
+    if (timeoutSeconds !== undefined) {
+      const timer = setTimeout(() => res.end(), timeoutSeconds * 1000);
+      res.on('close', () => clearTimeout(timer));
+    }
+    if (this.stalled.has(w.resource)) {
+      w.stalled = true;
+    } else if (from === undefined) {
       for (const o of this.list(w.resource)) if (matches(w, w.resource, o)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
     } else {
       for (const h of this.history) {
@@ -310,11 +389,15 @@ function statusObject(code: number, reason: string, message: string) {
   return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
 }
 
-function send(res: ServerResponse, code: number, body: unknown): void {
-  res.writeHead(code, { 'content-type': 'application/json' });
+const STATUS_REASONS: Record<number, string> = {
+  401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable', 504: 'Timeout',
+};
+
+function send(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(code, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
 }
 
-function sendStatus(res: ServerResponse, code: number, reason: string, message: string): void {
-  send(res, code, statusObject(code, reason, message));
+function sendStatus(res: ServerResponse, code: number, reason: string, message: string, headers: Record<string, string> = {}): void {
+  send(res, code, statusObject(code, reason, message), headers);
 }

@@ -50,16 +50,35 @@ describe('KubeEventSink', () => {
       involvedObject: { apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', name: 'default' } });
   });
 
-  it('retries at the next report what the API refused, and logs the failure', async () => {
+  it('retries at the next report what the API refused, logging each kind of failure once, and never throws', async () => {
     const logged: string[] = [];
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, log: (_l, m) => logged.push(m) });
+    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, log: (l, m) => logged.push(`${l} ${m}`) });
     server.down();
-    await sink.report([unknownScheduler], refs);
-    expect(logged).toEqual(['posting an Event failed; will retry']);
+    await sink.report([unknownScheduler, badOptions], refs);
+    await sink.report([unknownScheduler, badOptions], refs);
     server.up();
+    server.fail({ resource: 'events', status: 403 });
+    await sink.report([unknownScheduler], refs);
+    await sink.report([unknownScheduler], refs);
+    expect(logged.filter((l) => !l.startsWith('debug'))).toEqual([
+      expect.stringMatching(/^warn posting an Event failed: .*ECONNRESET|^warn posting an Event failed: .*socket hang up/),
+      expect.stringMatching(/^warn posting an Event failed: 403 Forbidden: .*; will retry$/),
+    ]);
+    // A report stops at its first failure: one attempt per report, not one per problem.
+    expect(logged).toHaveLength(4);
+    server.clearFaults();
     await sink.report([unknownScheduler], refs);
     await sink.report([unknownScheduler], refs);
     expect(posted()).toEqual(['UnknownScheduler svc1']);
+    expect(logged.at(-1)).toBe('info posting an Event works again');
+  });
+
+  it('gives up on a post the API never answers after timeoutMs', async () => {
+    const logged: string[] = [];
+    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
+    server.fail({ resource: 'events', status: 0 });
+    await sink.report([unknownScheduler], refs);
+    expect(logged).toEqual(['warn posting an Event failed: the Kubernetes API did not answer within 0.2 s; will retry']);
   });
 });
 
@@ -110,10 +129,29 @@ describe('KubeStatusSink', () => {
     expect(server.requests.filter((r) => r.method === 'PUT').length).toBeLessThan(5);
   });
 
-  it('rejects when the API is unreachable', async () => {
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+  it('never rejects: an unreachable, refusing or silent API is logged once per kind, and the next write after it works', async () => {
+    const logged: string[] = [];
+    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
     server.down();
-    await expect(sink.write(status(1))).rejects.toThrow();
+    expect(await sink.tryWrite(status(1))).toBe(false);
+    await sink.write(status(1));
+    server.up();
+    server.fail({ resource: 'ipvsnodestates', status: 500 });
+    expect(await sink.tryWrite(status(2))).toBe(false);
+    await sink.write(status(2));
+    server.clearFaults();
+    server.fail({ resource: 'ipvsnodestates', status: 0 });
+    expect(await sink.tryWrite(status(3))).toBe(false);
+    expect(logged.filter((l) => !l.startsWith('debug'))).toEqual([
+      expect.stringMatching(/^warn writing the IPVSNodeState status failed: /),
+      expect.stringMatching(/^warn writing the IPVSNodeState status failed: 500 Internal Server Error/),
+      'warn writing the IPVSNodeState status failed: the Kubernetes API did not answer within 0.2 s; will retry',
+    ]);
+    expect(logged.filter((l) => l.startsWith('debug'))).toHaveLength(2);
+    server.clearFaults();
+    expect(await sink.tryWrite(status(4))).toBe(true);
+    expect(server.get('ipvsnodestates', NODE)?.status).toEqual(status(4));
+    expect(logged.at(-1)).toBe('info writing the IPVSNodeState status works again');
   });
 });
 
