@@ -38,7 +38,7 @@ export const CEL_RULES: Record<string, (spec: ProxyConfig) => string | undefined
 
 /**
  * Why `value` is not plain JSON data of a sane size: a value that is not null, boolean, finite
- * number, string, array or plain object; deeper than maxDepth; more than maxNodes values. Iterative:
+ * number, string, array, plain object or Date (client-node's timestamps); deeper than maxDepth; more than maxNodes values. Iterative:
  * it never overflows the stack, and shared (YAML alias) subtrees count every time they are reached.
  */
 export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES): string | undefined {
@@ -57,6 +57,8 @@ export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxN
       v.forEach((x, i) => stack.push([x, `${where}[${i}]`, depth + 1]));
       continue;
     }
+    // client-node's typed objects carry metadata timestamps as Dates: a leaf, as its JSON string would be.
+    if (v instanceof Date) continue;
     if (typeof v === 'object') {
       const proto = Object.getPrototypeOf(v) as unknown;
       if (proto !== Object.prototype && proto !== null) return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;

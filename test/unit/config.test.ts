@@ -62,7 +62,8 @@ describe('validateConfig', () => {
     ['Infinity', cfg({ udpTimeout: Number.POSITIVE_INFINITY }), 'spec.udpTimeout: Infinity is not a finite number'],
     ['a bigint', cfg({ tcpTimeout: 5n }), 'spec.tcpTimeout: a bigint is not JSON data'],
     ['a function', cfg({ strictARP: () => true }), 'spec.strictARP: a function is not JSON data'],
-    ['a Date', cfg({ syncPeriod: new Date(0) }), 'spec.syncPeriod: not plain data (a Date)'],
+    ['a Date where a number belongs', cfg({ syncPeriod: new Date(0) }), 'spec.syncPeriod = "1970-01-01T00:00:00.000Z": must be number'],
+    ['a Map', cfg({ clusterCIDRs: new Map() }), 'spec.clusterCIDRs: not plain data (a Map)'],
     ['negative timeout', cfg({ tcpTimeout: -5 }), 'spec.tcpTimeout = -5: must be >= 0'],
     ['timeout as a string', cfg({ udpTimeout: '30s' }), 'spec.udpTimeout = "30s": must be integer'],
     ['interfaceName longer than 15', cfg({ interfaceName: 'a-very-long-ifname' }), 'spec.interfaceName = "a-very-long-ifname": must NOT have more than 15 characters'],
@@ -87,6 +88,10 @@ describe('validateConfig', () => {
   it('reports every error at once', () => {
     const r = validateConfig(cfg({ masqueradeBit: 99, tcpTimeout: -1 }));
     expect(r.ok ? '' : r.errors.split('; ').sort()).toEqual(['spec.masqueradeBit = 99: must be <= 31', 'spec.tcpTimeout = -1: must be >= 0']);
+  });
+
+  it('accepts client-node\'s typed metadata (timestamps as Dates)', () => {
+    expect(validateConfig({ ...cfg({}), metadata: { name: 'default', creationTimestamp: new Date(0) } }).ok).toBe(true);
   });
 
   it('accepts the bounds themselves', () => {
