@@ -5,6 +5,12 @@ import type { DesiredVirtualServer } from '../desired/types.js';
 import { kubeProxyChain } from '../iptables/kube-proxy-names.js';
 import { formatHostPort, formatRealServer, formatVirtualServer } from '../model/ipvs.js';
 
+/** `explain` of a Service the source does not have: main.ts prints it to stderr and exits 1. */
+export class ServiceNotFoundError extends Error {
+  constructor(readonly service: string) {
+    super(`Service ${service} not found`);
+  }
+}
 
 /** The explanation text for the virtual servers of one Service. */
 export function renderExplain(service: string, entries: readonly DesiredVirtualServer[]): string {

@@ -7,13 +7,15 @@ import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PluginRegistry } from '../../plugins/index.js';
-import { loadPluginsFrom } from '../plugins/load.js';
+import { DEFAULT_PLUGIN_LOAD_TIMEOUT_MS, loadPluginsFrom } from '../plugins/load.js';
 import { defaultProxyConfig } from '../desired/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
+import { parseHostPort } from '../operator/addr.js';
 import { cleanup, status } from './status.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
+import { ServiceNotFoundError } from './explain.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
@@ -42,20 +44,29 @@ function makeLog(values: Record<string, unknown>): Log {
 /** A wrong flag or argument: printed with the usage, exit code 2. */
 export class UsageError extends Error {}
 
+/** The value of an address flag, checked with parseHostPort (port 0 refused); a UsageError naming the flag otherwise. */
+export function addrFlag(flag: string, value: unknown): string {
+  const r = parseHostPort(String(value));
+  if (!r.ok) throw new UsageError(`--${flag} ${r.error}`);
+  return String(value);
+}
+
 const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files:DIR (a directory of\n' +
   'Service/EndpointSlice/Node/IPVSProxyConfig YAML, watched for changes)';
 
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--state-dir DIR] [--plugins-dir DIR] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
       '  --dry-run     print each plan instead of applying it; nothing on the host changes\n' +
       '  --metrics-addr  /healthz, /readyz, /metrics and /origins (default 0.0.0.0:10249)\n' +
       `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
-      '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped',
+      '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped\n' +
+      `  --plugin-load-timeout SECONDS  longest import of one plugin file (default ${DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000});\n` +
+      '                  one that takes longer stops the operator with exit code 1',
     options: {
       source: { type: 'string', default: 'kube' },
       kubeconfig: { type: 'string' },
@@ -64,21 +75,26 @@ export const COMMANDS: Record<string, Command> = {
       'metrics-addr': { type: 'string', default: '0.0.0.0:10249' },
       'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
       'plugins-dir': { type: 'string' },
+      'plugin-load-timeout': { type: 'string', default: String(DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000) },
       'no-iptables': { type: 'boolean', default: false },
       ...logFlags,
     },
     async run(v) {
       const log = makeLog(v);
+      const metricsAddr = addrFlag('metrics-addr', v['metrics-addr']);
+      const pluginTimeout = Number(v['plugin-load-timeout']);
+      if (!(pluginTimeout > 0 && pluginTimeout <= 3600)) throw new UsageError(`--plugin-load-timeout must be 0 < SECONDS <= 3600, not ${JSON.stringify(v['plugin-load-timeout'])}`);
       const registry = new PluginRegistry();
       if (v['plugins-dir']) {
-        for (const p of await loadPluginsFrom(String(v['plugins-dir']), registry)) log('warn', 'plugin skipped', { ...p });
+        const problems = await loadPluginsFrom(String(v['plugins-dir']), registry, { timeoutMs: pluginTimeout * 1000 });
+        for (const p of problems) log('warn', 'plugin skipped', { ...p });
       }
       return runOperator({
         source: parseSource(String(v.source)),
         kubeconfig: v.kubeconfig as string | undefined,
         nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
         dryRun: v['dry-run'] === true,
-        metricsAddr: String(v['metrics-addr']),
+        metricsAddr,
         stateDir: String(v['state-dir']),
         iptables: v['no-iptables'] !== true,
         registry,
@@ -93,7 +109,7 @@ export const COMMANDS: Record<string, Command> = {
       'virtual server come from the running operator (--operator-addr, default 127.0.0.1:10249).',
     options: { 'operator-addr': { type: 'string', default: '127.0.0.1:10249' } },
     async run(v) {
-      process.stdout.write(`${await status(String(v['operator-addr']))}\n`);
+      process.stdout.write(`${await status(addrFlag('operator-addr', v['operator-addr']))}\n`);
       return 0;
     },
   },
@@ -189,6 +205,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     return await cmd.run(values as Record<string, string | boolean | undefined>, positionals);
   } catch (e) {
     const err = e as Error & { code?: string };
+    // explain of a Service the source does not have (run.ts's explain throws it): not found, exit 1.
+    if (e instanceof ServiceNotFoundError) {
+      process.stderr.write(`ipvs-operator ${name}: ${err.message}\n`);
+      return 1;
+    }
     if (e instanceof UsageError || err.code?.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`ipvs-operator ${name}: ${err.message}\nusage: ipvs-operator ${cmd.usage}\n`);
       return 2;

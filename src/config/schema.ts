@@ -6,8 +6,11 @@
 // Kubernetes' schema dialect is OpenAPI 3.0, not the JSON Schema draft ajv speaks; toJsonSchema
 // translates the few differences (boolean exclusiveMinimum/Maximum, nullable, x-kubernetes-*
 // extensions, int32/int64 formats). Three checks a structural schema cannot make are made here:
-// every CIDR parses, minSyncPeriod <= syncPeriod, and no unknown spec field (the API server prunes
-// unknown fields silently; a YAML directory has no server, and a typo must not pass unnoticed).
+// every CIDR parses, minSyncPeriod <= syncPeriod (the CRD states it as a CEL rule, which ajv cannot
+// run: CEL_RULES below mirrors each one), and no unknown spec field (the API server prunes unknown
+// fields silently; a YAML directory has no server, and a typo must not pass unnoticed).
+// Before any of it, checkJsonShape refuses what is not plain JSON data or is too deep or too big
+// (a config nested 5,000 deep), so validation never throws and never recurses without bound.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../desired/ip.js';
 import { type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
@@ -18,6 +21,59 @@ export const CONFIG_API_VERSION = `${CONFIG_GROUP}/${CONFIG_VERSION}`;
 export const CONFIG_KIND = 'IPVSProxyConfig';
 /** The only IPVSProxyConfig the operator reads. */
 export const CONFIG_NAME = 'default';
+
+/** How deep a config may nest (the schema's deepest path is metadata.*: a real config is < 10). */
+export const MAX_CONFIG_DEPTH = 32;
+/** How many values (objects, arrays and leaves) a config may hold in all. */
+export const MAX_CONFIG_NODES = 10_000;
+
+/**
+ * The CEL rules (x-kubernetes-validations) of the CRD's spec, each with the code that makes the
+ * same check here; a unit test fails when the CRD has a rule this list does not know.
+ */
+export const CEL_RULES: Record<string, (spec: ProxyConfig) => string | undefined> = {
+  'self.minSyncPeriod <= self.syncPeriod': (s) =>
+    s.minSyncPeriod > s.syncPeriod ? `spec.minSyncPeriod = ${s.minSyncPeriod}: must be <= syncPeriod (${s.syncPeriod})` : undefined,
+};
+
+/**
+ * Why `value` is not plain JSON data of a sane size: a value that is not null, boolean, finite
+ * number, string, array, plain object or Date (client-node's timestamps); deeper than maxDepth; more than maxNodes values. Iterative:
+ * it never overflows the stack, and shared (YAML alias) subtrees count every time they are reached.
+ */
+export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES): string | undefined {
+  const stack: Array<[unknown, string, number]> = [[value, 'config', 0]];
+  let nodes = 0;
+  while (stack.length) {
+    const [v, where, depth] = stack.pop()!;
+    if (++nodes > maxNodes) return `config: more than ${maxNodes} values`;
+    if (depth > maxDepth) return `${where}: nested more than ${maxDepth} deep`;
+    if (v === null || typeof v === 'boolean' || typeof v === 'string') continue;
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) return `${where}: ${String(v)} is not a finite number`;
+      continue;
+    }
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => stack.push([x, `${where}[${i}]`, depth + 1]));
+      continue;
+    }
+    // client-node's typed objects carry metadata timestamps as Dates: a leaf, as its JSON string would be.
+    if (v instanceof Date) continue;
+    if (typeof v === 'object') {
+      const proto = Object.getPrototypeOf(v) as unknown;
+      if (proto !== Object.prototype && proto !== null) return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;
+      for (const [k, x] of Object.entries(v)) stack.push([x, where === 'config' ? clip(k) : `${where}.${clip(k)}`, depth + 1]);
+      continue;
+    }
+    return `${where}: a ${typeof v} is not JSON data`;
+  }
+  return undefined;
+}
+
+/** Text cut to `max` characters (a long key or value must not make a huge message). */
+function clip(text: string, max = 64): string {
+  return text.length > max ? `${text.slice(0, max)}…(${text.length} chars)` : text;
+}
 
 /** validateConfig's result: the config merged over the defaults, or every error in one line. */
 export type ConfigResult = { ok: true; config: ProxyConfig } | { ok: false; errors: string };
@@ -88,6 +144,8 @@ export class ConfigValidator {
    */
   validate(obj: unknown): ConfigResult {
     if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false, errors: 'config: must be an object' };
+    const shape = checkJsonShape(obj);
+    if (shape) return { ok: false, errors: shape };
     const o = structuredClone(obj) as Record<string, unknown>;
     const errors: string[] = [];
     if (o.apiVersion !== undefined && o.apiVersion !== CONFIG_API_VERSION) {
@@ -99,7 +157,7 @@ export class ConfigValidator {
     if (typeof spec === 'object' && spec !== null && !Array.isArray(spec)) {
       const s = spec as Record<string, unknown>;
       for (const k of Object.keys(s)) {
-        if (!this.specFields.has(k)) errors.push(`spec.${k}: unknown field (allowed: ${[...this.specFields].join(', ')})`);
+        if (!this.specFields.has(k)) errors.push(`spec.${clip(k)}: unknown field (allowed: ${[...this.specFields].join(', ')})`);
       }
       if (errors.length === 0) errors.push(...checkBeyondSchema(s as unknown as ProxyConfig));
     }
@@ -108,7 +166,7 @@ export class ConfigValidator {
   }
 }
 
-/** What the schema cannot say: CIDRs parse (not just look like one), minSyncPeriod <= syncPeriod. */
+/** What ajv cannot check: CIDRs parse (not just look like one), and the CRD's CEL rules (CEL_RULES). */
 function checkBeyondSchema(spec: ProxyConfig): string[] {
   const errors: string[] = [];
   for (const field of ['clusterCIDRs', 'nodePortAddresses', 'excludeCIDRs'] as const) {
@@ -116,8 +174,9 @@ function checkBeyondSchema(spec: ProxyConfig): string[] {
       if (!parseCidr(c)) errors.push(`spec.${field}[${i}] = ${JSON.stringify(c)}: not a CIDR (address/prefix, prefix <= 32 for IPv4, <= 128 for IPv6)`);
     });
   }
-  if (spec.minSyncPeriod > spec.syncPeriod) {
-    errors.push(`spec.minSyncPeriod = ${spec.minSyncPeriod}: must be <= syncPeriod (${spec.syncPeriod})`);
+  for (const check of Object.values(CEL_RULES)) {
+    const e = check(spec);
+    if (e) errors.push(e);
   }
   return errors;
 }
@@ -125,6 +184,9 @@ function checkBeyondSchema(spec: ProxyConfig): string[] {
 /** One ajv error as `spec.field[0] = value: what is wrong`. */
 function formatError(e: ErrorObject): string {
   const where = e.instancePath.replace(/^\//, '').replace(/\/(\d+)(?=\/|$)/g, '[$1]').replace(/\//g, '.') || 'config';
-  const value = e.keyword === 'required' || e.keyword === 'additionalProperties' ? '' : ` = ${JSON.stringify(e.data)}`;
-  return `${where}${value}: ${e.message ?? 'invalid'}`;
+  const value = e.keyword === 'required' || e.keyword === 'additionalProperties' ? '' : ` = ${clip(JSON.stringify(e.data) ?? String(e.data), 100)}`;
+  // `not: {enum: [...]}` (interfaceName: not lo): ajv's own text is "must NOT be valid".
+  const notEnum = e.keyword === 'not' ? (e.schema as { enum?: unknown[] } | undefined)?.enum : undefined;
+  const message = notEnum ? `must not be ${notEnum.map((x) => JSON.stringify(x)).join(' or ')}` : e.message ?? 'invalid';
+  return `${where}${value}: ${message}`;
 }

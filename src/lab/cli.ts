@@ -4,6 +4,7 @@
 import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
 import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
+import { JEST_KERNEL } from './kernel-jest.js';
 
 export interface LabCommand {
   summary: string;
@@ -41,7 +42,6 @@ function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
   return flags;
 }
 
-const JEST_KERNEL = ['node', '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'kernel', '--runInBand'];
 
 export const COMMANDS: Record<string, LabCommand> = {
   prepare: {

@@ -4,10 +4,13 @@
 import { type Server, createServer } from 'node:http';
 import type { HealthVerdict } from './health.js';
 import type { Metrics } from './metrics.js';
+import { parseHostPort } from './addr.js';
 
-/** Starts the server on host:port; resolves with it once listening. */
+/** Starts the server on `host:port` / `[v6]:port` (parseHostPort; port 0 = any free port, for tests); rejects a bad address. */
 export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {
-  const [host, portText] = addr.includes(':') ? [addr.slice(0, addr.lastIndexOf(':')), addr.slice(addr.lastIndexOf(':') + 1)] : ['0.0.0.0', addr];
+  const parsed = parseHostPort(addr, { allowPortZero: true });
+  if (!parsed.ok) return Promise.reject(new Error(`listen address ${parsed.error}`));
+  const { host, port } = parsed.addr;
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     const reply = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
@@ -34,6 +37,6 @@ export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Me
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(Number(portText), host || '0.0.0.0', () => resolve(server));
+    server.listen(port, host, () => resolve(server));
   });
 }

@@ -131,7 +131,8 @@ describe('the operator on the files source', () => {
     ipvsadm('-a', '-t', '10.99.0.1:443', '-r', '10.10.1.21:443', '-m', '-w', '5');
     try {
       dir = new ManifestDir();
-      dir.write('config', config({ syncPeriod: 0.05, minSyncPeriod: 0.05 }), node);
+      // The shortest periods the CRD allows (syncPeriod >= 1 s): a full resync every second.
+      dir.write('config', config({ syncPeriod: 1, minSyncPeriod: 0.1 }), node);
       dir.write('web', service('web', '10.200.1.34'), slice('web', PODS));
       // IPVS ownership is what is tested: without the iptables path each sync is a few netlink
       // round trips, so 100 of them fit the time even on a busy 2-core machine under TCG.
