@@ -222,7 +222,12 @@ export async function main(argv: readonly string[]): Promise<number> {
 // Run only as the entry point (tests import COMMANDS to check the DaemonSet's flags).
 // argv[1] may be a symlink (npm's bin link, an image's /usr/local/bin entry): compare real paths.
 if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e: unknown) => {
+  main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+    // The command is over: a request still hanging on a dead API server must not keep the
+    // process alive. Normally it exits at once, long before this (unref'd) timer.
+    setTimeout(() => process.exit(code), 2000).unref();
+  }, (e: unknown) => {
     process.stderr.write(`ipvs-operator: ${(e as Error).stack ?? String(e)}\n`);
     process.exit(1);
   });

@@ -16,7 +16,7 @@ import { Metrics } from '../operator/metrics.js';
 import { Operator } from '../operator/operator.js';
 import { RtnlVipLink, type VipLink } from '../rtnl/vips.js';
 import type { SourceEvent } from '../source/types.js';
-import { renderExplain } from './explain.js';
+import { ServiceNotFoundError, renderExplain } from './explain.js';
 import { type SourceSpec, iptablesPath, logSinks, wire } from './wiring.js';
 
 export interface RunOptions {
@@ -105,12 +105,16 @@ export async function runOperator(o: RunOptions): Promise<number> {
   return 0;
 }
 
-/** Reads the source once and explains one Service. */
+/**
+ * Reads the source once and explains one Service. The kube source is listed once, bounded in time
+ * (an unreachable or forbidden API rejects with a message naming the resource); a Service the
+ * source does not have rejects with ServiceNotFoundError.
+ */
 export async function explain(target: string, o: { source: SourceSpec; kubeconfig: string | undefined; nodeName: string; registry: PluginRegistry }): Promise<string> {
-  const { source } = await wire(o.source, o.nodeName, o.kubeconfig, () => undefined);
-  const events: SourceEvent[] = [];
-  await source.start((e) => events.push(e));
-  await source.stop();
+  const events = await readOnce(o.source, o.nodeName, o.kubeconfig);
+  if (!events.some((e) => e.kind === 'service' && e.type === 'upsert' && `${e.object.metadata?.namespace}/${e.object.metadata?.name}` === target)) {
+    throw new ServiceNotFoundError(target);
+  }
   let config = defaultProxyConfig;
   for (const e of events) if (e.kind === 'config' && e.type === 'upsert') config = e.config;
   const state = new DesiredState(config, o.registry, o.nodeName);
@@ -124,4 +128,17 @@ export async function explain(target: string, o: { source: SourceSpec; kubeconfi
   const entries = [...state.desiredTable.values()].filter((d) => d.origin.namespace === ns && d.origin.name === name);
   const problems = state.problems().filter((p) => p.service === target).map((p) => `problem: ${p.reason}: ${p.message}`);
   return [renderExplain(target, entries), ...problems].join('\n');
+}
+
+/** Every object of a source, once: the files source's initial read, or one bounded list of the API. */
+async function readOnce(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined): Promise<SourceEvent[]> {
+  if (spec.kind === 'kube') {
+    const [{ listOnce }, { loadKubeConfig }] = await Promise.all([import('../kube/list-once.js'), import('../kube/kubeconfig.js')]);
+    return (await listOnce(loadKubeConfig(kubeconfig), nodeName)).events;
+  }
+  const { source } = await wire(spec, nodeName, kubeconfig, () => undefined);
+  const events: SourceEvent[] = [];
+  await source.start((e) => events.push(e));
+  await source.stop();
+  return events;
 }

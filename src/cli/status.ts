@@ -47,7 +47,7 @@ export function renderStatus(table: Array<{ vs: VirtualServer; dests: Awaited<Re
 
 /** Reads the kernel's table and renders it. */
 export async function status(operatorAddr: string): Promise<string> {
-  await ensureIpvsModule();
+  if (!(await ensureIpvsModule())) throw new Error('this kernel has no IPVS (module ip_vs): there is no table to show');
   const ipvs = await NetlinkIpvs.open();
   try {
     const table = [];
