@@ -15,7 +15,7 @@ import { parseHostPort } from '../operator/addr.js';
 import { cleanup, status } from './status.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
-import { ServiceNotFoundError } from './explain.js';
+import { type CliCommand, type Program, UsageError, dispatch } from './dispatch.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
@@ -41,8 +41,7 @@ function makeLog(values: Record<string, unknown>): Log {
   return createLog(format, level as LogLevel);
 }
 
-/** A wrong flag or argument: printed with the usage, exit code 2. */
-export class UsageError extends Error {}
+export { UsageError };
 
 /** The value of an address flag, checked with parseHostPort (port 0 refused); a UsageError naming the flag otherwise. */
 export function addrFlag(flag: string, value: unknown): string {
@@ -174,49 +173,31 @@ function parseSource(s: string): SourceSpec {
   throw new UsageError(`--source must be kube or files:DIR, not ${JSON.stringify(s)}`);
 }
 
-function usage(): string {
-  const width = Math.max(...Object.keys(COMMANDS).map((c) => c.length));
-  return 'usage: ipvs-operator <command> [flags]\n\ncommands:\n' +
-    Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`).join('\n') +
-    '\n\n`ipvs-operator <command> --help` for its flags.\n';
+/** The operator's commands as the dispatcher runs them: flags parsed strictly, positionals counted. */
+function toCliCommand(name: string, cmd: Command): CliCommand {
+  return {
+    summary: cmd.summary, usage: cmd.usage, help: cmd.help,
+    async run(args) {
+      const { values, positionals } = parseArgs({ args, options: cmd.options, strict: true, allowPositionals: true });
+      if (positionals.length !== (cmd.positionals ?? 0)) {
+        throw new UsageError(`${name} takes ${cmd.positionals ?? 0} argument(s), got ${positionals.length}`);
+      }
+      return cmd.run(values as Record<string, string | boolean | undefined>, positionals);
+    },
+  };
 }
 
+/** `ipvs-operator` for the dispatcher. */
+const PROGRAM: Program = {
+  invoke: 'ipvs-operator',
+  prefix: (command) => (command ? `ipvs-operator ${command}` : 'ipvs-operator'),
+  footer: '`ipvs-operator <command> --help` for its flags.',
+  commands: Object.fromEntries(Object.entries(COMMANDS).map(([n, c]) => [n, toCliCommand(n, c)])),
+};
+
 /** Parses argv and runs the command; the exit code. */
-export async function main(argv: readonly string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage());
-    return name ? 0 : 2;
-  }
-  const cmd = COMMANDS[name];
-  if (!cmd) {
-    process.stderr.write(`ipvs-operator: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
-    return 2;
-  }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    process.stdout.write(`usage: ipvs-operator ${cmd.usage}\n\n${cmd.help}\n`);
-    return 0;
-  }
-  try {
-    const { values, positionals } = parseArgs({ args: [...rest], options: cmd.options, strict: true, allowPositionals: true });
-    if (positionals.length !== (cmd.positionals ?? 0)) {
-      throw new UsageError(`${name} takes ${cmd.positionals ?? 0} argument(s), got ${positionals.length}`);
-    }
-    return await cmd.run(values as Record<string, string | boolean | undefined>, positionals);
-  } catch (e) {
-    const err = e as Error & { code?: string };
-    // explain of a Service the source does not have (run.ts's explain throws it): not found, exit 1.
-    if (e instanceof ServiceNotFoundError) {
-      process.stderr.write(`ipvs-operator ${name}: ${err.message}\n`);
-      return 1;
-    }
-    if (e instanceof UsageError || err.code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`ipvs-operator ${name}: ${err.message}\nusage: ipvs-operator ${cmd.usage}\n`);
-      return 2;
-    }
-    process.stderr.write(`ipvs-operator ${name}: ${err.message}\n`);
-    return 1;
-  }
+export function main(argv: readonly string[]): Promise<number> {
+  return dispatch(PROGRAM, argv);
 }
 
 // Run only as the entry point (tests import COMMANDS to check the DaemonSet's flags).

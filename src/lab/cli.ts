@@ -5,15 +5,9 @@ import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
 import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
 
-export interface LabCommand {
-  summary: string;
-  usage: string;
-  help: string;
-  run(args: string[]): Promise<number>;
-}
-
-class UsageError extends Error {}
+export type LabCommand = CliCommand;
 
 interface VmFlags {
   timeoutMs: number | undefined;
@@ -84,43 +78,19 @@ export const COMMANDS: Record<string, LabCommand> = {
   },
 };
 
-function usage(): string {
-  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
-  return 'usage: npm run lab -- <command> [args]   (node dist/src/lab/cli.js <command>)\n\n' +
-    'The lab VM: Debian\'s kernel (with IPVS) under qemu TCG, host / shared read-only, the project\n' +
-    'read-write at the same path, no network card.\n\ncommands:\n' +
-    Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`).join('\n') +
-    '\n\n`<command> --help` for details. Env: LAB_VERBOSE=1 shows the boot log.\n';
-}
+/** The lab's commands for the dispatcher; a setup failure exits like a VM failure. */
+const PROGRAM: Program = {
+  invoke: 'npm run lab --',
+  prefix: () => 'lab',
+  intro: '(node dist/src/lab/cli.js <command>) The lab VM: Debian\'s kernel (with IPVS) under qemu TCG, host /\n' +
+    'shared read-only, the project read-write at the same path, no network card.',
+  footer: '`<command> --help` for details. Env: LAB_VERBOSE=1 shows the boot log.',
+  commands: COMMANDS,
+  exitCode: (e) => (e instanceof LabSetupError ? EXIT_VM_FAILURE : undefined),
+};
 
-export async function main(argv: string[]): Promise<number> {
-  const [name, ...args] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(usage());
-    return name ? 0 : 2;
-  }
-  const cmd = COMMANDS[name];
-  if (!cmd) {
-    process.stderr.write(`lab: unknown command ${name}\n\n${usage()}`);
-    return 2;
-  }
-  if (args[0] === '--help' || args[0] === '-h') {
-    process.stdout.write(`usage: npm run lab -- ${cmd.usage}\n\n${cmd.help}\n`);
-    return 0;
-  }
-  try {
-    return await cmd.run(args);
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`lab: ${e.message}\nusage: npm run lab -- ${cmd.usage}\n`);
-      return 2;
-    }
-    if (e instanceof LabSetupError) {
-      process.stderr.write(`lab: ${e.message}\n`);
-      return EXIT_VM_FAILURE;
-    }
-    throw e;
-  }
+export function main(argv: string[]): Promise<number> {
+  return dispatch(PROGRAM, argv);
 }
 
 main(process.argv.slice(2)).then(
