@@ -69,6 +69,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
     registry: o.registry, nodeName: o.nodeName, metrics,
     sourceHealth: () => source.health(),
+    ...(netlink ? { kernelHealth: () => netlink.health() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
   });
   metrics.watchKernel(ipvs, () => operator.origins());

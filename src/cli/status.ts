@@ -3,6 +3,7 @@
 import { NetlinkIpvs } from '../ipvs/client.js';
 import { isNotFound } from '../ipvs/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
+import { isForeignLink } from '../rtnl/errors.js';
 import { RtnlVipLink } from '../rtnl/vips.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { ensureIpvsModule } from '../operator/kernel.js';
@@ -67,8 +68,15 @@ export async function status(operatorAddr: string): Promise<string> {
 export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord): Promise<string[]> {
   const done: string[] = [];
   const vips = new RtnlVipLink();
+  let refused: unknown;
   try {
-    const addresses = new Set(await vips.list(interfaceName));
+    // A link of another kind under the name is not ours: neither it nor virtual servers on its
+    // addresses are touched; what the record lists and the iptables path are still removed.
+    const addresses = new Set(await vips.list(interfaceName).catch((e: unknown) => {
+      if (!isForeignLink(e)) throw e;
+      refused = e;
+      return [];
+    }));
     const recorded = (await record.load()) ?? new Set<string>();
     if ((addresses.size || recorded.size) && (await ensureIpvsModule())) {
       const ipvs = await NetlinkIpvs.open();
@@ -86,12 +94,13 @@ export async function cleanup(interfaceName: string, iptables: IptablesSync, rec
         ipvs.close();
       }
     }
-    if (await vips.deleteLink(interfaceName)) done.push(`delete-link ${interfaceName}`);
+    if (!refused && (await vips.deleteLink(interfaceName))) done.push(`delete-link ${interfaceName}`);
     await record.remove();
   } finally {
     vips.close();
   }
   await iptables.cleanup();
   done.push('iptables: operator chains and sets removed');
+  if (refused) throw new Error(`${done.join('; ')}; but: ${(refused as Error).message}`);
   return done;
 }

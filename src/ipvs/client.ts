@@ -16,36 +16,97 @@ import { opProblems, virtualServerKeyProblems } from './validate.js';
 /** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
 const DUMP_RETRIES = 3;
 
-/** The kernel's IPVS over generic netlink. All calls are serialised on one socket. */
+/** A socket with the IPVS family id resolved on it. */
+interface Connection {
+  sock: GenlSocket;
+  familyId: number;
+}
+
+/** How the client opens a socket: a seam for tests that break one under it. */
+export type OpenSocket = () => GenlSocket;
+
+/** A failed socket is replaced on the next call; if that fails too, tries wait 0.25 s doubling to 30 s. */
+const REOPEN_FIRST_MS = 250;
+const REOPEN_MAX_MS = 30_000;
+
+/** The kernel socket's health, for /healthz: not ok from a socket failure until a request succeeds again. */
+export interface SocketHealth {
+  ok: boolean;
+  /** When `ok` last changed (ms since the epoch). */
+  since: number;
+  reason?: string;
+}
+
+/**
+ * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
+ * fails (ENOBUFS, an overrun, no answer, closed under us) is never used again: the next call opens
+ * a new one and resolves the family again (it changes when ip_vs is reloaded), with backoff
+ * between failed reopens; meanwhile calls reject at once.
+ */
 export class NetlinkIpvs implements IpvsClient {
   private queue: Promise<unknown> = Promise.resolve();
+  private conn: Connection | undefined;
+  private closed = false;
+  private failing: { since: number; reason: string; retryAt: number; waitMs: number } | undefined;
+  private okSince = Date.now();
 
-  private constructor(
-    private readonly sock: GenlSocket,
-    /** The IPVS family id the controller assigned (varies between boots). */
-    readonly familyId: number,
-  ) {}
+  private constructor(conn: Connection, private readonly openSocket: OpenSocket) {
+    this.conn = conn;
+  }
 
   /**
    * Opens a socket and resolves the IPVS family. Rejects with an IpvsError (isNotFound) when the
    * kernel has no IPVS family: the ip_vs module is not loaded (generic netlink does not autoload it).
    */
-  static async open(): Promise<NetlinkIpvs> {
-    const sock = new GenlSocket();
+  static async open(opts: { openSocket?: OpenSocket } = {}): Promise<NetlinkIpvs> {
+    const openSocket = opts.openSocket ?? (() => new GenlSocket());
+    return new NetlinkIpvs(await connect(openSocket), openSocket);
+  }
+
+  /** The IPVS family id the controller assigned (varies between boots and module loads). */
+  get familyId(): number | undefined {
+    return this.conn?.familyId;
+  }
+
+  /** Whether the socket works (see SocketHealth). */
+  health(): SocketHealth {
+    return this.failing ? { ok: false, since: this.failing.since, reason: this.failing.reason } : { ok: true, since: this.okSince };
+  }
+
+  /** The working connection: the current one, or a new one after a failure (see the class comment). */
+  private async connection(): Promise<Connection> {
+    if (this.closed) throw IpvsError.malformed('send', 'client closed');
+    const broken = this.conn?.sock.failed;
+    if (this.conn && !broken) return this.conn;
+    if (this.conn && broken) {
+      this.conn.sock.close();
+      this.conn = undefined;
+      this.failing ??= { since: Date.now(), reason: broken.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+    }
+    const f = this.failing!;
+    if (Date.now() < f.retryAt) {
+      throw IpvsError.malformed('reopen', `the IPVS socket failed (${f.reason}); next try in ${f.retryAt - Date.now()} ms`);
+    }
     try {
-      const seq = sock.nextSeq();
-      const [reply] = await sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, sock.port), dump: false }]);
-      if (!reply || reply.errno) {
-        throw IpvsError.fromErrno('resolve-family IPVS', reply?.errno ?? 0,
-          'no IPVS generic netlink family: is the ip_vs module loaded (modprobe ip_vs)?');
-      }
-      const first = reply.messages[0];
-      if (!first) throw IpvsError.malformed('resolve-family IPVS', 'the controller sent no family');
-      return new NetlinkIpvs(sock, decodeFamily(first).id);
+      this.conn = await connect(this.openSocket);
+      return this.conn;
     } catch (e) {
-      sock.close();
+      f.reason = (e as Error).message;
+      f.retryAt = Date.now() + f.waitMs;
+      f.waitMs = Math.min(REOPEN_MAX_MS, f.waitMs * 2);
       throw e;
     }
+  }
+
+  /** Exchanges on the working connection; a success after a failure makes the socket healthy again. */
+  private async exchange(make: (c: Connection) => Outgoing[]): Promise<Reply[]> {
+    const c = await this.connection();
+    const replies = await c.sock.exchange(make(c));
+    if (this.failing) {
+      this.failing = undefined;
+      this.okSince = Date.now();
+    }
+    return replies;
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -54,15 +115,15 @@ export class NetlinkIpvs implements IpvsClient {
     return run;
   }
 
-  private outgoing(req: IpvsRequest): Outgoing {
-    const seq = this.sock.nextSeq();
-    return { seq, bytes: encodeRequest(this.familyId, req, seq, this.sock.port), dump: req.dump };
+  private outgoing(c: Connection, req: IpvsRequest): Outgoing {
+    const seq = c.sock.nextSeq();
+    return { seq, bytes: encodeRequest(c.familyId, req, seq, c.sock.port), dump: req.dump };
   }
 
   /** One request; rejects with its IpvsError when the kernel refuses it. */
   private async one(req: IpvsRequest): Promise<Reply> {
     for (let attempt = 0; ; attempt++) {
-      const [reply] = await this.sock.exchange([this.outgoing(req)]);
+      const [reply] = await this.exchange((c) => [this.outgoing(c, req)]);
       if (!reply) throw IpvsError.malformed(req.what, 'no reply');
       if (reply.errno) throw IpvsError.fromErrno(req.what, reply.errno);
       if (!reply.interrupted || attempt >= DUMP_RETRIES) return reply;
@@ -148,7 +209,7 @@ export class NetlinkIpvs implements IpvsClient {
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
     return this.serial(async () => {
       const results: OpResult[] = new Array(ops.length).fill(undefined);
-      const sent: Array<{ index: number; req: IpvsRequest; out: Outgoing }> = [];
+      const sent: Array<{ index: number; req: IpvsRequest }> = [];
       const keys = new Map<VirtualServer, Buffer>();
       ops.forEach((op, index) => {
         const problems = opProblems(op);
@@ -157,9 +218,9 @@ export class NetlinkIpvs implements IpvsClient {
           return;
         }
         const req = opRequest(op, keys);
-        sent.push({ index, req, out: this.outgoing(req) });
+        sent.push({ index, req });
       });
-      const replies = await this.sock.exchange(sent.map((s) => s.out));
+      const replies = sent.length ? await this.exchange((c) => sent.map((x) => this.outgoing(c, x.req))) : [];
       replies.forEach((r, i) => {
         const s = sent[i]!;
         if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
@@ -169,7 +230,28 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   close(): void {
-    this.sock.close();
+    this.closed = true;
+    this.conn?.sock.close();
+    this.conn = undefined;
+  }
+}
+
+/** Opens a socket and resolves the IPVS family on it; the socket is closed when that fails. */
+async function connect(openSocket: OpenSocket): Promise<Connection> {
+  const sock = openSocket();
+  try {
+    const seq = sock.nextSeq();
+    const [reply] = await sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, sock.port), dump: false }]);
+    if (!reply || reply.errno) {
+      throw IpvsError.fromErrno('resolve-family IPVS', reply?.errno ?? 0,
+        'no IPVS generic netlink family: is the ip_vs module loaded (modprobe ip_vs)?');
+    }
+    const first = reply.messages[0];
+    if (!first) throw IpvsError.malformed('resolve-family IPVS', 'the controller sent no family');
+    return { sock, familyId: decodeFamily(first).id };
+  } catch (e) {
+    sock.close();
+    throw e;
   }
 }
 

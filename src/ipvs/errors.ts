@@ -1,6 +1,6 @@
-// Typed IPVS errors. The `netlink` package only throws `Error('Request rejected: CODE')`; our own
+// Typed kernel errors. The `netlink` package only throws `Error('Request rejected: CODE')`; our own
 // socket layer reads the errno from NLMSG_ERROR directly, and this is the one place that turns
-// either form into an IpvsError. pure: no I/O.
+// either form into a NetlinkError (an IpvsError, or a RtnlError for rtnetlink). pure: no I/O.
 import { constants } from 'node:os';
 
 const errnoByName = constants.errno as Record<string, number>;
@@ -18,8 +18,12 @@ export const Errno = Object.freeze({
 });
 const nameByErrno = new Map<number, string>(Object.entries(errnoByName).map(([k, v]) => [v, k]));
 
-/** Where an error came from: the operation (its one-line form, or a verb like `dump-services`). */
-export class IpvsError extends Error {
+/**
+ * A kernel error from a netlink request (or our refusal before sending one): the errno and the
+ * operation. IpvsError (generic netlink IPVS) and RtnlError (rtnetlink, src/rtnl/) are its two
+ * kinds; the predicates below work on both.
+ */
+export class NetlinkError extends Error {
   /** Positive errno (ENOENT = 2, EEXIST = 17, ...); 0 for errors that are not the kernel's. */
   readonly errno: number;
   /** Symbolic errno name ("EEXIST"), or "EINVALARG" for arguments we refused before sending. */
@@ -29,39 +33,48 @@ export class IpvsError extends Error {
 
   constructor(op: string, errno: number, code: string, detail?: string) {
     super(`${op}: ${detail ?? describeErrno(errno, code)}`);
-    this.name = 'IpvsError';
+    this.name = new.target.name;
     this.errno = errno;
     this.code = code;
     this.op = op;
   }
 
   /** An error from a positive or negative errno as the kernel reports it in NLMSG_ERROR. */
-  static fromErrno(op: string, errno: number, detail?: string): IpvsError {
+  static fromErrno<T extends NetlinkError>(this: NetlinkErrorClass<T>, op: string, errno: number, detail?: string): T {
     const e = Math.abs(errno);
-    return new IpvsError(op, e, nameByErrno.get(e) ?? `E${e}`, detail);
+    return new this(op, e, nameByErrno.get(e) ?? `E${e}`, detail);
   }
 
   /** Arguments refused before anything was sent to the kernel. */
-  static invalidArgument(op: string, message: string): IpvsError {
-    return new IpvsError(op, 0, 'EINVALARG', message);
+  static invalidArgument<T extends NetlinkError>(this: NetlinkErrorClass<T>, op: string, message: string): T {
+    return new this(op, 0, 'EINVALARG', message);
   }
 
   /** A malformed message from the kernel (or garbage handed to the decoder). */
-  static malformed(op: string, message: string): IpvsError {
-    return new IpvsError(op, 0, 'EMALFORMED', message);
+  static malformed<T extends NetlinkError>(this: NetlinkErrorClass<T>, op: string, message: string): T {
+    return new this(op, 0, 'EMALFORMED', message);
   }
 
   /** Converts the `netlink` package's message-only errors (`Request rejected: EEXIST`). */
-  static fromPackageError(op: string, err: unknown): IpvsError {
-    if (err instanceof IpvsError) return err;
+  static fromPackageError<T extends NetlinkError>(this: NetlinkErrorClass<T>, op: string, err: unknown): T {
+    if (err instanceof this) return err as T;
     const message = err instanceof Error ? err.message : String(err);
     const m = /Request rejected: (E[A-Z0-9]+)/.exec(message);
-    if (m?.[1]) return IpvsError.fromErrno(op, errnoByName[m[1]] ?? 0, undefined);
+    if (m?.[1]) return new this(op, errnoByName[m[1]] ?? 0, m[1]);
     const errno = (err as { errno?: unknown })?.errno;
-    if (typeof errno === 'number') return IpvsError.fromErrno(op, errno, message);
-    return new IpvsError(op, 0, 'EUNKNOWN', message);
+    if (typeof errno === 'number') {
+      const e = Math.abs(errno);
+      return new this(op, e, nameByErrno.get(e) ?? `E${e}`, message);
+    }
+    return new this(op, 0, 'EUNKNOWN', message);
   }
 }
+
+/** A NetlinkError subclass's constructor (for the static constructors above). */
+type NetlinkErrorClass<T> = new (op: string, errno: number, code: string, detail?: string) => T;
+
+/** An error of the IPVS generic netlink family (or of our IPVS client's checks). */
+export class IpvsError extends NetlinkError {}
 
 function describeErrno(errno: number, code: string): string {
   switch (code) {
@@ -76,15 +89,15 @@ function describeErrno(errno: number, code: string): string {
 
 /** The object does not exist: ENOENT, or ESRCH which IPVS returns for a missing virtual server. */
 export function isNotFound(e: unknown): boolean {
-  return e instanceof IpvsError && (e.code === 'ENOENT' || e.code === 'ESRCH');
+  return e instanceof NetlinkError && (e.code === 'ENOENT' || e.code === 'ESRCH');
 }
 
 /** The object exists already (EEXIST). */
 export function isExists(e: unknown): boolean {
-  return e instanceof IpvsError && e.code === 'EEXIST';
+  return e instanceof NetlinkError && e.code === 'EEXIST';
 }
 
 /** The arguments were refused before touching the kernel. */
 export function isInvalidArgument(e: unknown): boolean {
-  return e instanceof IpvsError && (e.code === 'EINVALARG' || e.code === 'EINVAL');
+  return e instanceof NetlinkError && (e.code === 'EINVALARG' || e.code === 'EINVAL');
 }

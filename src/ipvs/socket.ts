@@ -56,6 +56,11 @@ export class GenlSocket {
     this.raw.unref();
   }
 
+  /** Why the socket failed (it is then never used again), or undefined while it works. */
+  get failed(): IpvsError | undefined {
+    return this.failure;
+  }
+
   /** The socket's netlink port id (what the kernel addresses replies to). */
   get port(): number {
     return this.raw.address().port;

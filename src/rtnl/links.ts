@@ -1,11 +1,13 @@
 // rtnetlink helpers for the VIP interface: a dummy link that holds every virtual server address
 // (IPVS only intercepts traffic to addresses that are local), its /32 and /128 addresses, and its
 // up state — through the `netlink` package's RtNetlinkSocket, no `ip` subprocess.
-// Errors are the package's message-only ones converted once, here, into IpvsError (the project's
-// kernel error type), so isExists / isNotFound work on them as on IPVS errors.
+// Errors are the package's message-only ones converted once, here, into RtnlError, so isExists /
+// isNotFound work on them as on IPVS errors.
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { Errno, IpvsError } from '../ipvs/errors.js';
+import { nla, parseAttrs } from '../ipvs/codec.js';
+import { Errno } from '../ipvs/errors.js';
+import { RtnlError } from './errors.js';
 
 const AF_INET = 2;
 const AF_INET6 = 10;
@@ -20,13 +22,15 @@ export interface LinkAddress {
   prefixLength: number;
 }
 
-function linkKind(kind: string): Buffer {
-  const payload = Buffer.from(kind, 'utf8');
-  const b = Buffer.alloc(4 + ((payload.length + 3) & ~3));
-  b.writeUInt16LE(4 + payload.length, 0);
-  b.writeUInt16LE(IFLA_INFO_KIND, 2);
-  payload.copy(b, 4);
-  return b;
+/** IFLA_LINKINFO's payload naming a link kind. */
+function linkInfo(kind: string): Buffer {
+  return nla(IFLA_INFO_KIND, Buffer.from(kind, 'utf8'));
+}
+
+/** The IFLA_INFO_KIND inside an IFLA_LINKINFO payload ('' when absent). */
+function kindOf(linkinfo: Buffer | undefined): string {
+  const raw = linkinfo ? parseAttrs(linkinfo).get(IFLA_INFO_KIND) : undefined;
+  return raw ? raw.toString('utf8').replace(/\0+$/, '') : '';
 }
 
 function addrBytes(op: string, address: string): { family: number; bytes: Buffer; prefix: number } {
@@ -34,7 +38,7 @@ function addrBytes(op: string, address: string): { family: number; bytes: Buffer
   if (v4) return { family: AF_INET, bytes: Buffer.from(v4), prefix: 32 };
   const v6 = parseIPv6(address);
   if (v6) return { family: AF_INET6, bytes: Buffer.from(v6), prefix: 128 };
-  throw IpvsError.invalidArgument(op, `${JSON.stringify(address)} is not an IP address`);
+  throw RtnlError.invalidArgument(op, `${JSON.stringify(address)} is not an IP address`);
 }
 
 /** A route-netlink socket with the few link and address operations the operator needs. */
@@ -50,7 +54,7 @@ export class Rtnl {
     try {
       return await fn();
     } catch (e) {
-      throw IpvsError.fromPackageError(op, e);
+      throw RtnlError.fromPackageError(op, e);
     }
   }
 
@@ -60,7 +64,22 @@ export class Rtnl {
       const [link] = await this.sock.getLink({}, { ifname: name });
       return link?.data.index;
     } catch (e) {
-      const err = IpvsError.fromPackageError(`get-link ${name}`, e);
+      const err = RtnlError.fromPackageError(`get-link ${name}`, e);
+      if (err.code === 'ENODEV') return undefined;
+      throw err;
+    }
+  }
+
+  /**
+   * The kind of link `name` ('dummy', 'veth', 'bridge', ...; '' for a device without one, such as
+   * lo or a physical NIC), or undefined when there is no such link.
+   */
+  async linkKind(name: string): Promise<string | undefined> {
+    try {
+      const [link] = await this.sock.getLink({}, { ifname: name });
+      return link ? kindOf(link.attrs.linkinfo) : undefined;
+    } catch (e) {
+      const err = RtnlError.fromPackageError(`get-link ${name}`, e);
       if (err.code === 'ENODEV') return undefined;
       throw err;
     }
@@ -70,10 +89,10 @@ export class Rtnl {
   async ensureDummy(name: string): Promise<number> {
     const existing = await this.linkIndex(name);
     if (existing !== undefined) return existing;
-    await this.call(`create-dummy ${name}`, () => this.sock.newLink({}, { ifname: name, linkinfo: linkKind('dummy') },
+    await this.call(`create-dummy ${name}`, () => this.sock.newLink({}, { ifname: name, linkinfo: linkInfo('dummy') },
       { flags: NLM_F_CREATE | NLM_F_EXCL }));
     const index = await this.linkIndex(name);
-    if (index === undefined) throw IpvsError.fromErrno(`create-dummy ${name}`, Errno.ENODEV);
+    if (index === undefined) throw RtnlError.fromErrno(`create-dummy ${name}`, Errno.ENODEV);
     return index;
   }
 
@@ -99,7 +118,7 @@ export class Rtnl {
 
   private async requireIndex(op: string, name: string): Promise<number> {
     const index = await this.linkIndex(name);
-    if (index === undefined) throw IpvsError.fromErrno(op, Errno.ENODEV);
+    if (index === undefined) throw RtnlError.fromErrno(op, Errno.ENODEV);
     return index;
   }
 

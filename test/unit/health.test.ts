@@ -106,3 +106,29 @@ describe('Operator health', () => {
     expect(op.health()).toMatchObject({ healthy: true, ready: true });
   });
 });
+
+describe('a kernel socket that fails under a sync', () => {
+  it('fails that sync; the retry re-reads the kernel and applies what was missed, without a restart', async () => {
+    const ipvs = new FakeIpvs();
+    let broken = false;
+    const apply = ipvs.apply.bind(ipvs);
+    ipvs.apply = async (ops) => {
+      if (broken) throw new Error('send: EBADF');
+      return apply(ops);
+    };
+    const op = new Operator({ ...defaultProxyConfig }, {
+      ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), events: { report: async () => undefined }, status: { write: async () => undefined },
+      log: memoryLog(), registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+    });
+    await op.sync();
+    broken = true;
+    op.handle({ kind: 'service', type: 'upsert', object: makeService('default', 'web') });
+    await expect(op.sync()).rejects.toThrow('EBADF');
+    expect(op.last).toMatchObject({ error: 'send: EBADF' });
+    broken = false;
+    await op.sync({ periodic: false, retry: true });
+    expect(op.last).toMatchObject({ full: true, ops: 1 });
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr');
+  });
+});
