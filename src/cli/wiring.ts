@@ -31,9 +31,12 @@ export function logSinks(log: Log): { events: EventSink; status: StatusSink } {
 export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log): Promise<Wiring> {
   if (spec.kind === 'files') {
     const sinks = logSinks(log);
+    // The source's problems get a sink of their own: one sink fed two different lists by two
+    // callers would forget each list's problems whenever the other reports, and log them again.
+    const sourceProblems = new LogEventSink(log);
     const source = new FilesSource({
       dir: spec.dir, nodeName, log,
-      onProblems: (p: readonly Problem[]) => void sinks.events.report(p, new Map()),
+      onProblems: (p: readonly Problem[]) => void sourceProblems.report(p, new Map()),
     });
     return { source, ...sinks };
   }

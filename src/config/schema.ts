@@ -41,28 +41,38 @@ export const CEL_RULES: Record<string, (spec: ProxyConfig) => string | undefined
  * number, string, array, plain object or Date (client-node's timestamps); deeper than maxDepth; more than maxNodes values. Iterative:
  * it never overflows the stack, and shared (YAML alias) subtrees count every time they are reached.
  */
-export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES): string | undefined {
-  const stack: Array<[unknown, string, number]> = [[value, 'config', 0]];
+export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES, root = 'config'): string | undefined {
+  // Depth-first with exit marks, so `onPath` holds the objects above the current one: a value
+  // reached again below itself is a cycle (a circular YAML alias); one shared by two branches (a
+  // repeated alias) is data, counted once per place it appears.
+  const EXIT = Symbol('exit');
+  const stack: Array<[unknown, string, number] | [typeof EXIT, object]> = [[value, root, 0]];
+  const onPath = new Set<object>();
   let nodes = 0;
   while (stack.length) {
-    const [v, where, depth] = stack.pop()!;
-    if (++nodes > maxNodes) return `config: more than ${maxNodes} values`;
+    const top = stack.pop()!;
+    if (top[0] === EXIT) {
+      onPath.delete(top[1] as object);
+      continue;
+    }
+    const [v, where, depth] = top as [unknown, string, number];
+    if (++nodes > maxNodes) return `${root}: more than ${maxNodes} values`;
     if (depth > maxDepth) return `${where}: nested more than ${maxDepth} deep`;
     if (v === null || typeof v === 'boolean' || typeof v === 'string') continue;
     if (typeof v === 'number') {
       if (!Number.isFinite(v)) return `${where}: ${String(v)} is not a finite number`;
       continue;
     }
-    if (Array.isArray(v)) {
-      v.forEach((x, i) => stack.push([x, `${where}[${i}]`, depth + 1]));
-      continue;
-    }
     // client-node's typed objects carry metadata timestamps as Dates: a leaf, as its JSON string would be.
     if (v instanceof Date) continue;
     if (typeof v === 'object') {
+      if (onPath.has(v)) return `${where}: contains itself (a circular alias)`;
       const proto = Object.getPrototypeOf(v) as unknown;
-      if (proto !== Object.prototype && proto !== null) return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;
-      for (const [k, x] of Object.entries(v)) stack.push([x, where === 'config' ? clip(k) : `${where}.${clip(k)}`, depth + 1]);
+      if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;
+      onPath.add(v);
+      stack.push([EXIT, v]);
+      if (Array.isArray(v)) v.forEach((x, i) => stack.push([x, `${where}[${i}]`, depth + 1]));
+      else for (const [k, x] of Object.entries(v)) stack.push([x, where === root ? clip(k) : `${where}.${clip(k)}`, depth + 1]);
       continue;
     }
     return `${where}: a ${typeof v} is not JSON data`;

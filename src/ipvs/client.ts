@@ -101,7 +101,14 @@ export class NetlinkIpvs implements IpvsClient {
   /** Exchanges on the working connection; a success after a failure makes the socket healthy again. */
   private async exchange(make: (c: Connection) => Outgoing[]): Promise<Reply[]> {
     const c = await this.connection();
-    const replies = await c.sock.exchange(make(c));
+    let replies: Reply[];
+    try {
+      replies = await c.sock.exchange(make(c));
+    } catch (e) {
+      // The socket is done for: unhealthy from now until a request succeeds on a new one.
+      if (c.sock.failed) this.failing ??= { since: Date.now(), reason: c.sock.failed.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+      throw e;
+    }
     if (this.failing) {
       this.failing = undefined;
       this.okSince = Date.now();

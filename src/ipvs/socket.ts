@@ -54,6 +54,7 @@ export class GenlSocket {
     this.raw.on('truncatedMessage', () => this.fail(IpvsError.malformed('receive', 'truncated netlink datagram')));
     this.raw.on('error', (err) => this.fail(IpvsError.fromPackageError('socket', err)));
     this.raw.unref();
+    this.port = this.raw.address().port;
   }
 
   /** Why the socket failed (it is then never used again), or undefined while it works. */
@@ -61,10 +62,8 @@ export class GenlSocket {
     return this.failure;
   }
 
-  /** The socket's netlink port id (what the kernel addresses replies to). */
-  get port(): number {
-    return this.raw.address().port;
-  }
+  /** The socket's netlink port id (what the kernel addresses replies to), read once at open. */
+  readonly port: number;
 
   /** A fresh sequence number. */
   nextSeq(): number {
@@ -94,7 +93,7 @@ export class GenlSocket {
       const finish = (err?: IpvsError) => {
         clearTimeout(timer);
         for (const o of chunk) this.pending.delete(o.seq);
-        if (this.pending.size === 0) this.raw.unref();
+        if (this.pending.size === 0) this.rawCall(() => this.raw.unref());
         if (err) reject(err); else resolve(replies);
       };
       chunk.forEach((o, i) => {
@@ -108,14 +107,26 @@ export class GenlSocket {
         });
       });
       this.onFailure = finish;
-      this.raw.ref();
-      this.raw.send(Buffer.concat(chunk.map((o) => o.bytes)), { port: 0 }, (error) => {
-        if (error) this.fail(IpvsError.fromPackageError('send', error));
+      // A descriptor closed under us makes the package throw synchronously: a socket failure too.
+      this.rawCall(() => {
+        this.raw.ref();
+        this.raw.send(Buffer.concat(chunk.map((o) => o.bytes)), { port: 0 }, (error) => {
+          if (error) this.fail(IpvsError.fromPackageError('send', error));
+        });
       });
     });
   }
 
   private onFailure: ((err: IpvsError) => void) | undefined;
+
+  /** Calls into the raw socket; what it throws fails this socket with an IpvsError instead. */
+  private rawCall(fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      if (!this.failure) this.fail(IpvsError.fromPackageError('socket', e));
+    }
+  }
 
   private fail(err: IpvsError): void {
     this.failure = err;
@@ -160,6 +171,6 @@ export class GenlSocket {
     if (this.closed) return;
     this.closed = true;
     this.fail(IpvsError.malformed('close', 'socket closed'));
-    this.raw.close();
+    this.rawCall(() => this.raw.close());
   }
 }

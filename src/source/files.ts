@@ -1,22 +1,29 @@
 // FilesSource (`--source files:DIR`): Services, EndpointSlices, this node's Node and the
 // IPVSProxyConfig from a directory of YAML files, for labs, demos and machines without a cluster.
 //
-// Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories) is read as
-// `kubectl get -o yaml` writes it: multi-document, `kind: List` with items. On any change in DIR
-// (fs.watch, debounced) the whole directory is read again and diffed against what was sent:
-// changed objects go out as upserts, vanished ones as deletes. Decisions:
+// Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories; symlinks followed, so a
+// ConfigMap volume's `name.yaml -> ..data/name.yaml` layout works and its atomic `..data` swap is
+// one change) is read as `kubectl get -o yaml` writes it: multi-document, `kind: List` with items.
+// On any change in DIR (fs.watch, debounced), and every `rescanMs` as a safety net for what the
+// watcher misses (a directory deleted and created again, an event dropped), the directory is read
+// again and diffed against what was sent: changed objects go out as upserts, vanished ones as
+// deletes. Decisions:
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
 //   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
 //   matched to this node (externalTrafficPolicy: Local), so there is no such fallback.
 // - IPVSProxyConfig: only the one named "default". An invalid one is reported and not sent: the
 //   last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
-// - A malformed file (YAML error, object without kind/name, unsupported apiVersion) is reported as
-//   a problem and its last good objects stay: a half-saved file never deletes Services.
+// - A malformed file (YAML error, object without kind/name, unsupported apiVersion, hostile YAML:
+//   alias bombs, circular aliases, deep nesting, prototype names as kinds; over 16 MiB) is reported
+//   as a problem naming the file and its last good objects stay: a half-saved file never deletes
+//   Services. So do a file that cannot be read (EACCES, EIO) and a directory that cannot be read:
+//   only a file that is gone (ENOENT) deletes its objects.
+// - Each problem is reported once (to onProblems when given, else as a warn line), while it lasts.
 // - The same object in two files: the first file (by name) wins, the other is reported.
 // - metadata.resourceVersion is the source's own counter: files copied from `kubectl get` carry
 //   stale resourceVersions that would hide edits from the desired state's change detection.
 import { type FSWatcher, watch } from 'node:fs';
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
@@ -38,6 +45,10 @@ export interface FilesSourceOptions {
   debounceMs?: number;
   /** How long to wait before watching again after the watcher failed. */
   retryMs?: number;
+  /** Period of the safety-net rescan (default 30 s). */
+  rescanMs?: number;
+  /** Reads a file (default fs/promises readFile): a seam for read failures root never sees. */
+  readFile?: (path: string) => Promise<string>;
   /** Config validation (default: the CRD schema's). */
   validate?: (obj: unknown) => ConfigResult;
 }
@@ -56,7 +67,11 @@ export class FilesSource implements Source {
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
   private watcher: FSWatcher | undefined;
+  /** The directory the watcher watches (dev:ino): a new directory under the name needs a new watcher. */
+  private watchedId: string | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private rescanTimer: NodeJS.Timeout | undefined;
+  private lastError: string | undefined;
   private queue: Promise<void> = Promise.resolve();
   private version = 0;
   private ok = false;
@@ -72,16 +87,31 @@ export class FilesSource implements Source {
     this.onEvent = onEvent;
     this.stopped = false;
     await this.scan(true);
-    this.watchDir();
+    await this.watchDir();
+    this.armRescan();
+  }
+
+  /** The safety net: the directory read again every rescanMs, whatever the watcher saw. */
+  private armRescan(): void {
+    if (this.stopped) return;
+    this.rescanTimer = setTimeout(() => {
+      void this.rescan().finally(() => this.armRescan());
+    }, this.opts.rescanMs ?? 30_000);
+    this.rescanTimer.unref?.();
   }
 
   private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
 
-  /** healthy(), with the time it last changed (tracked when asked; a later change refines it). */
+  /** healthy(), with when it last changed and the directory's last error. */
   health(): SourceHealth {
-    const ok = this.healthy();
+    return { ...this.healthSeen, ...(this.healthSeen.ok || !this.lastError ? {} : { reason: this.lastError }) };
+  }
+
+  /** Records whether the directory could be read, and when that changed. */
+  private setOk(ok: boolean, error?: string): void {
+    this.ok = ok;
+    this.lastError = ok ? undefined : error;
     if (ok !== this.healthSeen.ok) this.healthSeen = { ok, since: Date.now() };
-    return { ...this.healthSeen };
   }
 
   healthy(): boolean {
@@ -91,6 +121,7 @@ export class FilesSource implements Source {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    clearTimeout(this.rescanTimer);
     this.watcher?.close();
     this.watcher = undefined;
     await this.queue;
@@ -107,11 +138,18 @@ export class FilesSource implements Source {
     return this.queue;
   }
 
-  private watchDir(): void {
+  /** Watches DIR (again, when it is a new directory under the same name). */
+  private async watchDir(): Promise<void> {
     if (this.stopped) return;
+    const id = await dirId(this.opts.dir);
+    if (this.watcher && id === this.watchedId) return;
+    this.watcher?.close();
+    this.watcher = undefined;
+    if (id === undefined) return; // gone: the rescan watches it again when it is back
     try {
       this.watcher = watch(this.opts.dir, { persistent: false }, () => this.schedule());
       this.watcher.on('error', (e) => this.watchFailed(e));
+      this.watchedId = id;
     } catch (e) {
       this.watchFailed(e as Error);
     }
@@ -119,12 +157,11 @@ export class FilesSource implements Source {
 
   private watchFailed(e: Error): void {
     this.log('error', 'watching the manifest directory failed; retrying', { dir: this.opts.dir, error: e.message });
-    this.ok = false;
     this.watcher?.close();
     this.watcher = undefined;
     if (this.stopped) return;
     this.timer = setTimeout(() => {
-      this.watchDir();
+      void this.watchDir();
       this.schedule();
     }, this.opts.retryMs ?? 1000);
   }
@@ -139,25 +176,31 @@ export class FilesSource implements Source {
     if (this.stopped) return;
     let names: string[];
     try {
-      names = (await readdir(this.opts.dir, { withFileTypes: true }))
-        .filter((d) => d.isFile() && /\.ya?ml$/.test(d.name) && !d.name.startsWith('.'))
-        .map((d) => d.name)
-        .sort();
+      names = await yamlFiles(this.opts.dir);
     } catch (e) {
-      this.ok = false;
-      if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${(e as Error).message}`);
+      const error = (e as Error).message;
+      if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${error}`);
       // Send nothing: what was programmed stays until the directory can be read again.
-      this.log('error', 'cannot read the manifest directory; keeping the last objects', { dir: this.opts.dir, error: (e as Error).message });
+      if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', { dir: this.opts.dir, error });
+      this.setOk(false, `cannot read ${this.opts.dir}: ${error}`);
       return;
     }
+    if (!initial) await this.watchDir();
     const problems: Problem[] = [];
     for (const name of [...this.files.keys()]) if (!names.includes(name)) this.files.delete(name);
+    const read = this.opts.readFile ?? ((path: string) => readFile(path, 'utf8'));
     for (const name of names) {
       let text: string;
       try {
-        text = await readFile(join(this.opts.dir, name), 'utf8');
-      } catch {
-        this.files.delete(name); // removed between readdir and read
+        const path = join(this.opts.dir, name);
+        if ((await stat(path)).size > MAX_FILE_BYTES) throw new Error(`larger than ${MAX_FILE_BYTES} bytes`);
+        text = await read(path);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
+          this.files.delete(name); // removed between readdir and read
+          continue;
+        }
+        problems.push({ service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
         continue;
       }
       const parsed = parseManifests(text);
@@ -168,7 +211,7 @@ export class FilesSource implements Source {
       if (parsed.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: parsed.skipped });
       this.files.set(name, parsed.manifests);
     }
-    this.ok = true;
+    this.setOk(true);
     if (this.stopped) return;
     this.apply(this.select(problems), problems);
     this.setProblems(problems);
@@ -237,9 +280,34 @@ export class FilesSource implements Source {
     const changed = problems.length !== this.currentProblems.length || problems.some((p) => !before.has(problemKey(p)));
     this.currentProblems = problems;
     if (!changed) return;
-    for (const p of problems) if (!before.has(problemKey(p))) this.log('warn', p.message, { reason: p.reason, dir: this.opts.dir });
-    this.opts.onProblems?.(problems);
+    // Reported once: to onProblems (which logs or posts them) when given, else here.
+    if (this.opts.onProblems) this.opts.onProblems(problems);
+    else for (const p of problems) if (!before.has(problemKey(p))) this.log('warn', p.message, { reason: p.reason, dir: this.opts.dir });
   }
+}
+
+/** Files larger than this are refused unread (a manifest directory holds YAML, not data). */
+const MAX_FILE_BYTES = 16 << 20;
+
+/** The *.yaml / *.yml entries of `dir` that are regular files, following symlinks, sorted; hidden ones skipped. */
+async function yamlFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const d of await readdir(dir, { withFileTypes: true })) {
+    if (d.name.startsWith('.') || !/\.ya?ml$/.test(d.name)) continue;
+    if (d.isFile()) out.push(d.name);
+    else if (d.isSymbolicLink()) {
+      // A ConfigMap volume's files are symlinks into ..data; a dangling one is a file that is gone.
+      const target = await stat(join(dir, d.name)).catch(() => undefined);
+      if (target?.isFile()) out.push(d.name);
+    }
+  }
+  return out.sort();
+}
+
+/** The directory's identity (device and inode), undefined when it does not exist. */
+async function dirId(dir: string): Promise<string | undefined> {
+  const s = await stat(dir).catch(() => undefined);
+  return s?.isDirectory() ? `${s.dev}:${s.ino}` : undefined;
 }
 
 function toEvent(kind: Manifest['kind'], type: 'upsert' | 'delete', object: object): SourceEvent {

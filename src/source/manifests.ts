@@ -2,6 +2,7 @@
 // read them: several documents separated by `---`, and `kind: List` (or any `...List`) whose
 // `items` are the objects. Objects of kinds the operator does not read are skipped. pure: no I/O.
 import { parseAllDocuments } from 'yaml';
+import { checkJsonShape } from '../config/schema.js';
 
 /** The kinds a source reads. */
 export type ManifestKind = 'Service' | 'EndpointSlice' | 'Node' | 'IPVSProxyConfig';
@@ -31,21 +32,59 @@ const API_VERSIONS: Record<ManifestKind, readonly string[]> = {
 };
 const NAMESPACED: ReadonlySet<ManifestKind> = new Set(['Service', 'EndpointSlice']);
 
-/** The objects of a multi-document YAML text; any error makes the whole file malformed. */
+/** Limits on what a file may hold, checked before any of it is used. */
+export const MANIFEST_LIMITS = Object.freeze({
+  /** Aliases expanded per document (YAML's "billion laughs"): the yaml package's default. */
+  maxAliasCount: 100,
+  /** Nesting of a document: Kubernetes objects are a dozen levels deep at most. */
+  maxDepth: 64,
+  /** Values in one document, aliases counted at each place they expand. */
+  maxNodes: 200_000,
+});
+
+/**
+ * The objects of a multi-document YAML text; any error makes the whole file malformed. Never
+ * throws: hostile YAML (alias bombs, circular aliases, nesting thousands deep, prototype names
+ * as kinds) is an error naming the document.
+ */
 export function parseManifests(text: string): ParsedFile {
   const out: ParsedFile = { manifests: [], errors: [], skipped: [] };
-  parseAllDocuments(text).forEach((doc, i) => {
+  let docs: ReturnType<typeof parseAllDocuments>;
+  try {
+    docs = parseAllDocuments(text, { uniqueKeys: true });
+  } catch (e) {
+    out.errors.push(`not YAML this parser can read (nested too deep?): ${firstLine(e)}`);
+    return out;
+  }
+  // parseAllDocuments returns an EmptyStream (not an array) for a text without documents.
+  if (!Array.isArray(docs)) return out;
+  docs.forEach((doc, i) => {
     const where = `document ${i + 1}`;
     if (doc.errors.length) {
-      out.errors.push(`${where}: ${doc.errors[0]!.message.split('\n')[0]}`);
+      out.errors.push(`${where}: ${firstLine(doc.errors[0])}`);
       return;
     }
-    const value: unknown = doc.toJS();
+    let value: unknown;
+    try {
+      value = doc.toJS({ maxAliasCount: MANIFEST_LIMITS.maxAliasCount });
+    } catch (e) {
+      out.errors.push(`${where}: ${firstLine(e)}`);
+      return;
+    }
     if (value === null || value === undefined) return;
+    const bad = checkJsonShape(value, MANIFEST_LIMITS.maxDepth, MANIFEST_LIMITS.maxNodes, where);
+    if (bad) {
+      out.errors.push(bad.startsWith(where) ? bad : `${where}: ${bad}`);
+      return;
+    }
     collect(value, where, out);
   });
   if (out.errors.length) out.manifests = [];
   return out;
+}
+
+function firstLine(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
 }
 
 function collect(value: unknown, where: string, out: ParsedFile): void {
@@ -59,7 +98,7 @@ function collect(value: unknown, where: string, out: ParsedFile): void {
     out.errors.push(`${where}: no kind`);
     return;
   }
-  if (kind.endsWith('List') && 'items' in o) {
+  if (kind.endsWith('List') && Object.hasOwn(o, 'items')) {
     if (!Array.isArray(o.items)) {
       out.errors.push(`${where}: ${kind}.items is not a list`);
       return;
@@ -67,9 +106,10 @@ function collect(value: unknown, where: string, out: ParsedFile): void {
     o.items.forEach((item, j) => collect(item, `${where} item ${j + 1}`, out));
     return;
   }
-  const meta = o.metadata as Record<string, unknown> | undefined;
+  const meta = typeof o.metadata === 'object' && o.metadata !== null && !Array.isArray(o.metadata) ? o.metadata as Record<string, unknown> : undefined;
   const name = meta?.name;
-  if (!(kind in API_VERSIONS)) {
+  // Own properties only: `kind: constructor` or `kind: toString` must not find Object's members.
+  if (!Object.hasOwn(API_VERSIONS, kind)) {
     out.skipped.push(`${kind}/${typeof name === 'string' ? name : '?'}`);
     return;
   }
