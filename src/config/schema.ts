@@ -9,7 +9,7 @@
 // every CIDR parses, minSyncPeriod <= syncPeriod, and no unknown spec field (the API server prunes
 // unknown fields silently; a YAML directory has no server, and a typo must not pass unnoticed).
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { parseCidr } from '../desired/ip.js';
+import { parseCidr } from '../model/addr.js';
 import { type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
 
 export const CONFIG_GROUP = 'ipvs-operator.io';

@@ -8,6 +8,7 @@
 //   10.10.1.3:80 w=1 masq                         a real server
 //   add-dest TCP 10.200.1.63:9000 -> 10.10.1.3:80 w=1 masq
 // pure: no I/O.
+import { maskToPrefix } from './addr.js';
 
 /** Address family of a virtual or real server (named as EndpointSlice addressType names it). */
 export type Family = 'IPv4' | 'IPv6';
@@ -98,9 +99,6 @@ export type IpvsOp =
   | { kind: 'add-dest'; vs: VirtualServer; rs: RealServer }
   | { kind: 'update-dest'; vs: VirtualServer; rs: RealServer }
   | { kind: 'delete-dest'; vs: VirtualServer; rs: RealServer };
-
-/** Kind of an IpvsOp. */
-export type IpvsOpKind = IpvsOp['kind'];
 
 /** Kernel IPVS version and connection table size (GET_INFO). */
 export interface IpvsInfo {
@@ -205,10 +203,7 @@ export function formatVirtualServer(vs: VirtualServer): string {
 }
 
 function formatNetmask(vs: VirtualServer): string {
-  if (vs.family === 'IPv6') return String(vs.netmask);
-  let bits = 0;
-  for (let m = vs.netmask >>> 0; m & 0x80000000; m = (m << 1) >>> 0) bits++;
-  return String(bits);
+  return String(vs.family === 'IPv6' ? vs.netmask : maskToPrefix(vs.netmask));
 }
 
 /** One-line form of a real server: address, weight, forwarding, then non-default settings. */

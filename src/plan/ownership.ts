@@ -11,7 +11,7 @@
 // Everything else (keepalived, a manual `ipvsadm -A`, another proxy on other addresses) is foreign
 // and the planner emits no op for it. pure: no I/O.
 import type { VirtualServer } from '../model/ipvs.js';
-import { type Cidr, cidrContains, parseCidr, parseIp } from '../desired/ip.js';
+import { type Cidr, cidrContains, parseCidr, parseIp } from '../model/addr.js';
 
 /** Inputs of the ownership rule. */
 export interface OwnershipInput {
