@@ -60,5 +60,6 @@ export function describe(v: unknown): string {
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'an object';
   if (typeof v === 'string') return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}...` : v);
+  if (typeof v === 'number') return String(v);
   return `${typeof v} ${String(v)}`;
 }
