@@ -244,13 +244,19 @@ export interface VirtualServerEntry {
 /** An IPVS table (the kernel's, or one we want) keyed by `virtualServerKey`. */
 export type IpvsTable = ReadonlyMap<string, VirtualServerEntry>;
 
-/** A table as sorted `add-service` / `add-dest` lines: the ops that would build it from nothing. */
-export function formatTable(table: IpvsTable): string {
+/**
+ * A table as sorted `add-service` / `add-dest` lines: the ops that would build it from nothing.
+ * `destSuffix` appends to each `add-dest` line (FakeIpvs.dump adds ` conns=A/I`).
+ */
+export function formatTable(table: IpvsTable, destSuffix: (rs: RealServer) => string = () => ''): string {
   const lines: string[] = [];
   for (const key of [...table.keys()].sort()) {
     const e = table.get(key)!;
     lines.push(formatOp({ kind: 'add-service', vs: e.vs }));
-    for (const rkey of [...e.dests.keys()].sort()) lines.push(formatOp({ kind: 'add-dest', vs: e.vs, rs: e.dests.get(rkey)! }));
+    for (const rkey of [...e.dests.keys()].sort()) {
+      const rs = e.dests.get(rkey)!;
+      lines.push(formatOp({ kind: 'add-dest', vs: e.vs, rs }) + destSuffix(rs));
+    }
   }
   return lines.join('\n');
 }
