@@ -85,14 +85,40 @@ export class PluginRegistry {
     return [...this.entries.keys()].sort();
   }
 
-  /** Validates (a copy of) options, filling in schema defaults; the ajv error text when invalid. */
+  /**
+   * Validates (a copy of) options, filling in schema defaults; the ajv error text when invalid.
+   * Never throws: values nested deeper than MAX_OPTIONS_NESTING or that cannot be copied (functions,
+   * cycles) are refused with an error text.
+   */
   validateOptions(name: string, options: unknown): OptionsResult {
     const entry = this.entries.get(name);
     if (!entry) return { ok: false, errors: `no plugin "${name}"` };
-    const copy = structuredClone(options);
-    if (entry.validate(copy)) return { ok: true, options: copy };
-    return { ok: false, errors: formatErrors(entry.validate.errors ?? []) };
+    if (nestingExceeds(options, MAX_OPTIONS_NESTING)) return { ok: false, errors: `options nested deeper than ${MAX_OPTIONS_NESTING} levels` };
+    try {
+      const copy = structuredClone(options);
+      if (entry.validate(copy)) return { ok: true, options: copy };
+      return { ok: false, errors: formatErrors(entry.validate.errors ?? []) };
+    } catch (e) {
+      return { ok: false, errors: `options cannot be checked: ${(e as Error)?.message ?? String(e)}` };
+    }
   }
+}
+
+/** Deepest nesting of objects/arrays validateOptions accepts (plugin options are flat). */
+export const MAX_OPTIONS_NESTING = 16;
+
+/** Whether objects/arrays in `value` nest deeper than `max` levels; iterative, so any depth is safe. */
+export function nestingExceeds(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  const seen = new Set<object>();
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null || seen.has(v)) continue;
+    if (depth + 1 > max) return true;
+    seen.add(v);
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
 }
 
 const NAME = /^[a-z][a-z0-9-]{0,62}$/;

@@ -45,7 +45,6 @@ export interface Profile {
 }
 
 export const PROFILE_NAMES = ['equal', 'one-slow', 'heterogeneous', 'stall'] as const;
-export type ProfileName = (typeof PROFILE_NAMES)[number];
 
 const FAST_MS = 20;
 const SLOW_MS = 200;

@@ -12,7 +12,7 @@
 // Before any of it, checkJsonShape refuses what is not plain JSON data or is too deep or too big
 // (a config nested 5,000 deep), so validation never throws and never recurses without bound.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { parseCidr } from '../desired/ip.js';
+import { parseCidr } from '../model/addr.js';
 import { type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
 
 export const CONFIG_GROUP = 'ipvs-operator.io';

@@ -3,7 +3,8 @@
 import type { V1EndpointSlice } from './kube.js';
 import type { PluginEndpoint } from '../../plugins/types.js';
 import type { Family, Protocol } from '../model/ipvs.js';
-import { canonicalIp } from './ip.js';
+import { canonicalIP, familyOf } from '../model/addr.js';
+import { arr, bool, intIn, obj, str, stringMap } from './fields.js';
 
 /** Label tying an EndpointSlice to its Service. */
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -20,30 +21,39 @@ export function collectEndpoints(
 ): PluginEndpoint[] {
   const byKey = new Map<string, PluginEndpoint>();
   for (const slice of slices) {
-    if (slice.addressType !== family) continue;
-    const port = slice.ports?.find((p) => (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
-    if (port?.port === undefined || port.port === null) continue;
-    const labels = slice.metadata?.labels ?? {};
-    for (const ep of slice.endpoints ?? []) {
-      const raw = ep.addresses?.[0];
-      const address = raw === undefined ? undefined : canonicalIp(raw);
-      if (address === undefined) continue;
-      const ready = ep.conditions?.ready ?? true;
+    if (obj(slice)?.addressType !== family) continue;
+    // Fields are read type-safely (fields.ts): a slice from YAML may hold anything; what is not of
+    // the API's type is skipped, as an endpoint without an address is.
+    const port = (arr(slice.ports) ?? []).map(obj).find((p) => p && (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
+    const portNumber = intIn(port?.port, 1, 65535);
+    if (portNumber === undefined) continue;
+    const labels = stringMap(obj(slice.metadata)?.labels);
+    for (const raw of arr(slice.endpoints) ?? []) {
+      const ep = obj(raw);
+      const first = arr(ep?.addresses)?.[0];
+      const address = typeof first === 'string' ? canonicalIP(first) : undefined;
+      if (!ep || address === undefined || familyOf(address) !== family) continue;
+      const cond = obj(ep.conditions);
+      const ready = bool(cond?.ready) ?? true;
+      const epNode = str(ep.nodeName);
       const e: PluginEndpoint = {
         address,
-        port: port.port,
+        port: portNumber,
         family,
         sliceLabels: labels,
         ready,
-        serving: ep.conditions?.serving ?? ready,
-        terminating: ep.conditions?.terminating ?? false,
-        local: ep.nodeName !== undefined && ep.nodeName === nodeName,
+        serving: bool(cond?.serving) ?? ready,
+        terminating: bool(cond?.terminating) ?? false,
+        local: epNode !== undefined && epNode === nodeName,
       };
-      if (ep.nodeName !== undefined) e.nodeName = ep.nodeName;
-      if (ep.zone !== undefined) e.zone = ep.zone;
-      if (ep.hostname !== undefined) e.hostname = ep.hostname;
-      if (ep.targetRef?.kind === 'Pod' && ep.targetRef.name) e.podName = ep.targetRef.name;
-      const key = `${address}|${port.port}`;
+      if (epNode !== undefined) e.nodeName = epNode;
+      const zone = str(ep.zone);
+      if (zone !== undefined) e.zone = zone;
+      const hostname = str(ep.hostname);
+      if (hostname !== undefined) e.hostname = hostname;
+      const ref = obj(ep.targetRef);
+      if (ref?.kind === 'Pod' && typeof ref.name === 'string' && ref.name) e.podName = ref.name;
+      const key = `${address}|${portNumber}`;
       const old = byKey.get(key);
       if (!old || rank(e) > rank(old)) byKey.set(key, e);
     }

@@ -6,6 +6,7 @@
 // naming the bad value and what is allowed. pure: no I/O.
 import { type PluginRegistry, unavailableReason } from '../../plugins/index.js';
 import type { PluginContext, SchedulerPlugin } from '../../plugins/types.js';
+import { describe, obj, str } from './fields.js';
 import type { Problem } from './types.js';
 
 export const SCHEDULER_ANNOTATION = 'ipvs-operator.io/scheduler';
@@ -38,15 +39,21 @@ function defaultOptions(registry: PluginRegistry, name: string): unknown {
 /** The scheduler for one Service from its annotations; problems appended for every mistake. */
 export function chooseScheduler(
   serviceId: string,
-  annotations: Readonly<Record<string, string>> | undefined,
+  annotations: unknown,
   registry: PluginRegistry,
   fallback: SchedulerChoice,
   context: PluginContext,
   problems: Problem[],
 ): SchedulerChoice {
-  const name = annotations?.[SCHEDULER_ANNOTATION]?.trim();
-  const rawOptions = annotations?.[SCHEDULER_OPTIONS_ANNOTATION];
   const fallbackNote = `; using the default scheduler "${fallback.plugin.name}"`;
+  const map = obj(annotations);
+  for (const key of [SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION]) {
+    if (map?.[key] === undefined || typeof map[key] === 'string') continue;
+    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions', message: `${key}: ${describe(map[key])} is not a string${fallbackNote}` });
+    return fallback;
+  }
+  const name = str(map?.[SCHEDULER_ANNOTATION])?.trim();
+  const rawOptions = str(map?.[SCHEDULER_OPTIONS_ANNOTATION]);
   let plugin = fallback.plugin;
   if (name) {
     const p = registry.get(name);
@@ -65,6 +72,12 @@ export function chooseScheduler(
   if (rawOptions === undefined || rawOptions.trim() === '') {
     return plugin === fallback.plugin ? fallback : { plugin, options: defaultOptions(registry, plugin.name) };
   }
+  const tooBig = optionsTooBig(rawOptions);
+  if (tooBig) {
+    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
+      message: `${SCHEDULER_OPTIONS_ANNOTATION}: ${tooBig}; given ${truncate(rawOptions)}${fallbackNote}` });
+    return fallback;
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(rawOptions);
@@ -80,6 +93,33 @@ export function chooseScheduler(
     return fallback;
   }
   return { plugin, options: v.options };
+}
+
+/** Limits on the options annotation, checked before JSON.parse (options are a few flat keys). */
+export const MAX_OPTIONS_BYTES = 4096;
+/** Deepest nesting of objects/arrays allowed in the options annotation. */
+export const MAX_OPTIONS_DEPTH = 16;
+
+/**
+ * Why `text` is refused before parsing (too long, or nested deeper than MAX_OPTIONS_DEPTH), or
+ * undefined. The depth is counted by a scan outside string literals, without recursion, so a
+ * 2,000-deep document cannot overflow the stack in JSON.parse, structuredClone or the schema check.
+ */
+export function optionsTooBig(text: string): string | undefined {
+  if (text.length > MAX_OPTIONS_BYTES) return `${text.length} characters exceed the limit of ${MAX_OPTIONS_BYTES}`;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > MAX_OPTIONS_DEPTH) return `nested deeper than ${MAX_OPTIONS_DEPTH} levels`;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return undefined;
 }
 
 function truncate(s: string): string {

@@ -17,7 +17,9 @@ import {
   type Family, type Protocol, type RealServer, SvcFlag, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
 import { categorizeEndpoints, collectEndpoints } from './endpoints.js';
-import { canonicalIp, cidrContains, familyOf, parseCidr, parseIp } from './ip.js';
+import { canonicalIP, cidrContains, familyOf, formatIp, parseCidr, parseIp, prefixToMask } from '../model/addr.js';
+import { realServerProblems, virtualServerProblems } from '../ipvs/validate.js';
+import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
 import type { DesiredVirtualServer, Problem, ProxyConfig, SetEntry, SetName, VipKind } from './types.js';
 
@@ -25,6 +27,8 @@ import type { DesiredVirtualServer, Problem, ProxyConfig, SetEntry, SetName, Vip
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
 /** kube-proxy's default ClientIP affinity timeout (3 hours). */
 export const DEFAULT_AFFINITY_TIMEOUT = 10800;
+/** The API's upper bound for the ClientIP affinity timeout (one day). */
+export const MAX_AFFINITY_TIMEOUT = 86400;
 
 /** Everything but the Service and its slices that an entry depends on; rebuilt when it changes. */
 export interface BuildEnv {
@@ -57,11 +61,12 @@ export function serviceId(s: V1Service | V1EndpointSlice): string {
  * headless or ExternalName. Selector-less Services without slices are skipped in buildServiceEntry.
  */
 export function handlesService(service: V1Service, config: ProxyConfig): boolean {
-  const label = service.metadata?.labels?.[SERVICE_PROXY_NAME_LABEL];
+  const label = obj(obj(service.metadata)?.labels)?.[SERVICE_PROXY_NAME_LABEL];
   if (config.serviceProxyName ? label !== config.serviceProxyName : label !== undefined) return false;
-  if (service.spec?.type === 'ExternalName') return false;
-  const ip = service.spec?.clusterIP;
-  return ip !== undefined && ip !== '' && ip !== 'None';
+  const spec = obj(service.spec);
+  if (spec?.type === 'ExternalName') return false;
+  const ip = spec?.clusterIP;
+  return ip !== undefined && ip !== null && ip !== '' && ip !== 'None';
 }
 
 /** Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config problems appended. */
@@ -72,50 +77,78 @@ export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfi
     return c ? [c] : [];
   });
   const out = new Set<string>();
-  for (const a of node?.status?.addresses ?? []) {
-    if (a.type !== 'InternalIP' && a.type !== 'ExternalIP') continue;
-    const ip = parseIp(a.address);
+  for (const raw of arr(obj(obj(node)?.status)?.addresses) ?? []) {
+    const a = obj(raw);
+    if (a?.type !== 'InternalIP' && a?.type !== 'ExternalIP') continue;
+    const ip = parseIp(str(a.address) ?? '');
     if (!ip) continue;
     if (config.nodePortAddresses.length && !cidrs.some((c) => cidrContains(c, ip))) continue;
-    out.add(canonicalIp(a.address)!);
+    out.add(formatIp(ip));
   }
   return [...out].sort();
 }
 
-/** The Service's virtual servers, VIPs, sets and problems; an empty entry when it is not handled. */
+/**
+ * The Service's virtual servers, VIPs, sets and problems; an empty entry when it is not handled.
+ * Fields of the wrong type (as YAML can produce) and values the kernel would refuse are Problems,
+ * never exceptions; every virtual and real server returned passes the IPVS clients' validation.
+ */
 export function buildServiceEntry(service: V1Service, slices: readonly V1EndpointSlice[], env: BuildEnv): ServiceEntry {
   const id = serviceId(service);
   const entry: ServiceEntry = { id, vss: [], vips: [], sets: [], problems: [] };
   if (!handlesService(service, env.config)) return entry;
-  const spec = service.spec!;
+  const spec = obj(service.spec)!;
   if (!spec.selector && slices.length === 0) return entry;
   const problems = entry.problems;
-  const choice = chooseScheduler(id, service.metadata?.annotations, env.registry, env.fallback, env.context, problems);
+  const invalid = (message: string) => problems.push({ service: id, reason: 'InvalidField', message });
+  const choice = chooseScheduler(id, obj(service.metadata)?.annotations, env.registry, env.fallback, env.context, problems);
 
-  const clusterIPs = addressList(spec.clusterIPs?.length ? spec.clusterIPs : [spec.clusterIP!], 'spec.clusterIPs', id, problems);
+  const ipsField = stringList(spec.clusterIPs, 'spec.clusterIPs');
+  const clusterIP = str(spec.clusterIP);
+  if (clusterIP === undefined) invalid(`spec.clusterIP: ${describe(spec.clusterIP)} is not a string`);
+  ipsField.errors.forEach(invalid);
+  const clusterIPs = addressList(ipsField.values.length ? ipsField.values : clusterIP ? [clusterIP] : [], 'spec.clusterIPs', id, problems);
   const families = [...new Set(clusterIPs.map(familyOf))];
-  const type = spec.type ?? 'ClusterIP';
+  const type = str(spec.type) ?? 'ClusterIP';
   const hasNodePorts = type === 'NodePort' || type === 'LoadBalancer';
-  const externalIPs = addressList(spec.externalIPs ?? [], 'spec.externalIPs', id, problems);
-  const lbIPs = type === 'LoadBalancer'
-    ? addressList((service.status?.loadBalancer?.ingress ?? []).filter((i) => i.ip && i.ipMode !== 'Proxy').map((i) => i.ip!),
-      'status.loadBalancer.ingress', id, problems)
-    : [];
+  const extField = stringList(spec.externalIPs, 'spec.externalIPs');
+  extField.errors.forEach(invalid);
+  const externalIPs = addressList(extField.values, 'spec.externalIPs', id, problems);
+  const lbIPs = type === 'LoadBalancer' ? addressList(ingressIPs(service, invalid), 'status.loadBalancer.ingress', id, problems) : [];
   const extLocal = hasNodePorts && spec.externalTrafficPolicy === 'Local';
   const intLocal = spec.internalTrafficPolicy === 'Local';
   const affinity = spec.sessionAffinity === 'ClientIP';
-  const timeout = spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT;
-  const sourceRanges = type === 'LoadBalancer' ? (spec.loadBalancerSourceRanges ?? []) : [];
+  const timeout = affinityTimeout(spec, affinity, invalid);
+  const rangesField = type === 'LoadBalancer' ? stringList(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges') : { values: [], errors: [] };
+  rangesField.errors.forEach(invalid);
+  const sourceRanges = rangesField.values;
   entry.vips.push(...new Set([...clusterIPs, ...externalIPs, ...lbIPs]));
 
   const seen = new Set<string>();
   let warnedPersistence = false;
-  for (const sp of spec.ports ?? []) {
-    const protocol = (sp.protocol ?? 'TCP') as Protocol;
-    const portName = sp.name ?? '';
-    if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
-      problems.push({ service: id, reason: 'UnsupportedProtocol', message: `port "${portName}": protocol ${String(protocol)} is not TCP, UDP or SCTP` });
+  const ports = spec.ports === undefined || spec.ports === null ? [] : arr(spec.ports);
+  if (!ports) invalid(`spec.ports: ${describe(spec.ports)} is not a list`);
+  for (const [i, raw] of (ports ?? []).entries()) {
+    const sp = obj(raw);
+    if (!sp) {
+      invalid(`spec.ports[${i}]: ${describe(raw)} is not an object`);
       continue;
+    }
+    const portName = str(sp.name) ?? '';
+    if (sp.name !== undefined && sp.name !== null && typeof sp.name !== 'string') invalid(`spec.ports[${i}].name: ${describe(sp.name)} is not a string`);
+    const protocol = (sp.protocol ?? 'TCP') as Protocol;
+    if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
+      problems.push({ service: id, reason: 'UnsupportedProtocol', message: `port "${portName}": protocol ${describe(protocol)} is not TCP, UDP or SCTP` });
+      continue;
+    }
+    const port = intIn(sp.port, 1, 65535);
+    if (port === undefined) {
+      problems.push({ service: id, reason: 'InvalidPort', message: `port "${portName}": port ${describe(sp.port)} is not an integer in 1..65535; not programmed` });
+      continue;
+    }
+    const nodePort = sp.nodePort === undefined || sp.nodePort === null || sp.nodePort === 0 ? undefined : intIn(sp.nodePort, 1, 65535);
+    if (nodePort === undefined && sp.nodePort !== undefined && sp.nodePort !== null && sp.nodePort !== 0) {
+      problems.push({ service: id, reason: 'InvalidPort', message: `port "${portName}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; no NodePort programmed` });
     }
     for (const family of families) {
       const cat = categorizeEndpoints(collectEndpoints(slices, portName, protocol, family, env.context.nodeName));
@@ -152,21 +185,21 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         const key = virtualServerKey(vs);
         if (seen.has(key)) return; // e.g. an external IP equal to an LB IP: one virtual server
         seen.add(key);
-        entry.vss.push({ vs, dests, origin: { namespace: service.metadata?.namespace ?? '', name: service.metadata?.name ?? '', portName, kind, plugin: choice.plugin.name } });
+        entry.vss.push({ vs, dests, origin: { namespace: str(obj(service.metadata)?.namespace) ?? '', name: str(obj(service.metadata)?.name) ?? '', portName, kind, plugin: choice.plugin.name } });
       };
-      const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port: sp.port, ...extra });
+      const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port, ...extra });
 
       for (const ip of clusterIPs.filter((a) => familyOf(a) === family)) {
-        add('cluster-ip', ip, sp.port, intLocal);
+        add('cluster-ip', ip, port, intLocal);
         set('KUBE-CLUSTER-IP', { address: ip });
       }
       for (const ip of externalIPs.filter((a) => familyOf(a) === family)) {
-        add('external-ip', ip, sp.port, extLocal);
+        add('external-ip', ip, port, extLocal);
         set('KUBE-EXTERNAL-IP', { address: ip });
         if (extLocal) set('KUBE-EXTERNAL-IP-LOCAL', { address: ip });
       }
       for (const ip of lbIPs.filter((a) => familyOf(a) === family)) {
-        add('load-balancer', ip, sp.port, extLocal);
+        add('load-balancer', ip, port, extLocal);
         set('KUBE-LOAD-BALANCER', { address: ip });
         if (extLocal) set('KUBE-LOAD-BALANCER-LOCAL', { address: ip });
         const ranges = sourceRanges.filter((r) => parseCidr(r.trim())?.family === family);
@@ -177,8 +210,7 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         const admitsNode = ranges.some((r) => env.nodeAddresses.some((n) => cidrContains(parseCidr(r.trim())!, parseIp(n)!)));
         if (admitsNode) set('KUBE-LOAD-BALANCER-SOURCE-IP', { address: ip, source: ip });
       }
-      if (hasNodePorts && sp.nodePort) {
-        const nodePort = sp.nodePort;
+      if (hasNodePorts && nodePort !== undefined) {
         for (const ip of env.nodeAddresses.filter((a) => familyOf(a) === family)) add('node-port', ip, nodePort, extLocal);
         const np = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port: nodePort, ...extra });
         if (protocol === 'SCTP') {
@@ -197,14 +229,65 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   for (const r of sourceRanges) {
     if (!parseCidr(r.trim())) problems.push({ service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
   }
+  entry.vss = entry.vss.flatMap((d) => acceptedByKernel(d, id, problems));
   return entry;
+}
+
+/**
+ * The virtual server with the real servers the IPVS clients accept (validate.ts, the same check
+ * NetlinkIpvs and FakeIpvs make); a refused one is dropped with a Problem instead of failing at
+ * apply forever. [] when the virtual server itself is refused.
+ */
+function acceptedByKernel(d: DesiredVirtualServer, id: string, problems: Problem[]): DesiredVirtualServer[] {
+  const vsProblems = virtualServerProblems(d.vs);
+  if (vsProblems.length) {
+    problems.push({ service: id, reason: 'InvalidVirtualServer', message: `${virtualServerKey(d.vs)}: ${vsProblems.join('; ')}; not programmed` });
+    return [];
+  }
+  const dests = d.dests.filter((rs) => {
+    const p = realServerProblems(d.vs, rs, true);
+    if (p.length) problems.push({ service: id, reason: 'InvalidEndpoint', message: `${virtualServerKey(d.vs)} -> ${realServerKey(rs)}: ${p.join('; ')}; left out` });
+    return p.length === 0;
+  });
+  return [dests.length === d.dests.length ? d : { ...d, dests }];
+}
+
+/** status.loadBalancer.ingress[].ip, except ipMode Proxy (the LB proxies: no VIP here). */
+function ingressIPs(service: V1Service, invalid: (m: string) => void): string[] {
+  const ingress = obj(obj(service.status)?.loadBalancer)?.ingress;
+  if (ingress === undefined || ingress === null) return [];
+  const list = arr(ingress);
+  if (!list) {
+    invalid(`status.loadBalancer.ingress: ${describe(ingress)} is not a list`);
+    return [];
+  }
+  const out: string[] = [];
+  list.forEach((raw, i) => {
+    const ing = obj(raw);
+    if (!ing) return invalid(`status.loadBalancer.ingress[${i}]: ${describe(raw)} is not an object`);
+    if (ing.ip === undefined || ing.ip === null || ing.ip === '' || ing.ipMode === 'Proxy') return;
+    if (typeof ing.ip !== 'string') return invalid(`status.loadBalancer.ingress[${i}].ip: ${describe(ing.ip)} is not a string`);
+    out.push(ing.ip);
+  });
+  return out;
+}
+
+/** sessionAffinityConfig.clientIP.timeoutSeconds (1..86400 as the API allows), default 3 hours. */
+function affinityTimeout(spec: Record<string, unknown>, affinity: boolean, invalid: (m: string) => void): number {
+  const raw = obj(obj(spec.sessionAffinityConfig)?.clientIP)?.timeoutSeconds;
+  if (raw === undefined || raw === null) return DEFAULT_AFFINITY_TIMEOUT;
+  const t = intIn(raw, 1, MAX_AFFINITY_TIMEOUT);
+  if (t === undefined && affinity) {
+    invalid(`spec.sessionAffinityConfig.clientIP.timeoutSeconds: ${describe(raw)} is not an integer in 1..${MAX_AFFINITY_TIMEOUT}; using ${DEFAULT_AFFINITY_TIMEOUT}`);
+  }
+  return t ?? DEFAULT_AFFINITY_TIMEOUT;
 }
 
 /** Canonical addresses; a problem for each that is not an IP. */
 function addressList(list: readonly string[], field: string, id: string, problems: Problem[]): string[] {
   const out: string[] = [];
   for (const raw of list) {
-    const ip = canonicalIp(raw.trim());
+    const ip = canonicalIP(raw.trim());
     if (ip === undefined) problems.push({ service: id, reason: 'InvalidAddress', message: `${field}: "${raw}" is not an IP address` });
     else if (!out.includes(ip)) out.push(ip);
   }
@@ -214,8 +297,7 @@ function addressList(list: readonly string[], field: string, id: string, problem
 /** IPVS persistence netmask: a dotted mask as u32 for IPv4, a prefix length for IPv6. */
 function netmaskFor(family: Family, p: Resolution['persistence']): number {
   if (family === 'IPv6') return p?.ipv6Prefix ?? 128;
-  const bits = p?.ipv4Prefix ?? 32;
-  return bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+  return prefixToMask(p?.ipv4Prefix ?? 32);
 }
 
 /**

@@ -6,7 +6,7 @@
 // nothing); `sync()` rebuilds just the dirty Services and returns the virtual server keys whose
 // desired value changed, so the planner can plan exactly those. One endpoint change in a cluster of
 // N Services costs one buildServiceEntry and O(its virtual servers) merging, independent of N.
-// `setNode` / `setKernel` change the environment of every Service and so mark all dirty, but only
+// `setNode` changes the environment of every Service and so mark all dirty, but only
 // when what Services read from them (node addresses, zone, kernel schedulers) actually changed.
 //
 // Two Services claiming one virtual server (e.g. the same external IP and port): the
@@ -17,6 +17,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import type { PluginContext } from '../../plugins/types.js';
 import { realServerEqual, virtualServerEqual, virtualServerKey } from '../model/ipvs.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
+import { obj, str } from './fields.js';
 import { chooseDefault } from './scheduler.js';
 import { type BuildEnv, type ServiceEntry, buildServiceEntry, nodePortAddressesOf, serviceId } from './service.js';
 import type { Desired, DesiredVirtualServer, KernelContext, Problem, ProxyConfig, SetEntry, Snapshot } from './types.js';
@@ -50,7 +51,7 @@ export class DesiredState {
   private env: BuildEnv;
   private envProblems: Problem[] = [];
   private node: V1Node | undefined;
-  private kernel: KernelContext;
+  private readonly kernel: KernelContext;
 
   constructor(
     private config: ProxyConfig,
@@ -72,9 +73,10 @@ export class DesiredState {
 
   /** The Service's identity for Events ("namespace/name" -> its ref), undefined when unknown. */
   serviceRef(id: string): { namespace: string; name: string; uid?: string } | undefined {
-    const m = this.services.get(id)?.metadata;
+    const m = obj(this.services.get(id)?.metadata);
     if (!m) return undefined;
-    return { namespace: m.namespace ?? '', name: m.name ?? '', ...(m.uid ? { uid: m.uid } : {}) };
+    const uid = str(m.uid);
+    return { namespace: str(m.namespace) ?? '', name: str(m.name) ?? '', ...(uid ? { uid } : {}) };
   }
 
   /** The configuration in force. */
@@ -123,20 +125,19 @@ export class DesiredState {
     this.refreshEnv();
   }
 
-  /** The kernel's schedulers or version changed (re-probe); rebuilds everything if they differ. */
-  setKernel(kernel: KernelContext): void {
-    this.kernel = kernel;
-    this.refreshEnv();
-  }
-
-  /** Rebuilds the dirty Services; the keys that changed. */
+  /**
+   * Rebuilds the dirty Services; the keys that changed. Each Service is built on its own: one that
+   * throws keeps its last good virtual servers, VIPs and sets with a BuildFailed problem, and the
+   * others sync as usual. The dirty set is always emptied.
+   */
   sync(): SyncResult {
     const changed = new Set<string>();
-    const recomputed = this.dirty.size;
-    for (const id of this.dirty) {
+    const dirty = [...this.dirty];
+    this.dirty.clear();
+    for (const id of dirty) {
       const old = this.entries.get(id);
       const svc = this.services.get(id);
-      const next = svc ? buildServiceEntry(svc, [...(this.slices.get(id)?.values() ?? [])], this.env) : undefined;
+      const next = svc ? this.build(id, svc, old) : undefined;
       if (next) this.entries.set(id, next);
       else this.entries.delete(id);
       for (const vip of old?.vips ?? []) this.unref(vip);
@@ -166,8 +167,21 @@ export class DesiredState {
         this.elect(key, changed);
       }
     }
-    this.dirty.clear();
-    return { changed, recomputed };
+    return { changed, recomputed: dirty.length };
+  }
+
+  /** buildServiceEntry, or on an exception the last good entry with a BuildFailed problem. */
+  private build(id: string, svc: V1Service, old: ServiceEntry | undefined): ServiceEntry {
+    try {
+      return buildServiceEntry(svc, [...(this.slices.get(id)?.values() ?? [])], this.env);
+    } catch (e) {
+      const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      const kept = old?.vss.length ? '; its last good state stays programmed' : '';
+      return {
+        id, vss: old?.vss ?? [], vips: old?.vips ?? [], sets: old?.sets ?? [],
+        problems: [{ service: id, reason: 'BuildFailed', message: `building the Service failed (${why.slice(0, 300)})${kept}` }],
+      };
+    }
   }
 
   /**
@@ -275,7 +289,7 @@ export class DesiredState {
 
   private makeEnv(): BuildEnv {
     const problems: Problem[] = [];
-    const zone = this.node?.metadata?.labels?.[ZONE_LABEL];
+    const zone = str(obj(obj(this.node?.metadata)?.labels)?.[ZONE_LABEL]);
     const context: PluginContext = { nodeName: this.nodeName, ...this.kernel, ...(zone ? { nodeZone: zone } : {}) };
     const nodeAddresses = nodePortAddressesOf(this.node, this.config, problems);
     const fallback = chooseDefault(this.registry, this.config.defaultScheduler, context, problems);
@@ -324,8 +338,9 @@ function sameDesired(a: DesiredVirtualServer, b: DesiredVirtualServer): boolean 
 }
 
 function sliceOwner(slice: Pick<V1EndpointSlice, 'metadata'>): string | undefined {
-  const name = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
-  return name ? `${slice.metadata?.namespace ?? ''}/${name}` : undefined;
+  const meta = obj(slice.metadata);
+  const name = str(obj(meta?.labels)?.[SERVICE_NAME_LABEL]);
+  return name ? `${str(meta?.namespace) ?? ''}/${name}` : undefined;
 }
 
 /** Same object, or same non-empty resourceVersion (informers hand out new objects on resync). */

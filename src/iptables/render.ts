@@ -24,7 +24,7 @@
 // software's nat rules after our jump working).
 import type { Desired, ProxyConfig, SetEntry } from '../desired/types.js';
 import type { Family } from '../model/ipvs.js';
-import { parseCidr } from '../desired/ip.js';
+import { parseCidr } from '../model/addr.js';
 import { CHAINS, HOOKS, type Names, SETS, type SetSpec, type Table, makeNames } from './names.js';
 import { type Saved, findChains, findJumps, jumpKey } from './save.js';
 

@@ -1,7 +1,6 @@
 // NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by codec.ts, checked
 // by validate.ts, and exchanged by socket.ts; this file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
-import { formatOp } from '../model/ipvs.js';
 import {
   type IpvsRequest, decodeDestMessage, decodeFamily, decodeInfo, decodeServiceMessage, decodeTimeouts, encodeGetFamily,
   encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest, opRequest,
@@ -11,7 +10,7 @@ import { IPVS_GENL_NAME } from './constants.js';
 import { Errno, IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
 import type { IpvsClient, OpResult } from './types.js';
-import { opProblems, virtualServerKeyProblems } from './validate.js';
+import { checkDumpDests, checkOp } from './validate.js';
 
 /** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
 const DUMP_RETRIES = 3;
@@ -151,8 +150,8 @@ export class NetlinkIpvs implements IpvsClient {
 
   listRealServers(vs: VirtualServer): Promise<RealServer[]> {
     return this.serial(async () => {
-      const problems = virtualServerKeyProblems(vs);
-      if (problems.length) throw IpvsError.invalidArgument('dump-dests', problems.join('; '));
+      const invalid = checkDumpDests(vs);
+      if (invalid) throw invalid;
       return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family));
     });
   }
@@ -219,9 +218,9 @@ export class NetlinkIpvs implements IpvsClient {
       const sent: Array<{ index: number; req: IpvsRequest }> = [];
       const keys = new Map<VirtualServer, Buffer>();
       ops.forEach((op, index) => {
-        const problems = opProblems(op);
-        if (problems.length) {
-          results[index] = IpvsError.invalidArgument(formatOp(op), problems.join('; '));
+        const invalid = checkOp(op);
+        if (invalid) {
+          results[index] = invalid;
           return;
         }
         const req = opRequest(op, keys);

@@ -1,30 +1,32 @@
-// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c):
+// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c), as the
+// contract table test/support/ipvs-contract.ts checks against NetlinkIpvs on the real kernel:
+//   an op the clients' validation refuses (validate.ts checkOp: bad port, weight, a real server of
+//   another family without tunnel forwarding, ...) -> the same EINVALARG error NetlinkIpvs gives
 //   NEW_SERVICE on an existing key            -> EEXIST
 //   NEW_SERVICE / SET_SERVICE, unknown sched  -> ENOENT  (ip_vs_scheduler_get fails)
-//   SET/DEL_SERVICE, any *_DEST, GET_DEST on a missing virtual server -> ESRCH
+//   SET/DEL_SERVICE, any *_DEST on a missing virtual server -> ESRCH
 //   NEW_DEST on an existing destination       -> EEXIST
 //   SET_DEST / DEL_DEST on a missing one      -> ENOENT
-//   negative weight, masq to another family   -> EINVAL
+//   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
+// The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
 // `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
 // key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
+import { prefixToMask } from '../model/addr.js';
 import {
   type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
-  type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatRealServer,
-  formatVirtualServer, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
+  type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatTable,
+  makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
 import { Errno, IpvsError } from './errors.js';
+import { type MutableIpvsTable, applyOp } from './table.js';
 import type { IpvsClient, OpResult } from './types.js';
+import { checkDumpDests, checkOp } from './validate.js';
 
-const { EEXIST, ENOENT, ESRCH, EINVAL, EBADF } = Errno;
+const { ESRCH, EBADF } = Errno;
 
 /** Schedulers of Debian's 6.1 kernel (no `twos`, which needs 6.2). */
 export const KERNEL_61_SCHEDULERS: ReadonlySet<string> = new Set(
   ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'dh', 'sh', 'sed', 'nq', 'fo', 'ovf', 'mh']);
-
-interface Entry {
-  vs: VirtualServer;
-  dests: Map<string, RealServer>;
-}
 
 /** Options of a FakeIpvs: which schedulers the "kernel" has. */
 export interface FakeIpvsOptions {
@@ -33,7 +35,7 @@ export interface FakeIpvsOptions {
 
 /** An in-memory IpvsClient with the kernel's semantics; see the file comment. */
 export class FakeIpvs implements IpvsClient {
-  private readonly table = new Map<string, Entry>();
+  private readonly table: MutableIpvsTable = new Map();
   private readonly schedulers: ReadonlySet<string>;
   private timeouts: IpvsTimeouts = { tcp: 900, tcpFin: 120, udp: 300 };
   private closed = false;
@@ -56,9 +58,9 @@ export class FakeIpvs implements IpvsClient {
 
   async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
     this.checkOpen('dump-dests');
-    const e = this.table.get(virtualServerKey(vs));
-    if (!e) throw IpvsError.fromErrno(`dump-dests ${virtualServerKey(vs)}`, ESRCH);
-    return [...e.dests.values()].map((rs) => ({ ...rs }));
+    const invalid = checkDumpDests(vs);
+    if (invalid) throw invalid;
+    return [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs }));
   }
 
   async addVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'add-service', vs }); }
@@ -106,59 +108,23 @@ export class FakeIpvs implements IpvsClient {
     return this.table;
   }
 
-  /** Applies one op synchronously; undefined on success, else the kernel's error. */
+  /** Applies one op synchronously; undefined on success, else the error NetlinkIpvs would give. */
   applyOne(op: IpvsOp): OpResult {
     const text = formatOp(op);
     this.applied.push(text);
-    const key = virtualServerKey(op.vs);
-    const e = this.table.get(key);
-    switch (op.kind) {
-      case 'add-service':
-        if (e) return IpvsError.fromErrno(text, EEXIST);
-        if (!this.schedulers.has(op.vs.scheduler)) return IpvsError.fromErrno(text, ENOENT);
-        this.table.set(key, { vs: stripService(op.vs), dests: new Map() });
-        return undefined;
-      case 'update-service':
-        if (!e) return IpvsError.fromErrno(text, ESRCH);
-        if (!this.schedulers.has(op.vs.scheduler)) return IpvsError.fromErrno(text, ENOENT);
-        e.vs = stripService(op.vs);
-        return undefined;
-      case 'delete-service':
-        if (!e) return IpvsError.fromErrno(text, ESRCH);
-        this.table.delete(key);
-        return undefined;
-      case 'add-dest':
-      case 'update-dest':
-      case 'delete-dest': {
-        if (!e) return IpvsError.fromErrno(text, ESRCH);
-        const rkey = realServerKey(op.rs);
-        const old = e.dests.get(rkey);
-        if (op.kind === 'delete-dest') {
-          if (!old) return IpvsError.fromErrno(text, ENOENT);
-          e.dests.delete(rkey);
-          return undefined;
-        }
-        if (op.rs.weight < 0) return IpvsError.fromErrno(text, EINVAL);
-        // Since 5.x only tunnel and route destinations may differ in family from their service.
-        if (op.rs.family !== e.vs.family && op.rs.forward !== 'tunnel' && op.rs.forward !== 'route') {
-          return IpvsError.fromErrno(text, EINVAL);
-        }
-        if (op.kind === 'add-dest') {
-          if (old) return IpvsError.fromErrno(text, EEXIST);
-          e.dests.set(rkey, { ...stripDest(op.rs), activeConns: 0, inactiveConns: 0, persistentConns: 0 });
-        } else {
-          if (!old) return IpvsError.fromErrno(text, ENOENT);
-          // SET_DEST keeps the connection counters: they belong to the kernel, not the request.
-          e.dests.set(rkey, {
-            ...stripDest(op.rs),
-            activeConns: old.activeConns ?? 0,
-            inactiveConns: old.inactiveConns ?? 0,
-            persistentConns: old.persistentConns ?? 0,
-          });
-        }
-        return undefined;
-      }
-    }
+    const invalid = checkOp(op);
+    if (invalid) return invalid;
+    const errno = applyOp(this.table, this.stored(op), this.schedulers);
+    return errno === undefined ? undefined : IpvsError.fromErrno(text, errno);
+  }
+
+  /** The op with what the kernel keeps: no HASHED or stats; a real server's counters are the kernel's. */
+  private stored(op: IpvsOp): IpvsOp {
+    if (op.kind === 'add-service' || op.kind === 'update-service') return { ...op, vs: stripService(op.vs) };
+    if (op.kind !== 'add-dest' && op.kind !== 'update-dest') return op;
+    // SET_DEST keeps the connection counters: they belong to the kernel, not the request.
+    const old = op.kind === 'update-dest' ? this.table.get(virtualServerKey(op.vs))?.dests.get(realServerKey(op.rs)) : undefined;
+    return { ...op, rs: { ...stripDest(op.rs), activeConns: old?.activeConns ?? 0, inactiveConns: old?.inactiveConns ?? 0, persistentConns: old?.persistentConns ?? 0 } };
   }
 
   /** Sets a destination's connection counters, as traffic would; false when it does not exist. */
@@ -170,19 +136,9 @@ export class FakeIpvs implements IpvsClient {
     return true;
   }
 
-  /** The table as sorted `add-service` / `add-dest` lines; dests show `conns=A/I` when non-zero. */
+  /** The table as sorted `add-service` / `add-dest` lines (formatTable); dests show `conns=A/I` when non-zero. */
   dump(): string {
-    const lines: string[] = [];
-    for (const key of [...this.table.keys()].sort()) {
-      const e = this.table.get(key)!;
-      lines.push(`add-service ${formatVirtualServer(e.vs)}`);
-      for (const rkey of [...e.dests.keys()].sort()) {
-        const rs = e.dests.get(rkey)!;
-        const conns = (rs.activeConns ?? 0) || (rs.inactiveConns ?? 0) ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : '';
-        lines.push(`add-dest ${key} -> ${formatRealServer(rs)}${conns}`);
-      }
-    }
-    return lines.join('\n');
+    return formatTable(this.table, (rs) => ((rs.activeConns ?? 0) || (rs.inactiveConns ?? 0) ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : ''));
   }
 
   /** Loads lines in `dump()`'s form (blank lines and `#` comments ignored); throws on a bad line. */
@@ -268,7 +224,7 @@ export function parseVirtualServer(text: string): VirtualServer {
       const bits = Number(m[2]);
       vs.flags |= SvcFlag.PERSISTENT;
       vs.timeout = Number(m[1]);
-      vs.netmask = vs.family === 'IPv6' ? bits : bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+      vs.netmask = vs.family === 'IPv6' ? bits : prefixToMask(bits);
     } else if (w === 'ops') vs.flags |= SvcFlag.ONEPACKET;
     else if (w === 'flag-1') vs.flags |= SvcFlag.SCHED1;
     else if (w === 'flag-2') vs.flags |= SvcFlag.SCHED2;

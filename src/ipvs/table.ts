@@ -16,20 +16,26 @@ export interface MutableEntry {
 export type MutableIpvsTable = Map<string, MutableEntry>;
 
 /**
- * Applies `op` to `table` as the kernel would; returns the errno the kernel answers when it
- * refuses (the table is then unchanged), undefined on success. Counters in `op` are stored as
- * given: the caller decides what a new real server's counters are.
+ * Applies `op` to `table` as the kernel would (ip_vs_ctl.c, checked against the real kernel by
+ * test/support/ipvs-contract.ts); returns the errno the kernel answers when it refuses (the table
+ * is then unchanged), undefined on success. `op` is assumed valid (validate.ts `checkOp`: the
+ * clients refuse invalid ops before the kernel sees them). `schedulers`: the kernel's schedulers;
+ * when given, NEW/SET_SERVICE with another one is ENOENT (after EEXIST/ESRCH, as the kernel
+ * orders them). Objects in `op` are stored as given: the caller decides what a new real server's
+ * counters are.
  */
-export function applyOp(table: MutableIpvsTable, op: IpvsOp): number | undefined {
+export function applyOp(table: MutableIpvsTable, op: IpvsOp, schedulers?: ReadonlySet<string>): number | undefined {
   const key = virtualServerKey(op.vs);
   const e = table.get(key);
   switch (op.kind) {
     case 'add-service':
       if (e) return Errno.EEXIST;
+      if (schedulers && !schedulers.has(op.vs.scheduler)) return Errno.ENOENT;
       table.set(key, { vs: op.vs, dests: new Map() });
       return undefined;
     case 'update-service':
       if (!e) return Errno.ESRCH;
+      if (schedulers && !schedulers.has(op.vs.scheduler)) return Errno.ENOENT;
       e.vs = op.vs;
       return undefined;
     case 'delete-service':

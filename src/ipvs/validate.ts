@@ -1,5 +1,8 @@
-// Argument checks done before anything reaches the kernel, so a bad value is refused with a
-// message naming it rather than an EINVAL from deep inside IPVS. pure.
+// The one validation of virtual and real servers (ports, families, timeouts, weights, ...): both
+// IPVS clients (NetlinkIpvs before sending, FakeIpvs before applying) refuse an op with `checkOp`'s
+// error, and the desired-state layer drops what these functions refuse with a Problem, so nothing
+// the kernel would refuse is ever planned. A bad value is refused with a message naming it rather
+// than an EINVAL/ERANGE from deep inside IPVS. pure.
 import type { IpvsOp, RealServer, VirtualServer } from '../model/ipvs.js';
 import { formatOp } from '../model/ipvs.js';
 import { parseIPv4, parseIPv6 } from '../model/addr.js';
@@ -71,6 +74,8 @@ export function realServerProblems(vs: VirtualServer, rs: RealServer, full: bool
   if (!['masq', 'local', 'tunnel', 'route', 'bypass'].includes(rs.forward)) p.push(`forwarding method ${JSON.stringify(rs.forward)} is unknown`);
   if (!isInt(rs.upperThreshold, 0, U32_MAX)) p.push(`upper threshold ${rs.upperThreshold} is not a u32`);
   if (!isInt(rs.lowerThreshold, 0, U32_MAX)) p.push(`lower threshold ${rs.lowerThreshold} is not a u32`);
+  // ip_vs_add_dest / ip_vs_edit_dest: ERANGE when l_threshold > u_threshold (0 is not "no limit" here).
+  else if (rs.lowerThreshold > rs.upperThreshold) p.push(`lower threshold ${rs.lowerThreshold} is above the upper threshold ${rs.upperThreshold}`);
   if (rs.forward === 'tunnel') {
     if (!['ipip', 'gue', 'gre'].includes(rs.tunnelType)) p.push(`tunnel type ${JSON.stringify(rs.tunnelType)} is unknown`);
     if (!isInt(rs.tunnelPort, 0, 65535)) p.push(`tunnel port ${rs.tunnelPort} is not in 0..65535`);
@@ -100,8 +105,14 @@ export function opProblems(op: IpvsOp): string[] {
   }
 }
 
-/** Throws an IpvsError (isInvalidArgument) listing every problem of the op. */
-export function assertValidOp(op: IpvsOp): void {
+/** The IpvsError (isInvalidArgument, code EINVALARG) both clients answer for an invalid op, or undefined. */
+export function checkOp(op: IpvsOp): IpvsError | undefined {
   const p = opProblems(op);
-  if (p.length) throw IpvsError.invalidArgument(formatOp(op), p.join('; '));
+  return p.length ? IpvsError.invalidArgument(formatOp(op), p.join('; ')) : undefined;
+}
+
+/** The IpvsError both clients answer for a GET_DEST dump of an invalid virtual server key, or undefined. */
+export function checkDumpDests(vs: VirtualServer): IpvsError | undefined {
+  const p = virtualServerKeyProblems(vs);
+  return p.length ? IpvsError.invalidArgument('dump-dests', p.join('; ')) : undefined;
 }

@@ -1,16 +1,9 @@
-// IP address text <-> bytes, without node:net (pure). IPv6 text is produced in the RFC 5952
-// canonical form (lower case, longest zero run compressed), which is what inet_ntop — and so
-// ipvsadm and the kernel's /proc output — prints.
-
-/** Whether `s` is a dotted-quad IPv4 address. */
-export function isIPv4(s: string): boolean {
-  return parseIPv4(s) !== undefined;
-}
-
-/** Whether `s` is an IPv6 address (with optional embedded IPv4 tail). */
-export function isIPv6(s: string): boolean {
-  return parseIPv6(s) !== undefined;
-}
+// The one IP/CIDR module: address text <-> bytes without node:net, addresses as bigints, CIDR
+// membership, and IPv4 prefix <-> mask. IPv6 text is produced in the RFC 5952 canonical form
+// (lower case, longest zero run compressed), which is what inet_ntop — and so ipvsadm and the
+// kernel's /proc output — prints, so keys built from user input and from kernel dumps compare
+// equal. pure: no I/O.
+import type { Family } from './ipvs.js';
 
 /** 4 bytes of a dotted-quad address, or undefined when `s` is not one. */
 export function parseIPv4(s: string): Uint8Array | undefined {
@@ -83,10 +76,72 @@ export function formatIPv6(b: Uint8Array): string {
   return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
 }
 
-/** Canonical text of an address (IPv6 compressed and lower-cased); undefined when invalid. */
-export function canonicalIP(s: string): string | undefined {
-  const v4 = parseIPv4(s);
-  if (v4) return formatIPv4(v4);
-  const v6 = parseIPv6(s);
-  return v6 ? formatIPv6(v6) : undefined;
+/** Canonical text of an address (RFC 5952 for IPv6); undefined when it is not an address. */
+export function canonicalIP(text: string): string | undefined {
+  const p = parseIp(text);
+  return p ? formatIp(p) : undefined;
+}
+
+/** A parsed address: family and value. */
+export interface ParsedIp {
+  family: Family;
+  value: bigint;
+}
+
+/** Parses an IPv4 or IPv6 address; undefined when it is not one. */
+export function parseIp(text: string): ParsedIp | undefined {
+  const bytes = parseIPv4(text) ?? parseIPv6(text);
+  if (!bytes) return undefined;
+  let value = 0n;
+  for (const b of bytes) value = (value << 8n) | BigInt(b);
+  return { family: bytes.length === 4 ? 'IPv4' : 'IPv6', value };
+}
+
+/** Text of a parsed address (RFC 5952 for IPv6). */
+export function formatIp(p: ParsedIp): string {
+  const n = p.family === 'IPv4' ? 4 : 16;
+  const bytes = new Uint8Array(n);
+  for (let i = 0; i < n; i++) bytes[i] = Number((p.value >> BigInt(8 * (n - 1 - i))) & 0xffn);
+  return p.family === 'IPv4' ? formatIPv4(bytes) : formatIPv6(bytes);
+}
+
+/** A parsed CIDR. */
+export interface Cidr {
+  family: Family;
+  base: bigint;
+  prefix: number;
+  text: string;
+}
+
+/** Parses "10.0.0.0/8" or "fd00::/64" (host bits allowed, ignored); undefined when malformed. */
+export function parseCidr(text: string): Cidr | undefined {
+  const [addr, len, extra] = text.split('/');
+  if (addr === undefined || len === undefined || extra !== undefined || !/^\d{1,3}$/.test(len)) return undefined;
+  const ip = parseIp(addr);
+  const prefix = Number(len);
+  if (!ip || prefix > (ip.family === 'IPv4' ? 32 : 128)) return undefined;
+  const bits = ip.family === 'IPv4' ? 32 : 128;
+  return { family: ip.family, base: ip.value >> BigInt(bits - prefix), prefix, text };
+}
+
+/** Whether `ip` lies in `cidr`. */
+export function cidrContains(cidr: Cidr, ip: ParsedIp): boolean {
+  if (cidr.family !== ip.family) return false;
+  const bits = ip.family === 'IPv4' ? 32 : 128;
+  return ip.value >> BigInt(bits - cidr.prefix) === cidr.base;
+}
+
+/** Family of an address string by its syntax (no validation). */
+export function familyOf(address: string): Family {
+  return address.includes(':') ? 'IPv6' : 'IPv4';
+}
+
+/** IPv4 mask of a prefix length as a u32 (24 -> 0xffffff00, 0 -> 0). */
+export function prefixToMask(bits: number): number {
+  return bits <= 0 ? 0 : (0xffffffff << (32 - Math.min(bits, 32))) >>> 0;
+}
+
+/** Prefix length of an IPv4 mask: its leading one bits (0xffffff00 -> 24). */
+export function maskToPrefix(mask: number): number {
+  return Math.clz32(~mask >>> 0);
 }

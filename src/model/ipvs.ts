@@ -8,6 +8,7 @@
 //   10.10.1.3:80 w=1 masq                         a real server
 //   add-dest TCP 10.200.1.63:9000 -> 10.10.1.3:80 w=1 masq
 // pure: no I/O.
+import { maskToPrefix } from './addr.js';
 
 /** Address family of a virtual or real server (named as EndpointSlice addressType names it). */
 export type Family = 'IPv4' | 'IPv6';
@@ -98,9 +99,6 @@ export type IpvsOp =
   | { kind: 'add-dest'; vs: VirtualServer; rs: RealServer }
   | { kind: 'update-dest'; vs: VirtualServer; rs: RealServer }
   | { kind: 'delete-dest'; vs: VirtualServer; rs: RealServer };
-
-/** Kind of an IpvsOp. */
-export type IpvsOpKind = IpvsOp['kind'];
 
 /** Kernel IPVS version and connection table size (GET_INFO). */
 export interface IpvsInfo {
@@ -205,10 +203,7 @@ export function formatVirtualServer(vs: VirtualServer): string {
 }
 
 function formatNetmask(vs: VirtualServer): string {
-  if (vs.family === 'IPv6') return String(vs.netmask);
-  let bits = 0;
-  for (let m = vs.netmask >>> 0; m & 0x80000000; m = (m << 1) >>> 0) bits++;
-  return String(bits);
+  return String(vs.family === 'IPv6' ? vs.netmask : maskToPrefix(vs.netmask));
 }
 
 /** One-line form of a real server: address, weight, forwarding, then non-default settings. */
@@ -249,13 +244,19 @@ export interface VirtualServerEntry {
 /** An IPVS table (the kernel's, or one we want) keyed by `virtualServerKey`. */
 export type IpvsTable = ReadonlyMap<string, VirtualServerEntry>;
 
-/** A table as sorted `add-service` / `add-dest` lines: the ops that would build it from nothing. */
-export function formatTable(table: IpvsTable): string {
+/**
+ * A table as sorted `add-service` / `add-dest` lines: the ops that would build it from nothing.
+ * `destSuffix` appends to each `add-dest` line (FakeIpvs.dump adds ` conns=A/I`).
+ */
+export function formatTable(table: IpvsTable, destSuffix: (rs: RealServer) => string = () => ''): string {
   const lines: string[] = [];
   for (const key of [...table.keys()].sort()) {
     const e = table.get(key)!;
     lines.push(formatOp({ kind: 'add-service', vs: e.vs }));
-    for (const rkey of [...e.dests.keys()].sort()) lines.push(formatOp({ kind: 'add-dest', vs: e.vs, rs: e.dests.get(rkey)! }));
+    for (const rkey of [...e.dests.keys()].sort()) {
+      const rs = e.dests.get(rkey)!;
+      lines.push(formatOp({ kind: 'add-dest', vs: e.vs, rs }) + destSuffix(rs));
+    }
   }
   return lines.join('\n');
 }

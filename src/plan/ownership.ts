@@ -15,7 +15,7 @@
 // pure: no I/O.
 import type { IpvsOp, VirtualServer } from '../model/ipvs.js';
 import { virtualServerKey } from '../model/ipvs.js';
-import { type Cidr, cidrContains, parseCidr, parseIp } from '../desired/ip.js';
+import { type Cidr, cidrContains, parseCidr, parseIp } from '../model/addr.js';
 
 /** Inputs of the ownership rule for non-desired virtual servers. */
 export interface OwnershipInput {
