@@ -69,7 +69,8 @@ describe('one poisoned Service', () => {
     expect(load.byPod).toEqual({ safe1: 5, safe2: 5 });
     // Each poisoned Service has its own problem (files source: a warn line with its reason).
     await waitFor('problems of both poisoned Services', () =>
-      op!.logs.some((l) => l.service === 'default/poison') && op!.logs.some((l) => l.service === 'default/badport'));
+      op!.logs.some((l) => l.object === 'Service default/poison' && l.level === 'warn')
+      && op!.logs.some((l) => l.object === 'Service default/badport' && l.reason === 'InvalidPort'));
     // A Service added after the poisoned ones is still programmed: nothing is latched.
     dir.write('good-b', service('good-b', '10.200.1.44'), slice('good-b', PODS.slice(0, 1)));
     await waitFor('a later Service programmed', () => ipvsadmLines().includes('TCP 10.200.1.44:80 rr -> 10.10.1.41:80 w=1'));
