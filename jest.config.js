@@ -2,6 +2,10 @@
 // runs, and ESM dependencies such as @kubernetes/client-node (>= 1, ESM-only) load natively
 // under --experimental-vm-modules.
 export default {
+  // The one timeout jest honours (it ignores testTimeout inside a `projects` entry): 30 s for a
+  // unit test on a machine whose cores the lab VM keeps busy. The kernel run overrides it with
+  // --testTimeout=120000 on its command line (src/lab/kernel-jest.ts).
+  testTimeout: 30_000,
   projects: [
     {
       displayName: 'unit',

@@ -31,14 +31,16 @@ let skipped = 0;
 let broken = false;
 for (const [name, cmd] of runs) {
   if (only && only !== name) continue;
+  const t0 = Date.now();
   const { code, json } = run(name, cmd);
+  const wall = `${Math.round((Date.now() - t0) / 1000)} s wall`;
   if (!json) {
-    console.error(`${name} tests: no results (exit code ${code})`);
+    console.error(`${name} tests: no results (exit code ${code}) after ${wall}`);
     broken = true;
     continue;
   }
   console.log(`${name}: ${json.numPassedTests} passed, ${json.numFailedTests} failed, ${json.numPendingTests} skipped` +
-    ` in ${json.numTotalTestSuites} files`);
+    ` in ${json.numTotalTestSuites} files, ${wall}`);
   passed += json.numPassedTests;
   failed += json.numFailedTests;
   skipped += json.numPendingTests;
