@@ -3,7 +3,7 @@
 // Run: node dist/bench/codec.js [services] [endpoints]
 import { PluginRegistry } from '../plugins/index.js';
 import { DesiredState } from '../src/desired/state.js';
-import { defaultProxyConfig } from '../src/desired/types.js';
+import { defaultProxyConfig } from '../src/config/types.js';
 import { encodeRequest, opRequest } from '../src/ipvs/codec.js';
 import type { VirtualServer } from '../src/model/ipvs.js';
 import { planIpvs } from '../src/plan/plan.js';

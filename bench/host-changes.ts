@@ -2,7 +2,7 @@
 // FakeVipLink at N Services, fed single-endpoint changes through handle(); reports the sync time
 // per change and how often the iptables path ran. Run: node dist/bench/host-changes.js [services] [changes]
 import { PluginRegistry } from '../plugins/index.js';
-import { defaultProxyConfig } from '../src/desired/types.js';
+import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { Operator } from '../src/operator/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';

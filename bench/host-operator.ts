@@ -9,7 +9,7 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { PluginRegistry } from '../plugins/index.js';
-import { defaultProxyConfig } from '../src/desired/types.js';
+import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { NoIptables } from '../src/iptables/sync.js';
 import { Operator } from '../src/operator/operator.js';

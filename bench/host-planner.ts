@@ -3,7 +3,7 @@
 // Prints one JSON object on stdout. Run: node dist/bench/host-planner.js [services] [endpoints]
 import { PluginRegistry } from '../plugins/index.js';
 import { DesiredState } from '../src/desired/state.js';
-import { defaultProxyConfig } from '../src/desired/types.js';
+import { defaultProxyConfig } from '../src/config/types.js';
 import { makeOwnership } from '../src/plan/ownership.js';
 import { planIpvs } from '../src/plan/plan.js';
 import { NODE_NAME, makeCluster, msSince, percentile } from './fixtures.js';

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../plugins/index.js';
 import { DesiredState } from '../src/desired/state.js';
-import { defaultProxyConfig } from '../src/desired/types.js';
+import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { formatOp } from '../src/model/ipvs.js';
 import { makeOwnership } from '../src/plan/ownership.js';

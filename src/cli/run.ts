@@ -2,7 +2,7 @@
 import { release } from 'node:os';
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
-import { defaultProxyConfig } from '../desired/types.js';
+import { defaultProxyConfig } from '../config/types.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { IptablesRestore, spawnRunner } from '../iptables/restore.js';

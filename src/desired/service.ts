@@ -21,7 +21,8 @@ import { canonicalIP, cidrContains, familyOf, formatIp, parseCidr, parseIp, pref
 import { realServerProblems, virtualServerProblems } from '../ipvs/validate.js';
 import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
-import type { DesiredVirtualServer, Problem, ProxyConfig, SetEntry, SetName, VipKind } from './types.js';
+import type { DesiredVirtualServer, Problem, SetEntry, SetName, VipKind } from './types.js';
+import type { ProxyConfig } from '../config/types.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';

@@ -20,7 +20,8 @@ import { SERVICE_NAME_LABEL } from './endpoints.js';
 import { obj, str } from './fields.js';
 import { chooseDefault } from './scheduler.js';
 import { type BuildEnv, type ServiceEntry, buildServiceEntry, nodePortAddressesOf, serviceId } from './service.js';
-import type { Desired, DesiredVirtualServer, KernelContext, Problem, ProxyConfig, SetEntry, Snapshot } from './types.js';
+import type { Desired, DesiredVirtualServer, KernelContext, Problem, SetEntry, Snapshot } from './types.js';
+import type { ProxyConfig } from '../config/types.js';
 
 /** What one `sync()` did. */
 export interface SyncResult {

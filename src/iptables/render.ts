@@ -22,7 +22,8 @@
 // The NodePort rule skips VIPs: a Local LB IP whose port equals some NodePort must not be marked
 // (kube-proxy reaches that rule for LB IPs too and relies on ACCEPTs in nat; RETURN keeps other
 // software's nat rules after our jump working).
-import type { Desired, ProxyConfig, SetEntry } from '../desired/types.js';
+import type { Desired, SetEntry } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/ipvs.js';
 import { parseCidr } from '../model/addr.js';
 import { CHAINS, HOOKS, type Names, SETS, type SetSpec, type Table, makeNames } from './names.js';

@@ -8,7 +8,8 @@
 // The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
 // taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
 import type { IptablesSync } from './sync.js';
-import type { Desired, ProxyConfig } from '../desired/types.js';
+import type { Desired } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/ipvs.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
 import { type Runner, runChecked } from './exec.js';

@@ -1,6 +1,7 @@
 // The seam to the iptables + ipset path: IptablesRestore (restore.ts) programs the host; the sync
 // loop calls it after the IPVS ops, with the same desired state. NoIptables stands in where the path is off.
-import type { Desired, ProxyConfig } from '../desired/types.js';
+import type { Desired } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 
 /** Programs the masquerade/filter rules and sets for a desired state; idempotent. */
 export interface IptablesSync {

@@ -25,11 +25,11 @@
 import type {
   Family, ForwardMethod, IpvsInfo, IpvsOp, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
 } from '../model/ipvs.js';
-import { formatOp, virtualServerKey } from '../model/ipvs.js';
+import { FORWARD_METHODS, formatOp, virtualServerKey } from '../model/ipvs.js';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import {
   AF_INET, AF_INET6, CONN_F_FWD_MASK, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION,
-  CTRL_CMD_GETFAMILY, Cmd, CmdAttr, DestAttr, FwdMethod, GENL_HDRLEN, GENL_ID_CTRL, IPPROTO_SCTP, IPPROTO_TCP,
+  CTRL_CMD_GETFAMILY, Cmd, CmdAttr, DestAttr, GENL_HDRLEN, GENL_ID_CTRL, IPPROTO_SCTP, IPPROTO_TCP,
   IPPROTO_UDP, IPVS_GENL_VERSION, InfoAttr, NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK,
   NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr, TunType,
 } from './constants.js';
@@ -98,10 +98,7 @@ function cstring(s: string): Buffer {
 
 const afOf: Record<Family, number> = { IPv4: AF_INET, IPv6: AF_INET6 };
 const protoOf: Record<Protocol, number> = { TCP: IPPROTO_TCP, UDP: IPPROTO_UDP, SCTP: IPPROTO_SCTP };
-const fwdOf: Record<ForwardMethod, number> = {
-  masq: FwdMethod.MASQ, local: FwdMethod.LOCALNODE, tunnel: FwdMethod.TUNNEL, route: FwdMethod.DROUTE,
-  bypass: FwdMethod.BYPASS,
-};
+const fwdOf = (f: ForwardMethod): number => FORWARD_METHODS.indexOf(f);
 const tunOf: Record<TunnelType, number> = { ipip: TunType.IPIP, gue: TunType.GUE, gre: TunType.GRE };
 
 /**
@@ -193,7 +190,7 @@ export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
   ];
   if (full) {
     attrs.push(
-      nla(DestAttr.FWD_METHOD, u32(fwdOf[rs.forward])),
+      nla(DestAttr.FWD_METHOD, u32(fwdOf(rs.forward))),
       nla(DestAttr.WEIGHT, u32(rs.weight)),
       nla(DestAttr.U_THRESH, u32(rs.upperThreshold)),
       nla(DestAttr.L_THRESH, u32(rs.lowerThreshold)),
@@ -405,7 +402,6 @@ function decodeAddr(b: Buffer, family: Family, what: string): string {
 }
 
 const protocols: Record<number, Protocol> = { [IPPROTO_TCP]: 'TCP', [IPPROTO_UDP]: 'UDP', [IPPROTO_SCTP]: 'SCTP' };
-const forwards: ForwardMethod[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];
 const tunnels: TunnelType[] = ['ipip', 'gue', 'gre'];
 
 /** IPVS counters from a nested STATS (u32 but the byte counters) or STATS64 (all u64) attribute. */
@@ -490,7 +486,7 @@ export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
     ? familyFromAf(need(a, DestAttr.ADDR_FAMILY, 2, what).readUInt16LE(0), what)
     : serviceFamily;
   const fwd = optU32(a, DestAttr.FWD_METHOD, what) & CONN_F_FWD_MASK;
-  const forward = forwards[fwd];
+  const forward = FORWARD_METHODS[fwd];
   if (!forward) throw IpvsError.malformed('decode', `${what}: unknown forwarding method ${fwd}`);
   const tun = a.has(DestAttr.TUN_TYPE) ? need(a, DestAttr.TUN_TYPE, 1, what).readUInt8(0) : 0;
   const rs: RealServer = {

@@ -92,14 +92,7 @@ export const InfoAttr = {
   CONN_TAB_SIZE: 2,
 } as const;
 
-/** IP_VS_CONN_F_* forwarding methods (low 3 bits). */
-export const FwdMethod = {
-  MASQ: 0,
-  LOCALNODE: 1,
-  TUNNEL: 2,
-  DROUTE: 3,
-  BYPASS: 4,
-} as const;
+/** IP_VS_CONN_F_* forwarding methods are the low 3 bits: FORWARD_METHODS (model/ipvs.ts) by index. */
 export const CONN_F_FWD_MASK = 0x7;
 
 /** IP_VS_CONN_F_TUNNEL_TYPE_* */
@@ -116,7 +109,6 @@ export const IPPROTO_UDP = 17;
 export const IPPROTO_SCTP = 132;
 
 /** Netlink message types (linux/netlink.h). */
-export const NLMSG_NOOP = 1;
 export const NLMSG_ERROR = 2;
 export const NLMSG_DONE = 3;
 export const NLMSG_OVERRUN = 4;

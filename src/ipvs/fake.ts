@@ -13,7 +13,7 @@
 // key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
 import { prefixToMask } from '../model/addr.js';
 import {
-  type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
+  FORWARD_METHODS, type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
   type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatTable,
   makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
@@ -235,8 +235,6 @@ export function parseVirtualServer(text: string): VirtualServer {
   return vs;
 }
 
-const forwards: readonly ForwardMethod[] = ['masq', 'local', 'tunnel', 'route', 'bypass'];
-
 function parseRealServer(text: string, line: string): { rs: RealServer; conns?: [number, number] } {
   const words = text.trim().split(/\s+/);
   const rs = makeRealServer(parseHostPort(words[0] ?? '', line));
@@ -244,7 +242,7 @@ function parseRealServer(text: string, line: string): { rs: RealServer; conns?: 
   for (const w of words.slice(1)) {
     let m: RegExpExecArray | null;
     if ((m = /^w=(\d+)$/.exec(w))) rs.weight = Number(m[1]);
-    else if (forwards.includes(w as ForwardMethod)) rs.forward = w as ForwardMethod;
+    else if ((FORWARD_METHODS as readonly string[]).includes(w)) rs.forward = w as ForwardMethod;
     else if ((m = /^x=(\d+)$/.exec(w))) rs.upperThreshold = Number(m[1]);
     else if ((m = /^y=(\d+)$/.exec(w))) rs.lowerThreshold = Number(m[1]);
     else if ((m = /^tun=(ipip|gue|gre)$/.exec(w))) rs.tunnelType = m[1] as TunnelType;

@@ -4,7 +4,7 @@
 // the kernel would refuse is ever planned. A bad value is refused with a message naming it rather
 // than an EINVAL/ERANGE from deep inside IPVS. pure.
 import type { IpvsOp, RealServer, VirtualServer } from '../model/ipvs.js';
-import { formatOp } from '../model/ipvs.js';
+import { FORWARD_METHODS, formatOp } from '../model/ipvs.js';
 import { parseIPv4, parseIPv6 } from '../model/addr.js';
 import { PENAME_MAXLEN, SCHEDNAME_MAXLEN } from './constants.js';
 import { IpvsError } from './errors.js';
@@ -71,7 +71,7 @@ export function realServerProblems(vs: VirtualServer, rs: RealServer, full: bool
   if (!isInt(rs.port, 0, 65535)) p.push(`real server port ${rs.port} is not in 0..65535`);
   if (!full) return p;
   if (!isInt(rs.weight, 0, MAX_WEIGHT)) p.push(`weight ${rs.weight} is not in 0..${MAX_WEIGHT}`);
-  if (!['masq', 'local', 'tunnel', 'route', 'bypass'].includes(rs.forward)) p.push(`forwarding method ${JSON.stringify(rs.forward)} is unknown`);
+  if (!(FORWARD_METHODS as readonly string[]).includes(rs.forward)) p.push(`forwarding method ${JSON.stringify(rs.forward)} is unknown`);
   if (!isInt(rs.upperThreshold, 0, U32_MAX)) p.push(`upper threshold ${rs.upperThreshold} is not a u32`);
   if (!isInt(rs.lowerThreshold, 0, U32_MAX)) p.push(`lower threshold ${rs.lowerThreshold} is not a u32`);
   // ip_vs_add_dest / ip_vs_edit_dest: ERANGE when l_threshold > u_threshold (0 is not "no limit" here).

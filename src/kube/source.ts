@@ -18,7 +18,8 @@ import {
 } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
-import { type Problem, type ProxyConfig, defaultProxyConfig } from '../desired/types.js';
+import { type Problem } from '../desired/types.js';
+import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';

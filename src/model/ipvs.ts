@@ -14,8 +14,13 @@ import { maskToPrefix } from './addr.js';
 export type Family = 'IPv4' | 'IPv6';
 /** Transport protocol of an address-keyed virtual server. */
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
-/** Packet forwarding method of a real server (IP_VS_CONN_F_* & IP_VS_CONN_F_FWD_MASK). */
-export type ForwardMethod = 'masq' | 'local' | 'tunnel' | 'route' | 'bypass';
+/**
+ * The packet forwarding methods of a real server, the one table of them: each one's index is its
+ * kernel value (IP_VS_CONN_F_* & IP_VS_CONN_F_FWD_MASK: MASQ 0, LOCALNODE 1, TUNNEL 2, DROUTE 3, BYPASS 4).
+ */
+export const FORWARD_METHODS = ['masq', 'local', 'tunnel', 'route', 'bypass'] as const;
+/** Packet forwarding method of a real server. */
+export type ForwardMethod = (typeof FORWARD_METHODS)[number];
 /** Tunnel encapsulation of a `tunnel` real server (kernel >= 5.2). */
 export type TunnelType = 'ipip' | 'gue' | 'gre';
 

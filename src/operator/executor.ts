@@ -2,7 +2,8 @@
 // path at once, then the VIP unbinds. It decides nothing: what to change was decided by planSync. An op the kernel
 // refuses is returned as a failure for its Service (the others are applied regardless); a VIP or
 // iptables failure rejects, since it concerns the whole node.
-import type { Desired, ProxyConfig } from '../desired/types.js';
+import type { Desired } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { IpvsError } from '../ipvs/errors.js';
 import type { IpvsClient } from '../ipvs/types.js';

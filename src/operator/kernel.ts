@@ -8,11 +8,6 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
-/** `uname -r`. */
-export function kernelRelease(): string {
-  return release();
-}
-
 /** Loads a module with modprobe; false when that fails (missing module, no modprobe, built in). */
 async function modprobe(name: string): Promise<boolean> {
   try {

@@ -24,7 +24,8 @@
 // under traffic changes nothing that is already right (a restart issues 0 ops).
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
-import type { Desired, Problem, ProxyConfig } from '../desired/types.js';
+import type { Desired, Problem } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import { type DrainState, updateRecord } from '../plan/index.js';

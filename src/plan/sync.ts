@@ -13,7 +13,7 @@
 //   sync-iptables 3 set entries
 // The executor runs the IPVS batch, the VIP binds and the iptables path at once (none needs
 // another), and unbinds VIPs after the batch deleted the virtual servers on them. pure: no I/O.
-import type { ProxyConfig } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 import type { Desired } from '../desired/types.js';
 import { type IpvsOp, type IpvsTable, formatOp } from '../model/ipvs.js';
 import { makeOwnership } from './ownership.js';

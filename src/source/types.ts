@@ -1,7 +1,8 @@
 // The seams between where Kubernetes objects come from (informers in src/kube/, or a YAML
 // directory in src/source/files.ts) and the operator's sync loop (src/operator/).
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import type { Problem, ProxyConfig } from '../desired/types.js';
+import type { Problem } from '../desired/types.js';
+import type { ProxyConfig } from '../config/types.js';
 
 /** One change seen by a source. Deletions carry the last known object. */
 export type SourceEvent =

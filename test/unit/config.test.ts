@@ -2,7 +2,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { configValidator, readCrd, validateConfig } from '../../src/config/load.js';
 import { CEL_RULES, ConfigValidator, crdSchema, makeAjv, toJsonSchema } from '../../src/config/schema.js';
-import { defaultProxyConfig } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 
 /** `{ a: { a: ... } }`, `depth` levels. */
 function nested(depth: number): Record<string, unknown> {

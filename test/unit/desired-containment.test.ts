@@ -6,7 +6,8 @@ import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry, nestingExceeds } from '../../plugins/index.js';
 import { optionsTooBig } from '../../src/desired/scheduler.js';
 import { DesiredState, buildDesired } from '../../src/desired/state.js';
-import { type Desired, defaultProxyConfig } from '../../src/desired/types.js';
+import { type Desired } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 import { realServerProblems, virtualServerProblems } from '../../src/ipvs/validate.js';
 import { NODE, makeNode, makeService, makeSlice, render } from './fixtures.js';
 

@@ -8,7 +8,7 @@ import { executeSyncPlan } from '../../src/operator/executor.js';
 import { TableCache } from '../../src/operator/table-cache.js';
 import { type SyncPlan } from '../../src/plan/sync.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
-import { defaultProxyConfig } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 import type { Desired } from '../../src/desired/types.js';
 
 const desired: Desired = { table: new Map(), vips: new Set(), nodePortAddresses: new Set(), sets: [], problems: [] };

@@ -2,7 +2,7 @@
 // bookkeeping feeding it: failing syncs, a disconnected source, a dead kernel socket.
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
-import { defaultProxyConfig } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { type ComponentHealth, type HealthInput, evaluateHealth } from '../../src/operator/health.js';

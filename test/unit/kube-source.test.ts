@@ -4,7 +4,7 @@
 // Addresses: see fixtures.ts (VIPs 10.200.1.0/24, pods 10.10.0.0/16, nodes 192.168.0.0/24).
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { KubeSource, type KubeSourceOptions } from '../../src/kube/source.js';
-import { defaultProxyConfig } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { FakeApiServer, type FakeApiServerOptions, kubeConfigFor } from '../support/fake-apiserver.js';
 import { sleep, waitFor } from '../support/wait.js';

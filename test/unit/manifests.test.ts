@@ -11,7 +11,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import { validateConfig } from '../../src/config/load.js';
 import { handlesService } from '../../src/desired/service.js';
 import { SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION } from '../../src/desired/scheduler.js';
-import { type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { type K8sDoc, readDocs, validateDoc, yamlFiles } from '../support/k8s-validate.js';
 
 const files = ['crds', 'manifests', 'examples'].flatMap((d) => yamlFiles(d));

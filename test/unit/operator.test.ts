@@ -3,7 +3,7 @@
 // Address ranges: see test/unit/fixtures.ts.
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
-import { type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 import { NoIptables } from '../../src/iptables/sync.js';

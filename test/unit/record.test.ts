@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PluginRegistry } from '../../plugins/index.js';
-import { defaultProxyConfig } from '../../src/desired/types.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { makeVirtualServer } from '../../src/model/ipvs.js';

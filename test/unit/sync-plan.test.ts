@@ -4,7 +4,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../../src/desired/state.js';
-import { type ProxyConfig, defaultProxyConfig } from '../../src/desired/types.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { type IpvsTable, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey } from '../../src/model/ipvs.js';
 import type { DrainState } from '../../src/plan/index.js';
 import { type SyncInput, formatSyncPlan, planSync } from '../../src/plan/sync.js';
