@@ -18,7 +18,11 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
+# Only the operator ships: the lab VM, lab compare and the demo stay in the source checkout
+# (test/unit/import-graph.test.ts checks that no operator command reaches them), and so do the
+# dev dependencies (resvg renders compare's charts).
 RUN npx tsc -p tsconfig.json \
+ && rm -rf dist/src/lab dist/src/compare dist/src/demo \
  && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:${NODE_VERSION}-bookworm-slim

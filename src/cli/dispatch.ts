@@ -12,6 +12,8 @@ export interface CliCommand {
   usage: string;
   help: string;
   run(args: string[]): Promise<number>;
+  /** A program of its own (`ipvs-operator lab`): every argument, --help included, is its. */
+  nested?: boolean;
 }
 
 /** A program: how it is invoked, its commands, and how it reports errors. */
@@ -51,7 +53,7 @@ export async function dispatch(p: Program, argv: readonly string[]): Promise<num
   }
   // Only flags before `--` are the command's: what follows is another program's (lab run -- cmd --help).
   const own = args.includes('--') ? args.slice(0, args.indexOf('--')) : args;
-  if (own.includes('--help') || own.includes('-h')) {
+  if (!cmd.nested && (own.includes('--help') || own.includes('-h'))) {
     process.stdout.write(`usage: ${p.invoke} ${cmd.usage}\n\n${cmd.help}\n`);
     return 0;
   }

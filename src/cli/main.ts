@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { PluginRegistry } from '../../plugins/index.js';
 import { DEFAULT_PLUGIN_LOAD_TIMEOUT_MS, loadPluginsFrom } from '../plugins/load.js';
-import { defaultProxyConfig } from '../desired/types.js';
+import { defaultProxyConfig } from '../config/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
 import { parseHostPort } from '../operator/addr.js';
@@ -16,7 +16,6 @@ import { cleanup, status } from './status.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
 import { type CliCommand, type Program, UsageError, dispatch } from './dispatch.js';
-import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
 export interface Command {
@@ -148,22 +147,28 @@ export const COMMANDS: Record<string, Command> = {
       return 0;
     },
   },
-  lab: {
-    summary: 'lab compare: kube-proxy iptables random vs each IPVS scheduler, in the lab VM (src/compare/)',
-    usage: COMPARE_USAGE,
-    help: COMPARE_HELP,
-    positionals: 1,
-    options: COMPARE_OPTIONS,
-    async run(v, positionals) {
-      if (positionals[0] !== 'compare') throw new UsageError(`unknown lab subcommand ${JSON.stringify(positionals[0])} (only: compare)`);
-      // Loaded on use: the operator's own commands never load the lab VM or the PNG renderer.
-      const { compareCommand } = await import('../compare/command.js');
-      try {
-        return await compareCommand(v);
-      } catch (e) {
-        throw e instanceof CompareUsageError ? new UsageError(e.message) : e;
-      }
-    },
+};
+
+/**
+ * `ipvs-operator lab <command>`: the lab's own dispatcher (src/lab/commands.ts: the VM, compare),
+ * loaded on use. It ships with a source checkout, not with the operator's image, which leaves out
+ * the lab, compare and demo code (the import-graph test keeps the operator's commands free of it).
+ */
+const LAB: CliCommand = {
+  summary: 'the lab: a real IPVS kernel VM, lab compare (from a source checkout; `lab --help`)',
+  usage: 'lab <command> [args...]',
+  nested: true,
+  help: 'The lab\'s commands (npm run lab -- <command> is the same): prepare, run, test, compare.\n' +
+    '`ipvs-operator lab --help` lists them; they need a source checkout (the image leaves them out).',
+  async run(args) {
+    let mod: { labMain(argv: readonly string[]): Promise<number> };
+    try {
+      mod = await import('../lab/commands.js');
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND') throw e;
+      throw new UsageError('the lab commands ship with the source checkout (npm run lab -- <command>), not with this build');
+    }
+    return mod.labMain(args);
   },
 };
 
@@ -192,7 +197,7 @@ const PROGRAM: Program = {
   invoke: 'ipvs-operator',
   prefix: (command) => (command ? `ipvs-operator ${command}` : 'ipvs-operator'),
   footer: '`ipvs-operator <command> --help` for its flags.',
-  commands: Object.fromEntries(Object.entries(COMMANDS).map(([n, c]) => [n, toCliCommand(n, c)])),
+  commands: { ...Object.fromEntries(Object.entries(COMMANDS).map(([n, c]) => [n, toCliCommand(n, c)])), lab: LAB },
 };
 
 /** Parses argv and runs the command; the exit code. */

@@ -1,0 +1,115 @@
+// The lab's commands (`npm run lab -- <command>`, and `ipvs-operator lab <command>` from a source
+// checkout): the lab VM harness (a real IPVS kernel under qemu TCG) and the tools built on it.
+// Each command is one entry in COMMANDS. Never part of the operator's image: main.ts loads this
+// module only when `lab` is invoked.
+import { parseArgs } from 'node:util';
+import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
+import { LabSetupError } from './host.js';
+import { projectRoot } from './paths.js';
+import { JEST_KERNEL } from './kernel-jest.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
+import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
+
+export type LabCommand = CliCommand;
+
+interface VmFlags {
+  timeoutMs: number | undefined;
+  memoryMb: number | undefined;
+  rest: string[];
+}
+
+/** Parses `--timeout SECONDS`, `--memory MB` up to `--` (or the first non-flag). */
+function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
+  const flags: VmFlags = { timeoutMs: undefined, memoryMb: undefined, rest: [] };
+  let i = 0;
+  const num = (name: string): number => {
+    const v = Number(args[++i]);
+    if (!Number.isFinite(v) || v <= 0) throw new UsageError(`${name} needs a positive number`);
+    return v;
+  };
+  for (; i < args.length; i++) {
+    const a = args[i];
+    if (a === '--') { i++; break; }
+    if (a === '--timeout') flags.timeoutMs = num('--timeout') * 1000;
+    else if (a === '--memory') flags.memoryMb = Math.round(num('--memory'));
+    else if (a?.startsWith('--') && !allowUnknown) throw new UsageError(`unknown option ${a}`);
+    else break;
+  }
+  flags.rest = args.slice(i);
+  return flags;
+}
+
+
+export const COMMANDS: Record<string, LabCommand> = {
+  compare: {
+    summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/compare/)',
+    usage: COMPARE_USAGE.replace(/^lab /, ''),
+    help: COMPARE_HELP,
+    async run(args) {
+      const { values, positionals } = parseArgs({ args, options: COMPARE_OPTIONS, strict: true, allowPositionals: true });
+      if (positionals.length) throw new UsageError(`compare takes no arguments, got ${positionals.length}`);
+      // Loaded on use: the other lab commands never load the PNG renderer.
+      const { compareCommand } = await import('../compare/command.js');
+      try {
+        return await compareCommand(values as Record<string, string | boolean | undefined>);
+      } catch (e) {
+        throw e instanceof CompareUsageError ? new UsageError(e.message) : e;
+      }
+    },
+  },
+  prepare: {
+    summary: 'install host packages, fetch the kernel, build the initramfs',
+    usage: 'prepare',
+    help: 'Installs missing Debian packages (needs root), downloads and unpacks Debian\'s current\n' +
+      'linux-image-<abi>-amd64 into .cache/lab/ (once per package version) and builds the initramfs.',
+    async run(args) {
+      if (args.length) throw new UsageError('prepare takes no arguments');
+      const image = await prepareLab();
+      process.stdout.write(`lab: kernel ${image.kernel.package} (${image.kernel.kver})\nlab: initramfs ${image.initramfs}\n`);
+      return 0;
+    },
+  },
+  run: {
+    summary: 'run a command in the VM, in the project directory',
+    usage: 'run [--timeout SECONDS] [--memory MB] -- <command...>',
+    help: 'Boots the VM, runs <command> (argv, no shell; use `sh -c "..."` for one) in the project\n' +
+      'directory, streams its output and exits with its exit code (124 on timeout, default 600 s;\n' +
+      '125 when the VM failed). Build first: the guest runs the JS in dist/.',
+    async run(args) {
+      const f = parseVmFlags(args, false);
+      if (f.rest.length === 0) throw new UsageError('run needs a command after --');
+      return runInVm({ command: f.rest, cwd: projectRoot, timeoutMs: f.timeoutMs, memoryMb: f.memoryMb });
+    },
+  },
+  test: {
+    summary: 'run the kernel jest project in the VM',
+    usage: 'test [--timeout SECONDS] [--memory MB] [jest args...]',
+    help: `Runs \`${JEST_KERNEL.join(' ')} [jest args...]\` in the VM\n` +
+      '(dist/test/kernel/**/*.test.js: run `npm run build` first; never tsc in the guest).\n' +
+      'Default timeout 40 minutes.',
+    async run(args) {
+      const f = parseVmFlags(args, true);
+      return runInVm({
+        command: [...JEST_KERNEL, ...f.rest], cwd: projectRoot,
+        timeoutMs: f.timeoutMs ?? 40 * 60_000, memoryMb: f.memoryMb ?? 3072,
+      });
+    },
+  },
+};
+
+/** The lab's commands for the dispatcher; a setup failure exits like a VM failure. */
+export const LAB_PROGRAM: Program = {
+  invoke: 'npm run lab --',
+  prefix: () => 'lab',
+  intro: '(node dist/src/lab/cli.js <command>) The lab VM: Debian\'s kernel (with IPVS) under qemu TCG, host /\n' +
+    'shared read-only, the project read-write at the same path, no network card.',
+  footer: '`<command> --help` for details. Env: LAB_VERBOSE=1 shows the boot log.',
+  commands: COMMANDS,
+  exitCode: (e) => (e instanceof LabSetupError ? EXIT_VM_FAILURE : undefined),
+};
+
+/** Runs one lab command; the exit code. */
+export function labMain(argv: readonly string[]): Promise<number> {
+  return dispatch(LAB_PROGRAM, argv);
+}
+

@@ -1,0 +1,71 @@
+// The operator's image carries only the operator (issue 11): every module the `ipvs-operator`
+// commands can load, statically or on use, is outside the lab, compare, demo and bench trees, and
+// every package it imports is a runtime dependency in package.json. The one door into the lab is
+// `ipvs-operator lab`, which loads src/lab/commands.js and says so when it is absent (the image).
+// Walks the JavaScript tsc emitted (dist/), as the image's node would load it.
+import { describe, expect, it } from '@jest/globals';
+import { readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const dist = join(root, 'dist');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+
+/** The lab's door: the one import the walk does not follow (checked separately below). */
+const LAB_DOOR = join(dist, 'src', 'lab', 'commands.js');
+
+/** Specifiers of `import ... from 'x'`, `export ... from 'x'`, `import 'x'` and `import('x')` with a literal. */
+function specifiers(code: string): string[] {
+  const out: string[] = [];
+  for (const re of [/\bfrom\s+['"]([^'"]+)['"]/g, /\bimport\s+['"]([^'"]+)['"]/g, /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g]) {
+    for (const m of code.matchAll(re)) out.push(m[1]!);
+  }
+  return out;
+}
+
+/** Every module file reachable from `entry`, and the bare packages they import. */
+function walk(entry: string): { files: Set<string>; packages: Set<string> } {
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const todo = [entry];
+  while (todo.length) {
+    const file = todo.pop()!;
+    if (files.has(file) || file === LAB_DOOR) continue;
+    files.add(file);
+    for (const s of specifiers(readFileSync(file, 'utf8'))) {
+      if (s.startsWith('.')) todo.push(resolve(dirname(file), s));
+      else if (!s.startsWith('node:') && !builtinModules.includes(s)) {
+        packages.add(s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0]!);
+      }
+    }
+  }
+  return { files, packages };
+}
+
+describe("the operator's module graph", () => {
+  const { files, packages } = walk(join(dist, 'src', 'cli', 'main.js'));
+  const rel = [...files].map((f) => relative(dist, f)).sort();
+
+  it('reaches the operator and its plugins, and the lab only through its door', () => {
+    expect(rel).toContain('src/operator/operator.js');
+    expect(rel).toContain('src/kube/source.js'); // loaded on use, still walked
+    expect(rel).toContain('plugins/index.js');
+    expect(specifiers(readFileSync(join(dist, 'src', 'cli', 'main.js'), 'utf8'))).toContain('../lab/commands.js');
+    expect(rel.filter((f) => /^(src\/(lab|compare|demo)\/|bench\/|test\/)/.test(f))).toEqual([]);
+  });
+
+  it('imports only runtime dependencies, and the lab tooling (resvg) is not one', () => {
+    expect([...packages].filter((p) => !(p in pkg.dependencies)).sort()).toEqual([]);
+    expect(pkg.dependencies).not.toHaveProperty('@resvg/resvg-js');
+    expect(pkg.devDependencies).toHaveProperty('@resvg/resvg-js');
+  });
+
+  it('sees every form of import (the walk is not vacuous)', () => {
+    expect(specifiers("import { a } from './a.js';\nexport * from \"./b.js\";\nimport './c.js';\nawait import('./d.js');"))
+      .toEqual(['./a.js', './b.js', './c.js', './d.js']);
+    expect(packages.has('@kubernetes/client-node')).toBe(true);
+    expect(packages.has('netlink')).toBe(true);
+  });
+});
