@@ -117,7 +117,9 @@ function renderTable(r: any): string {
     if (r.operatorHost) {
       const o = r.operatorHost;
       row(`operator RSS, ${o.services} Services / ${o.realServers} real servers (files source, FakeIpvs)`, `${o.rssMb.toFixed(0)} MB`, `< 200 MB: ${verdict(o.rssMb < 200)}`);
-      row('files source: one changed file, whole directory re-read', s(o.filesSource.rescanOneChangeMs), `+ ${o.filesSource.debounceMs} ms debounce`);
+      row('files source: one changed file read again', s(o.filesSource.rereadOneFileMs), `< 100 ms: ${verdict(o.filesSource.rereadOneFileMs < 100)} (+ ${o.filesSource.debounceMs} ms debounce)`);
+      row(`  the change programmed (${o.filesSource.changeOps ?? '?'} ops)`, s(o.filesSource.changeToProgrammedMs), '');
+      row('files source: safety-net rescan, nothing changed', s(o.filesSource.rescanUnchangedMs), '');
       row('files source: initial read / ready', `${s(o.filesSource.initialReadMs)} / ${s(o.filesSource.readyMs)}`, '');
     }
   }

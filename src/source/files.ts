@@ -4,9 +4,14 @@
 // Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories; symlinks followed, so a
 // ConfigMap volume's `name.yaml -> ..data/name.yaml` layout works and its atomic `..data` swap is
 // one change) is read as `kubectl get -o yaml` writes it: multi-document, `kind: List` with items.
-// On any change in DIR (fs.watch, debounced), and every `rescanMs` as a safety net for what the
-// watcher misses (a directory deleted and created again, an event dropped), the directory is read
-// again and diffed against what was sent: changed objects go out as upserts, vanished ones as
+// On a change of a file in DIR (fs.watch, debounced), only the files the watcher named are read
+// again; a change it cannot name (a hidden entry such as a ConfigMap volume's `..data` swap, an
+// event without a name) reads the whole directory, and so does a rescan every `rescanMs`, the
+// safety net for what the watcher misses (a directory deleted and created again, an event
+// dropped). A file whose bytes did not change is not parsed again, nor is a document of a changed
+// file whose text did not change, and every object's fingerprint is computed once when it is
+// parsed: one edited object among thousands costs about that object only. The
+// result is diffed against what was sent: changed objects go out as upserts, vanished ones as
 // deletes. Decisions:
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
 //   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
@@ -22,6 +27,7 @@
 // - The same object in two files: the first file (by name) wins, the other is reported.
 // - metadata.resourceVersion is the source's own counter: files copied from `kubectl get` carry
 //   stale resourceVersions that would hide edits from the desired state's change detection.
+import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -32,7 +38,7 @@ import { type Problem } from '../desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { problemKey } from './dedup.js';
 import { type LogFn, noLog } from './log.js';
-import { type Manifest, parseManifests } from './manifests.js';
+import { type Manifest, parseManifests, splitDocuments } from './manifests.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
 
 export interface FilesSourceOptions {
@@ -56,12 +62,62 @@ export interface FilesSourceOptions {
 
 const CONFIG_KEY = 'IPVSProxyConfig//default';
 
+/** An object as last parsed from a file, with its content fingerprint (computed once, at parse). */
+interface Parsed { m: Manifest; fingerprint: string }
+
+/** What one document of a file gave (its objects, and the kinds skipped). */
+interface DocEntry { objects: Parsed[]; skipped: string[] }
+
+/**
+ * A file's last good objects, the digest of the bytes they were parsed from, and what each of its
+ * documents gave, by the digest of the document's text (splitDocuments): an edit of one document
+ * parses that document only.
+ */
+interface FileEntry { digest: string; objects: Parsed[]; docs: Map<string, DocEntry> }
+
+const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
+
+/** Parses a file's text, reusing what `previous` holds of documents whose text is unchanged. */
+function parseFile(text: string, previous: ReadonlyMap<string, DocEntry> | undefined): { errors: string[] } & DocEntry & { docs: Map<string, DocEntry> } {
+  const parsed = (m: Manifest): Parsed => ({ m, fingerprint: JSON.stringify(m.object) });
+  const chunks = splitDocuments(text);
+  if (chunks) {
+    const docs = new Map<string, DocEntry>();
+    const objects: Parsed[] = [];
+    const skipped: string[] = [];
+    let failed = false;
+    for (const chunk of chunks) {
+      const key = digestOf(chunk);
+      let d = docs.get(key) ?? previous?.get(key);
+      if (!d) {
+        const r = parseManifests(chunk);
+        // An error is reported from the whole text below: its document numbers are the file's.
+        if (r.errors.length) { failed = true; break; }
+        d = { objects: r.manifests.map(parsed), skipped: r.skipped };
+      }
+      docs.set(key, d);
+      objects.push(...d.objects);
+      skipped.push(...d.skipped);
+    }
+    if (!failed) return { errors: [], objects, skipped, docs };
+  }
+  const r = parseManifests(text);
+  return { errors: r.errors, objects: r.manifests.map(parsed), skipped: r.skipped, docs: new Map() };
+}
+
+/** Whether a directory entry name is one the source reads (not hidden, *.yaml / *.yml). */
+const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
+
 /** Reads and watches a directory of YAML manifests (see the file comment). */
 export class FilesSource implements Source {
   private readonly log: LogFn;
   private readonly validate: (obj: unknown) => ConfigResult;
   /** Last good objects of each file. */
-  private readonly files = new Map<string, Manifest[]>();
+  private readonly files = new Map<string, FileEntry>();
+  /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
+  private readonly fileProblems = new Map<string, Problem>();
+  /** Files the watcher named since the last read; `true`: a change it could not name (read all). */
+  private pending: Set<string> | true = new Set();
   /** What was sent, by key: its content fingerprint and the object as sent. */
   private readonly sent = new Map<string, { fingerprint: string; event: SourceEvent }>();
   private configFingerprint: string | undefined;
@@ -139,6 +195,12 @@ export class FilesSource implements Source {
     return this.queue;
   }
 
+  /** Reads these files of DIR again (after queued reads), as the watcher does for the files it names. */
+  reread(names: readonly string[]): Promise<void> {
+    this.queue = this.queue.then(() => this.readSome(names.filter(isManifestName)));
+    return this.queue;
+  }
+
   /** Watches DIR (again, when it is a new directory under the same name). */
   private async watchDir(): Promise<void> {
     if (this.stopped) return;
@@ -148,7 +210,7 @@ export class FilesSource implements Source {
     this.watcher = undefined;
     if (id === undefined) return; // gone: the rescan watches it again when it is back
     try {
-      this.watcher = watch(this.opts.dir, { persistent: false }, () => this.schedule());
+      this.watcher = watch(this.opts.dir, { persistent: false }, (_event, name) => this.changed(name));
       this.watcher.on('error', (e) => this.watchFailed(e));
       this.watchedId = id;
     } catch (e) {
@@ -163,14 +225,23 @@ export class FilesSource implements Source {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
       void this.watchDir();
-      this.schedule();
+      this.changed(null);
     }, this.opts.retryMs ?? 1000);
   }
 
-  private schedule(): void {
+  /** A watcher event: the file it names is read again after the quiet time (all of DIR when unnamed or hidden). */
+  private changed(name: string | Buffer | null): void {
     if (this.stopped) return;
+    const n = typeof name === 'string' ? name : undefined;
+    if (n === undefined || n.startsWith('.')) this.pending = true;
+    else if (!isManifestName(n)) return; // an editor's backup or swap file: nothing the source reads
+    else if (this.pending !== true) this.pending.add(n);
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => void this.rescan(), this.opts.debounceMs ?? 100);
+    this.timer = setTimeout(() => {
+      const pending = this.pending;
+      this.pending = new Set();
+      void (pending === true ? this.rescan() : this.reread([...pending]));
+    }, this.opts.debounceMs ?? 100);
   }
 
   private async scan(initial: boolean): Promise<void> {
@@ -181,48 +252,75 @@ export class FilesSource implements Source {
     } catch (e) {
       const error = (e as Error).message;
       if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${error}`);
+      await this.watchDir(); // a directory that is gone: its watcher goes with it
       // Send nothing: what was programmed stays until the directory can be read again.
       if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', { dir: this.opts.dir, error });
       this.setOk(false, `cannot read ${this.opts.dir}: ${error}`);
       return;
     }
     if (!initial) await this.watchDir();
-    const problems: Problem[] = [];
-    for (const name of [...this.files.keys()]) if (!names.includes(name)) this.files.delete(name);
+    const listed = new Set(names);
+    for (const name of [...this.files.keys()]) if (!listed.has(name)) this.files.delete(name);
+    for (const name of [...this.fileProblems.keys()]) if (!listed.has(name)) this.fileProblems.delete(name);
+    await this.readFiles(names, false);
+  }
+
+  /** Reads the named files only (the watcher's path); a name that is no longer a file drops its objects. */
+  private async readSome(names: readonly string[]): Promise<void> {
+    if (this.stopped) return;
+    // Files vanish with their directory too: that is not a deletion of their objects. The full
+    // scan tells the two apart (an unreadable directory keeps every last object).
+    if (await dirId(this.opts.dir) !== this.watchedId) return this.scan(false);
+    await this.readFiles(names, true);
+  }
+
+  /** Reads `names`, keeps each file's last good objects, then sends what changed. */
+  private async readFiles(names: readonly string[], checkType: boolean): Promise<void> {
     const read = this.opts.readFile ?? ((path: string) => readFile(path, 'utf8'));
     for (const name of names) {
       let text: string;
       try {
         const path = join(this.opts.dir, name);
-        if ((await stat(path)).size > MAX_FILE_BYTES) throw new Error(`larger than ${MAX_FILE_BYTES} bytes`);
+        const st = await stat(path);
+        // The full scan lists regular files (symlinks followed); a named change may be anything.
+        if (checkType && !st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOENT' });
+        if (st.size > MAX_FILE_BYTES) throw new Error(`larger than ${MAX_FILE_BYTES} bytes`);
         text = await read(path);
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-          this.files.delete(name); // removed between readdir and read
+          this.files.delete(name); // removed (or removed between readdir and read)
+          this.fileProblems.delete(name);
           continue;
         }
-        problems.push({ service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
+        this.fileProblems.set(name, { service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
         continue;
       }
-      const parsed = parseManifests(text);
+      const digest = digestOf(text);
+      if (this.files.get(name)?.digest === digest) {
+        this.fileProblems.delete(name);
+        continue; // the same bytes: the same objects
+      }
+      const parsed = parseFile(text, this.files.get(name)?.docs);
       if (parsed.errors.length) {
-        problems.push({ service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
+        this.fileProblems.set(name, { service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
         continue;
       }
       if (parsed.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: parsed.skipped });
-      this.files.set(name, parsed.manifests);
+      this.files.set(name, { digest, objects: parsed.objects, docs: parsed.docs });
+      this.fileProblems.delete(name);
     }
     this.setOk(true);
     if (this.stopped) return;
+    const problems = [...this.fileProblems.keys()].sort().map((n) => this.fileProblems.get(n)!);
     this.apply(this.select(problems), problems);
     this.setProblems(problems);
   }
 
   /** The objects to send, by key, with duplicates and unused Nodes/configs left out. */
-  private select(problems: Problem[]): Map<string, { file: string; m: Manifest }> {
-    const next = new Map<string, { file: string; m: Manifest }>();
-    for (const [file, manifests] of this.files) {
-      for (const m of manifests) {
+  private select(problems: Problem[]): Map<string, { file: string } & Parsed> {
+    const next = new Map<string, { file: string } & Parsed>();
+    for (const file of [...this.files.keys()].sort()) {
+      for (const { m, fingerprint } of this.files.get(file)!.objects) {
         const name = (m.object.metadata as { name: string }).name;
         if (m.kind === 'Node' && name !== this.opts.nodeName) continue;
         if (m.kind === 'IPVSProxyConfig' && m.key !== CONFIG_KEY) {
@@ -234,17 +332,17 @@ export class FilesSource implements Source {
           problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${m.key} is also in ${first.file}; using the one in ${first.file}` });
           continue;
         }
-        next.set(m.key, { file, m });
+        next.set(m.key, { file, m, fingerprint });
       }
     }
     return next;
   }
 
-  private apply(next: Map<string, { file: string; m: Manifest }>, problems: Problem[]): void {
+  private apply(next: Map<string, { file: string } & Parsed>, problems: Problem[]): void {
     const config = next.get(CONFIG_KEY);
     next.delete(CONFIG_KEY);
     if (config) {
-      const fingerprint = JSON.stringify(config.m.object);
+      const fingerprint = config.fingerprint;
       const r = this.validate(config.m.object);
       if (!r.ok) {
         problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${r.errors}` });
@@ -256,8 +354,7 @@ export class FilesSource implements Source {
       this.configFingerprint = undefined;
       this.emit({ kind: 'config', type: 'delete', config: { ...defaultProxyConfig } as ProxyConfig });
     }
-    for (const [key, { m }] of next) {
-      const fingerprint = JSON.stringify(m.object);
+    for (const [key, { m, fingerprint }] of next) {
       if (this.sent.get(key)?.fingerprint === fingerprint) continue;
       const object = structuredClone(m.object) as { metadata: { resourceVersion?: string } };
       object.metadata.resourceVersion = `files-${++this.version}`;
@@ -305,10 +402,13 @@ async function yamlFiles(dir: string): Promise<string[]> {
   return out.sort();
 }
 
-/** The directory's identity (device and inode), undefined when it does not exist. */
+/**
+ * The directory's identity (device, inode, birth time: a directory created again may get the
+ * inode number of the one removed), undefined when it does not exist.
+ */
 async function dirId(dir: string): Promise<string | undefined> {
   const s = await stat(dir).catch(() => undefined);
-  return s?.isDirectory() ? `${s.dev}:${s.ino}` : undefined;
+  return s?.isDirectory() ? `${s.dev}:${s.ino}:${s.birthtimeMs}` : undefined;
 }
 
 function toEvent(kind: Manifest['kind'], type: 'upsert' | 'delete', object: object): SourceEvent {

@@ -83,6 +83,25 @@ export function parseManifests(text: string): ParsedFile {
   return out;
 }
 
+/**
+ * The text's documents as separate texts, split at the `---` lines that start them, or undefined
+ * when the text has directives (`%YAML`, `%TAG`: they belong to the document after them). A
+ * line that starts with `---` is always a document marker (YAML forbids it inside a scalar), and
+ * anchors never reach across documents, so parsing the pieces one by one gives what parsing the
+ * whole text gives: a reader can keep what it parsed of a document whose text did not change.
+ */
+export function splitDocuments(text: string): string[] | undefined {
+  if (/^%/m.test(text)) return undefined;
+  const out: string[] = [];
+  let start = 0;
+  for (const m of text.matchAll(/^---(?=[ \t\r\n]|$)/gm)) {
+    if (m.index > start) out.push(text.slice(start, m.index));
+    start = m.index;
+  }
+  if (start < text.length) out.push(text.slice(start));
+  return out;
+}
+
 function firstLine(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
 }

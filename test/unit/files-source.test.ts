@@ -10,7 +10,7 @@ import { defaultProxyConfig } from '../../src/config/types.js';
 import { FilesSource } from '../../src/source/files.js';
 import { LogEventSink } from '../../src/source/log-events.js';
 import type { LogLevel } from '../../src/source/log.js';
-import { parseManifests } from '../../src/source/manifests.js';
+import { parseManifests, splitDocuments } from '../../src/source/manifests.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { waitFor } from '../support/wait.js';
 
@@ -214,5 +214,117 @@ describe('LogEventSink', () => {
     await sink.report([q], new Map());
     await sink.report([p, q], new Map());
     expect(logged).toEqual([['warn', p.message], ['warn', q.message], ['warn', p.message]]);
+  });
+});
+
+describe('FilesSource reads only what changed', () => {
+  /** A source whose file reads are recorded (by file name). */
+  async function startCounting(): Promise<string[]> {
+    const reads: string[] = [];
+    const { readFile } = await import('node:fs/promises');
+    source = new FilesSource({
+      dir, nodeName: 'node-a', debounceMs: 20, onProblems: (p) => { problems = p; },
+      readFile: (path) => { reads.push(path.slice(dir.length + 1)); return readFile(path, 'utf8'); },
+    });
+    await source.start((e) => events.push(e));
+    return reads;
+  }
+
+  it('a file the watcher names is the only one read again, and only its changed object is sent', async () => {
+    for (let i = 0; i < 20; i++) await writeFile(join(dir, `svc${i}.yaml`), service(`svc${i}`, `10.200.1.${i + 1}`) + '---\n' + slice(`svc${i}-1`, `svc${i}`, `10.10.1.${i + 1}`));
+    const reads = await startCounting();
+    expect(reads).toHaveLength(20);
+    reads.length = 0;
+    events.length = 0;
+    await writeFile(join(dir, 'svc7.yaml'), service('svc7', '10.200.1.8') + '---\n' + slice('svc7-1', 'svc7', '10.10.1.99'));
+    await waitFor(() => events.length > 0, 'the change');
+    expect(lines()).toEqual(['upsert endpointslice ns1/svc7-1']);
+    expect(reads).toEqual(['svc7.yaml']);
+  });
+
+  it('unchanged bytes send nothing on a full rescan; a removed file deletes its objects; a directory named *.yaml is not a file', async () => {
+    await writeFile(join(dir, 'a.yaml'), service('a', '10.200.1.1'));
+    await writeFile(join(dir, 'b.yaml'), service('b', '10.200.1.2'));
+    await startCounting();
+    events.length = 0;
+    await source!.rescan();
+    expect(lines()).toEqual([]);
+    await unlink(join(dir, 'b.yaml'));
+    await waitFor(() => events.length > 0, 'the removal');
+    expect(lines()).toEqual(['delete service ns1/b']);
+    events.length = 0;
+    await rm(join(dir, 'a.yaml'));
+    const { mkdir } = await import('node:fs/promises');
+    await mkdir(join(dir, 'a.yaml'));
+    await waitFor(() => events.length > 0, 'a.yaml replaced by a directory');
+    expect(lines()).toEqual(['delete service ns1/a']);
+    expect(source!.healthy()).toBe(true);
+  });
+
+  it("an editor's backup file is not read; a hidden entry (a ConfigMap's ..data swap) reads the whole directory", async () => {
+    await writeFile(join(dir, 'a.yaml'), service('a', '10.200.1.1'));
+    const reads = await startCounting();
+    reads.length = 0;
+    await writeFile(join(dir, 'a.yaml~'), service('zz', '10.200.1.9'));
+    await writeFile(join(dir, '.hidden'), 'x');
+    await waitFor(() => reads.length > 0, 'the full read');
+    await source!.rescan(); // after the debounced read: nothing new, nothing sent
+    expect(new Set(reads)).toEqual(new Set(['a.yaml']));
+    expect(lines()).toEqual(['upsert service ns1/a']);
+  });
+
+  it('a file made bad and then restored to its last good bytes clears its problem without sending anything', async () => {
+    await writeFile(join(dir, 'a.yaml'), service('a', '10.200.1.1'));
+    await startCounting();
+    await writeFile(join(dir, 'a.yaml'), 'kind: Service\nmetadata: {name: [x\n');
+    await waitFor(() => problems.length === 1, 'the problem');
+    expect(problems[0]!.message).toMatch(/^a\.yaml: .*keeping its last good objects/);
+    await writeFile(join(dir, 'a.yaml'), service('a', '10.200.1.1'));
+    await waitFor(() => problems.length === 0, 'the problem cleared');
+    expect(lines()).toEqual(['upsert service ns1/a']);
+  });
+});
+
+describe('splitDocuments', () => {
+  const whole = (t: string) => parseManifests(t);
+  const pieces = (t: string) => {
+    const parts = splitDocuments(t)!;
+    const rs = parts.map((p) => parseManifests(p));
+    return { manifests: rs.flatMap((r) => r.manifests), errors: rs.flatMap((r) => r.errors), skipped: rs.flatMap((r) => r.skipped) };
+  };
+
+  it.each([
+    ['documents with markers', `${service('a', '10.200.1.1')}---\n${slice('a-1', 'a', '10.10.1.1')}---\n${node('node-a')}`],
+    ['a leading marker, comments, an empty document and a marker with content', `# head\n---\n${service('a', '10.200.1.1')}---\n---\n--- {apiVersion: v1, kind: Node, metadata: {name: n}}\n`],
+    ['a block scalar holding dashes (indented, so not a marker)', `${service('a', '10.200.1.1').replace('metadata:\n', 'metadata:\n  annotations:\n    note: |\n      ---\n      text\n')}---\n${service('b', '10.200.1.2')}`],
+    ['a document end marker', `${service('a', '10.200.1.1')}...\n---\n${service('b', '10.200.1.2')}`],
+    ['CRLF line ends', `${service('a', '10.200.1.1')}---\n${service('b', '10.200.1.2')}`.replace(/\n/g, '\r\n')],
+    ['anchors within each document', `a: &x 1\nkind: Service\nmetadata: {name: s, labels: {v: *x}}\n---\nkind: Service\nmetadata: &m {name: t}\n`],
+  ])('parsing the pieces one by one gives what the whole text gives: %s', (_name, text) => {
+    expect(whole(text).errors).toEqual([]);
+    expect(pieces(text)).toEqual(whole(text));
+    expect(splitDocuments(text)!.join('')).toBe(text);
+  });
+
+  it('leaves a text with directives whole (undefined)', () => {
+    expect(splitDocuments(`%YAML 1.2\n---\n${service('a', '10.200.1.1')}`)).toBeUndefined();
+  });
+});
+
+describe('FilesSource parses only the documents that changed', () => {
+  it('an edited document of a large file is the one sent; the others keep their parsed objects', async () => {
+    const docs = Array.from({ length: 50 }, (_, i) => service(`s${i}`, `10.200.1.${i + 1}`));
+    await writeFile(join(dir, 'many.yaml'), docs.join('---\n'));
+    await startSource();
+    events.length = 0;
+    docs[17] = service('s17', '10.200.1.18', '\n    name: http');
+    await writeFile(join(dir, 'many.yaml'), docs.join('---\n'));
+    await waitFor(() => events.length > 0, 'the edit');
+    expect(lines()).toEqual(['upsert service ns1/s17']);
+    // A bad edit in one document: the file's errors name the file's own document number.
+    docs[30] = 'kind: Service\nmetadata: {name: [x\n';
+    await writeFile(join(dir, 'many.yaml'), docs.join('---\n'));
+    await waitFor(() => problems.length === 1, 'the problem');
+    expect(problems[0]!.message).toMatch(/^many\.yaml: document 31: /);
   });
 });
