@@ -1,34 +1,44 @@
 # syntax=docker/dockerfile:1
-# ipvs-operator's image: built on Debian bookworm (the Node.js images' base), so the native
-# netlink addon compiled in the build stage runs against the same glibc and Node ABI at runtime.
-#   docker build -t ipvs-operator:dev .
-# The runtime stage holds node, the compiled JavaScript, production node_modules, crds/ (the
-# operator validates its configuration with the CRD's own schema, read at run time) and the host
-# tools the operator and a person debugging a node use: iptables (both the nft and legacy
-# backends; the operator picks the node's), ipset, ipvsadm, kmod (modprobe, when the pod may load
-# modules) and iproute2. No shell tricks at run time: the entry point is the CLI itself.
-ARG NODE_VERSION=20
+# ipvs-operator's image. Two stages: the build stage compiles the TypeScript and keeps only the
+# production dependencies; the runtime stage holds node, the compiled operator (no lab, compare or
+# demo code: the import-graph test keeps the operator's commands off them), production
+# node_modules, crds/ (the operator validates its configuration with the CRD's own schema, read at
+# run time) and the host tools the operator and a person debugging a node use: iptables (both the
+# nft and legacy backends; the operator picks the node's), ipset, ipvsadm, kmod (modprobe, when
+# the pod may load modules) and iproute2. No shell tricks at run time: the entry point is the CLI.
+#
+#   docker build -t ipvs-operator:dev .                     # Node.js images from a registry
+#   npm run image -- build                                  # the same with docker or podman
+#   npm run image -- build --local-base                     # no registry: a Debian base made here
+#
+# BUILD_IMAGE and RUNTIME_IMAGE may be any Debian-based images: where one has no node, the stage
+# installs Debian's nodejs (and npm), so a minimal Debian base made with debootstrap works too.
+# The netlink addon is an N-API prebuild: no compiler is needed in either stage.
+ARG BUILD_IMAGE=node:20-bookworm
+ARG RUNTIME_IMAGE=node:20-bookworm-slim
 
-FROM node:${NODE_VERSION}-bookworm AS build
+FROM ${BUILD_IMAGE} AS build
+# Behind a TLS-intercepting proxy the build must trust the host's CA bundle: the build script
+# mounts it and passes its path here. Build stage only: never in the shipped stage.
+ARG NODE_EXTRA_CA_CERTS
 WORKDIR /src
-# The full image has python3, make and g++ for node-gyp (the netlink package builds an addon).
+RUN command -v npm >/dev/null 2>&1 || { apt-get update && apt-get install -y --no-install-recommends nodejs npm ca-certificates && rm -rf /var/lib/apt/lists/*; }
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
-# Only the operator ships: the lab VM, lab compare and the demo stay in the source checkout
-# (test/unit/import-graph.test.ts checks that no operator command reaches them), and so do the
-# dev dependencies (resvg renders compare's charts).
 RUN npx tsc -p tsconfig.json \
  && rm -rf dist/src/lab dist/src/compare dist/src/demo \
- && npm prune --omit=dev --no-audit --no-fund
+ && npm prune --omit=dev --no-audit --no-fund \
+ && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' \) -delete
 
-FROM node:${NODE_VERSION}-bookworm-slim
+FROM ${RUNTIME_IMAGE}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends iptables ipset ipvsadm kmod iproute2 \
- && rm -rf /var/lib/apt/lists/*
+      $(command -v node >/dev/null 2>&1 || echo nodejs) \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build /src/package.json ./package.json

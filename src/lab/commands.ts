@@ -7,6 +7,7 @@ import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
 import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
+import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, buildImage, smokeImage } from './image.js';
 import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
@@ -41,6 +42,35 @@ function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
 
 
 export const COMMANDS: Record<string, LabCommand> = {
+  image: {
+    summary: 'build the operator image (docker or podman) and smoke-test it',
+    usage: 'image build [--tag TAG] [--engine docker|podman] [--local-base] | image smoke [--tag TAG] [--engine docker|podman]',
+    help: 'build: docker/podman build of the Dockerfile (--local-base: no registry; a Debian trixie base made with\n' +
+      'debootstrap and imported into podman). smoke: runs the built image as a user first does (--help of every\n' +
+      'command, explain and run --dry-run on examples/lab, status without IPVS) and checks each answer.\n' +
+      `Default tag ${DEFAULT_IMAGE_TAG}.`,
+    async run(args) {
+      const { values, positionals } = parseArgs({
+        args, allowPositionals: true, strict: true,
+        options: { tag: { type: 'string', default: DEFAULT_IMAGE_TAG }, engine: { type: 'string' }, 'local-base': { type: 'boolean', default: false } },
+      });
+      const engine = values.engine;
+      if (engine !== undefined && engine !== 'docker' && engine !== 'podman') throw new UsageError('--engine must be docker or podman');
+      const log = (line: string) => process.stdout.write(`${line}\n`);
+      if (positionals.length === 1 && positionals[0] === 'build') {
+        await buildImage({ tag: values.tag!, engine, localBase: values['local-base']!, log });
+        return 0;
+      }
+      if (positionals.length === 1 && positionals[0] === 'smoke') {
+        if (values['local-base']) throw new UsageError('--local-base is a build flag');
+        const results = await smokeImage(values.tag!, engine, log);
+        const failed = results.filter((r) => !r.ok).length;
+        log(`image smoke: ${results.length - failed} passed, ${failed} failed`);
+        return failed ? 1 : 0;
+      }
+      throw new UsageError('image takes one subcommand: build or smoke');
+    },
+  },
   compare: {
     summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/compare/)',
     usage: COMPARE_USAGE.replace(/^lab /, ''),
