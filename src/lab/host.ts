@@ -32,7 +32,7 @@ function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
-async function aptUpdateOnce(): Promise<void> {
+export async function aptUpdateOnce(): Promise<void> {
   if (aptUpdated) return;
   log('apt-get update');
   const code = await runInherit('apt-get', ['update', '-qq'], { env: aptEnv });

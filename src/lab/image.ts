@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunResult, run, runInherit, runOk } from './proc.js';
 import { projectRoot } from './paths.js';
+import { aptUpdateOnce } from './host.js';
 
 export const DEFAULT_TAG = 'localhost/ipvs-operator:dev';
 const LOCAL_BASE = 'localhost/ipvs-operator-base:trixie';
@@ -34,6 +35,7 @@ export async function chooseEngine(wanted: Engine | undefined, log: (line: strin
   if ((await tryRun('podman', ['--version'])).code !== 0 || (await tryRun('debootstrap', ['--version'])).code !== 0) {
     if (process.getuid?.() !== 0) throw new Error(`podman is not installed (apt-get install ${PODMAN_PACKAGES.join(' ')}) and this is not root`);
     log(`image: installing ${PODMAN_PACKAGES.join(' ')}`);
+    await aptUpdateOnce();
     await runOk('apt-get', ['install', '-y', '--no-install-recommends', ...PODMAN_PACKAGES], { env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   }
   return 'podman';
