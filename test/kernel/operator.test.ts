@@ -126,7 +126,7 @@ describe('the operator on the files source', () => {
     expect(op.syncs()[0]).toMatchObject({ ops: 0, full: true });
   }, 180_000);
 
-  it('a foreign virtual server made with ipvsadm survives 100 syncs', async () => {
+  it('a foreign virtual server made with ipvsadm survives periodic and full resyncs', async () => {
     ipvsadm('-A', '-t', '10.99.0.1:443', '-s', 'wlc');
     ipvsadm('-a', '-t', '10.99.0.1:443', '-r', '10.10.1.21:443', '-m', '-w', '5');
     try {
@@ -138,7 +138,17 @@ describe('the operator on the files source', () => {
       // round trips, so 100 of them fit the time even on a busy 2-core machine under TCG.
       op = new OperatorProcess(dir.args, undefined, ['--no-iptables']);
       await op.start();
-      await waitFor('100 syncs', () => op!.syncs().length >= 100, 240_000, 500);
+      // Periodic syncs (each verifies part of the table), then a configuration change (a full
+      // re-read and resync of the whole table), then periodic syncs again.
+      await waitFor('20 periodic syncs', () => op!.syncs().length >= 20, 120_000, 500);
+      expect(ipvsadmLines()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
+      const changes = () => op!.logs.filter((l) => l.message === 'configuration changed; full resync').length;
+      const before = changes();
+      dir.write('config', config({ syncPeriod: 1, minSyncPeriod: 0.2 }), node);
+      await waitFor('the configuration change', () => changes() > before, 60_000, 200);
+      const after = op.syncs().length;
+      await waitFor('20 more syncs', () => op!.syncs().length >= after + 20, 120_000, 500);
+      expect(op.syncs().slice(after).some((s) => s.full === true)).toBe(true);
       expect(ipvsadmLines()).toContain('TCP 10.99.0.1:443 wlc -> 10.10.1.21:443 w=5');
       expect(op.syncs().every((s) => s.failed === 0)).toBe(true);
       // `cleanup` removes exactly what the operator made: its virtual server and interface, not the foreign one.
