@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   const schedulers = await probeSchedulers(schedulerNames);
   const nl = await NetlinkIpvs.open();
   const info = await nl.info();
-  for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim(), false))) progress(`sysctl: ${p}`);
+  for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
   const ipvs = new MeasuredIpvs(nl);
   const rtnl = new RtnlVipLink();
   const vips = new MeasuredVips(rtnl);

@@ -143,7 +143,7 @@ export const COMMANDS: Record<string, Command> = {
     options: { interface: { type: 'string', default: defaultProxyConfig.interfaceName }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
     async run(v) {
       const record = new FileOwnershipRecord(recordPath(String(v['state-dir'])));
-      for (const line of await cleanup(String(v.interface), await iptablesPath(), record)) process.stdout.write(`${line}\n`);
+      for (const line of await cleanup(String(v.interface), await iptablesPath(), record, String(v['state-dir']))) process.stdout.write(`${line}\n`);
       return 0;
     },
   },

@@ -11,6 +11,7 @@ import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../operator/dry-run.js'
 import { serveHttp } from '../operator/http.js';
 import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../operator/record.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
+import { applyStrictArp } from '../operator/arp.js';
 import type { Log } from '../operator/log.js';
 import { Metrics } from '../operator/metrics.js';
 import { Operator } from '../operator/operator.js';
@@ -52,8 +53,20 @@ export async function runOperator(o: RunOptions): Promise<number> {
 
   const config = defaultProxyConfig;
   if (!o.dryRun) {
-    for (const p of applySysctls(ipvsSysctls(kernelRelease, config.strictARP))) log('warn', 'sysctl not set', { problem: p });
+    for (const p of applySysctls(ipvsSysctls(kernelRelease))) log('warn', 'sysctl not set', { problem: p });
   }
+  // strictARP follows the configuration; applied once the source delivered it (not before, so a
+  // restart never flaps it off and on), and again on every configuration change.
+  let strictArp = config.strictARP;
+  const syncStrictArp = async () => {
+    if (o.dryRun) return;
+    try {
+      const note = await applyStrictArp(strictArp, o.stateDir);
+      if (note) log('info', note);
+    } catch (err) {
+      log('warn', 'sysctl not set', { problem: `strictARP: ${(err as Error).message}` });
+    }
+  };
   const wired = await wire(o.source, o.nodeName, o.kubeconfig, log);
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
@@ -78,9 +91,10 @@ export async function runOperator(o: RunOptions): Promise<number> {
     if (e.kind !== 'config') return;
     const { tcpTimeout: tcp, tcpFinTimeout: tcpFin, udpTimeout: udp } = e.config;
     if (tcp || tcpFin || udp) await ipvs.setTimeouts({ tcp, tcpFin, udp }).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
-    if (o.dryRun) return;
-    for (const p of applySysctls(ipvsSysctls(kernelRelease, e.config.strictARP))) log('warn', 'sysctl not set', { problem: p });
+    strictArp = e.config.strictARP;
+    if (sourceStarted) await syncStrictArp();
   };
+  let sourceStarted = false;
   // Signals are caught from here on: a SIGTERM while the first sync runs still ends cleanly.
   const stopped = new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -94,6 +108,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
     operator.handle(e);
     void applyTimeouts(e);
   });
+  sourceStarted = true;
+  await syncStrictArp();
   operator.start();
   const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });

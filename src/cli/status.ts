@@ -1,5 +1,6 @@
 // `ipvs-operator status` and `cleanup`: read or remove what is in the kernel, each virtual server
 // annotated with the Service it serves (asked from the running operator over HTTP, /origins).
+import { applyStrictArp } from '../operator/arp.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
 import { isNotFound } from '../ipvs/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
@@ -65,8 +66,13 @@ export async function status(operatorAddr: string): Promise<string> {
  * interface, the record, and (through `iptables`) its chains and sets. Any other virtual server
  * is left alone: without a record entry or one of our VIPs it may be someone else's.
  */
-export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord): Promise<string[]> {
+export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord, stateDir?: string): Promise<string[]> {
   const done: string[] = [];
+  // strictARP's ARP settings go back to what the node had (arp.ts), if the operator changed them.
+  if (stateDir !== undefined) {
+    const note = await applyStrictArp(false, stateDir).catch((e: unknown) => `strictARP: not restored: ${(e as Error).message}`);
+    if (note) done.push(note);
+  }
   const vips = new RtnlVipLink();
   let refused: unknown;
   try {

@@ -55,10 +55,10 @@ export interface Sysctl {
 /**
  * The sysctls kube-proxy's IPVS mode sets: conntrack for IPVS (the iptables path matches on it),
  * expire connections to removed real servers and quiescent templates, conn_reuse_mode 0 on
- * kernels before 5.9 (where 1 delayed reused connections by a second), forwarding, and ARP
- * settings when strictARP is on (VIPs on the dummy interface must not be answered for). pure.
+ * kernels before 5.9 (where 1 delayed reused connections by a second), and forwarding. pure.
+ * (strictARP's ARP settings are arp.ts's: they are restored when it is turned off.)
  */
-export function ipvsSysctls(kernel: string, strictARP: boolean): Sysctl[] {
+export function ipvsSysctls(kernel: string): Sysctl[] {
   const [major = 0, minor = 0] = kernel.split(/[.-]/).map(Number);
   const out: Sysctl[] = [
     { path: 'net/ipv4/vs/conntrack', value: '1' },
@@ -67,9 +67,6 @@ export function ipvsSysctls(kernel: string, strictARP: boolean): Sysctl[] {
     { path: 'net/ipv4/ip_forward', value: '1' },
   ];
   if (major < 5 || (major === 5 && minor < 9)) out.push({ path: 'net/ipv4/vs/conn_reuse_mode', value: '0' });
-  if (strictARP) {
-    out.push({ path: 'net/ipv4/conf/all/arp_ignore', value: '1' }, { path: 'net/ipv4/conf/all/arp_announce', value: '2' });
-  }
   return out;
 }
 
