@@ -13,6 +13,7 @@ import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
 import { parseHostPort } from '../operator/addr.js';
 import { cleanup, status } from './status.js';
+import { nodeSetup } from './node-setup.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
 import { type CliCommand, type Program, UsageError, dispatch } from './dispatch.js';
@@ -98,6 +99,23 @@ export const COMMANDS: Record<string, Command> = {
         registry,
         log,
       });
+    },
+  },
+  'node-setup': {
+    summary: 'load the IPVS modules and set the node sysctls (for a privileged init container)',
+    usage: 'node-setup [--strict-arp] [--state-dir DIR]',
+    help: 'Loads ip_vs and every scheduler module the plugins name, sets the sysctls kube-proxy\'s IPVS mode\n' +
+      'sets (net.ipv4.vs.conntrack, expire_nodest_conn, expire_quiescent_template, ip_forward), and with\n' +
+      '--strict-arp arp_ignore=1 / arp_announce=2 (the values found are kept in --state-dir, so `cleanup`\n' +
+      'can restore them). What an unprivileged operator pod cannot do: run it from the opt-in component\n' +
+      'manifests/components/node-setup (a privileged init container). Exit code 1 names what failed.',
+    options: { 'strict-arp': { type: 'boolean', default: false }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
+    async run(v) {
+      const registry = new PluginRegistry();
+      const schedulers = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))].sort();
+      const r = await nodeSetup({ schedulers, strictArp: v['strict-arp'] === true, stateDir: String(v['state-dir']) });
+      for (const line of r.lines) process.stdout.write(`${line}\n`);
+      return r.ok ? 0 : 1;
     },
   },
   status: {

@@ -114,7 +114,7 @@ export async function smokeImage(tag: string, engineWanted: Engine | undefined, 
     results.push({ name, ok, detail });
     log(`image smoke: ${ok ? 'ok  ' : 'FAIL'} ${name}${ok ? '' : `: ${detail}`}`);
   };
-  for (const cmd of ['run', 'status', 'explain', 'cleanup']) {
+  for (const cmd of ['run', 'status', 'explain', 'cleanup', 'node-setup']) {
     const r = await exec([cmd, '--help']);
     check(`${cmd} --help`, r.code === 0 && r.stdout.startsWith(`usage: ipvs-operator ${cmd}`), r.stdout.slice(0, 200) + r.stderr.slice(0, 200));
   }

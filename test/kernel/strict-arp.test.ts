@@ -81,4 +81,23 @@ describe('strictARP', () => {
     expect(out).toContain('strictARP off: arp_ignore=0 arp_announce=1 restored');
     expect(sysctls()).toBe('0/1');
   }, 180_000);
+
+  it('node-setup (the privileged init container\'s command) loads the modules, sets the sysctls and strictARP; cleanup restores ARP', () => {
+    // The client's gateway 192.168.100.1 sits on the node's dummy lab-node0, not on the client's
+    // link: answered with the node's ARP settings, not under strictARP.
+    expect(answered('192.168.100.1')).toBe(true);
+    execFileSync('sysctl', ['-q', '-w', 'net.ipv4.vs.expire_nodest_conn=0']);
+    const out = execFileSync(process.execPath, ['dist/src/cli/main.js', 'node-setup', '--strict-arp', '--state-dir', '/tmp/node-setup-state'], { encoding: 'utf8' });
+    expect(out).toContain('ip_vs: loaded');
+    expect(out).toMatch(/^schedulers: .*\brr\b.*\bsed\b/m);
+    expect(out).toContain('sysctl net.ipv4.vs.expire_nodest_conn=1');
+    expect(out).toContain('strictARP on: arp_ignore=1 arp_announce=2 (was arp_ignore=0 arp_announce=1)');
+    expect(readFileSync('/proc/sys/net/ipv4/vs/expire_nodest_conn', 'utf8').trim()).toBe('1');
+    expect(sysctls()).toBe('1/2');
+    expect(answered('192.168.100.1')).toBe(false);
+    const cleaned = execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup', '--state-dir', '/tmp/node-setup-state'], { encoding: 'utf8' });
+    expect(cleaned).toContain('strictARP off: arp_ignore=0 arp_announce=1 restored');
+    expect(sysctls()).toBe('0/1');
+    expect(answered('192.168.100.1')).toBe(true);
+  }, 60_000);
 });

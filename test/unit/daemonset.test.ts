@@ -121,3 +121,50 @@ describe('the DaemonSet\'s pod', () => {
     expect(ds.spec?.template.metadata?.labels).toEqual(expect.objectContaining(ds.spec?.selector.matchLabels ?? { missing: 'matchLabels' }));
   });
 });
+
+describe('the node-setup component (manifests/components/node-setup, examples/node-setup)', () => {
+  interface Op { op: string; path: string; value: unknown }
+  const component = parse(readFileSync('manifests/components/node-setup/Kustomization', 'utf8')) as {
+    apiVersion: string; kind: string; patches: Array<{ target: Record<string, string>; patch: string }>;
+  };
+  const overlay = parse(readFileSync('examples/node-setup/Kustomization', 'utf8')) as { resources: string[]; components: string[] };
+  /** The component's JSON 6902 patch applied to the DaemonSet (an `add` of a new field is all it uses). */
+  function patched(): V1PodSpec {
+    const out = structuredClone(ds);
+    for (const op of parse(component.patches[0]!.patch) as Op[]) {
+      expect(op.op).toBe('add');
+      const keys = op.path.split('/').slice(1);
+      let at = out as unknown as Record<string, unknown>;
+      for (const k of keys.slice(0, -1)) at = at[k] as Record<string, unknown>;
+      expect(at[keys.at(-1)!]).toBeUndefined(); // adds, never replaces
+      at[keys.at(-1)!] = op.value;
+    }
+    return out.spec!.template.spec as V1PodSpec;
+  }
+
+  it('is a Component that targets the DaemonSet, and the overlay uses it on manifests/', () => {
+    expect(component).toMatchObject({ apiVersion: 'kustomize.config.k8s.io/v1alpha1', kind: 'Component' });
+    expect(component.patches[0]!.target).toEqual({ group: 'apps', version: 'v1', kind: 'DaemonSet', name: ds.metadata!.name });
+    expect(overlay).toMatchObject({ resources: ['../../manifests'], components: ['../../manifests/components/node-setup'] });
+  });
+
+  it('adds one privileged init container running `node-setup` from the operator image, with the pod\'s own volumes', () => {
+    const spec = patched();
+    expect(spec.initContainers).toHaveLength(1);
+    const init = spec.initContainers![0]!;
+    expect(init.image).toBe(container.image);
+    expect(init.command).toEqual(container.command);
+    expect(init.securityContext?.privileged).toBe(true);
+    const [name, ...rest] = init.args ?? [];
+    expect(name).toBe('node-setup');
+    const cmd = COMMANDS['node-setup']!;
+    const { values } = parseArgs({ args: rest, options: cmd.options, strict: true, allowPositionals: false });
+    expect(values).toMatchObject({ 'strict-arp': false, 'state-dir': DEFAULT_STATE_DIR });
+    const volumes = new Set(spec.volumes!.map((v) => v.name));
+    for (const m of init.volumeMounts!) expect(volumes.has(m.name)).toBe(true);
+    expect(init.volumeMounts!.find((m) => m.name === 'lib-modules')).toMatchObject({ mountPath: '/lib/modules', readOnly: true });
+    expect(init.volumeMounts!.find((m) => m.name === 'state')?.mountPath).toBe(DEFAULT_STATE_DIR);
+    // The operator container itself stays unprivileged.
+    expect(spec.containers[0]!.securityContext?.privileged).toBe(false);
+  });
+});
