@@ -2,8 +2,8 @@
 //
 //   read      what the plan needs from the kernel: the whole table on full syncs (start, config
 //             change, after a failed sync); on periodic syncs a drift check whose cost per period
-//             does not grow with the cluster (one dump of the virtual servers, the real servers of
-//             a tenth of them in turn: TableCache.verify); else only the real servers whose
+//             does not grow with the cluster (one dump of the virtual servers, then real servers
+//             in turn for at most a tenth of syncPeriod: TableCache.verify); else only the real servers whose
 //             connection counters decide a drain, and the virtual servers due for a retry
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
 //   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
@@ -85,8 +85,8 @@ export interface SyncReport {
   error?: string;
 }
 
-/** Each periodic sync re-reads the real servers of this share of the virtual servers (1/10). */
-const DRIFT_SHARE = 10;
+/** The share of syncPeriod a periodic drift check may spend reading real servers in turn (10%). */
+const DRIFT_BUDGET = 0.1;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
@@ -272,7 +272,10 @@ export class Operator {
     if (periodic || !this.vipsNow) this.vipsNow = new Set(await this.deps.vips.list(link));
     const reread = new Set(due);
     await this.cache.refresh(ipvs, due);
-    if (periodic) for (const key of await this.cache.verify(ipvs, DRIFT_SHARE)) reread.add(key);
+    if (periodic) {
+      const { reread: checked } = await this.cache.verify(ipvs, DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000, () => this.clock.now());
+      for (const key of checked) reread.add(key);
+    }
     // Draining real servers, and real servers about to go whose connection counters the cache
     // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
     // carries no connections is deleted at once rather than drained a sync later.

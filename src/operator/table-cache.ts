@@ -5,13 +5,15 @@
 // counters (undefined): the planner then knows it has to read them before deciding a drain.
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import { type IpvsOp, type IpvsTable, type RealServer, realServerKey, virtualServerEqual, virtualServerKey } from '../model/ipvs.js';
+import {
+  type IpvsOp, type IpvsTable, type RealServer, type VirtualServer, realServerKey, virtualServerEqual, virtualServerKey,
+} from '../model/ipvs.js';
 
 /** The cached table and its real server count (the node status reports it every sync). */
 export class TableCache {
   private table: MutableIpvsTable = new Map();
   private dests = 0;
-  /** Where the next drift check's share of real server reads starts. */
+  /** Where the next drift check's real server reads start. */
   private cursor = 0;
 
   /** The cached table (live view, no copy). */
@@ -74,13 +76,16 @@ export class TableCache {
   }
 
   /**
-   * The periodic drift check, at a cost that does not grow with the cluster per period: one dump
-   * of every virtual server, compared with the copy (a missing, extra or changed one is re-read
-   * with its real servers), plus the real servers of the next `1 / share` of the virtual servers
-   * in turn, so every real server is verified within `share` periods. Resolves with the keys it
-   * re-read (plan them: their copy may have changed).
+   * The periodic drift check, at a cost per period bounded in time, not by the cluster's size:
+   * one dump of every virtual server, compared with the copy (a missing, extra or changed one is
+   * re-read with its real servers), then the real servers of the virtual servers in turn, one
+   * dump each, until `budgetMs` (measured on `now`) is spent, at least one per check; the next
+   * check goes on where this one stopped. So every real server is verified within about
+   * (virtual servers x one dump's time) / budget periods. Resolves with the keys it re-read (plan
+   * them: their copy may have changed) and how many it read in turn.
    */
-  async verify(ipvs: IpvsClient, share: number): Promise<Set<string>> {
+  async verify(ipvs: IpvsClient, budgetMs: number, now: () => number): Promise<{ reread: Set<string>; inTurn: number }> {
+    const t0 = now();
     const seen = new Map<string, IpvsOp['vs']>();
     for (const vs of await ipvs.listVirtualServers()) seen.set(virtualServerKey(vs), vs);
     const doubtful = new Set<string>();
@@ -89,23 +94,31 @@ export class TableCache {
       if (!have || !virtualServerEqual(have.vs, vs)) doubtful.add(key);
     }
     for (const key of this.table.keys()) if (!seen.has(key)) doubtful.add(key);
+    for (const key of doubtful) await this.reread(ipvs, key, seen.get(key));
     const keys = [...seen.keys()];
-    const n = Math.ceil(keys.length / Math.max(1, share));
-    for (let i = 0; i < n && keys.length; i++) doubtful.add(keys[(this.cursor + i) % keys.length]!);
-    this.cursor = keys.length ? (this.cursor + n) % keys.length : 0;
-    for (const key of doubtful) {
-      const old = this.table.get(key);
-      this.dests -= old?.dests.size ?? 0;
-      const vs = seen.get(key);
-      if (!vs) {
-        this.table.delete(key);
-        continue;
-      }
-      const dests = await readDests(ipvs, vs);
-      this.dests += dests.size;
-      this.table.set(key, { vs, dests });
+    let inTurn = 0;
+    if (this.cursor >= keys.length) this.cursor = 0;
+    while (inTurn < keys.length && (inTurn === 0 || now() - t0 < budgetMs)) {
+      const key = keys[this.cursor]!;
+      this.cursor = (this.cursor + 1) % keys.length;
+      inTurn++;
+      if (doubtful.has(key)) continue;
+      await this.reread(ipvs, key, seen.get(key));
+      doubtful.add(key);
     }
-    return doubtful;
+    return { reread: doubtful, inTurn };
+  }
+
+  /** Reads one virtual server's real servers into the copy (`vs` undefined: it is gone). */
+  private async reread(ipvs: IpvsClient, key: string, vs: VirtualServer | undefined): Promise<void> {
+    this.dests -= this.table.get(key)?.dests.size ?? 0;
+    if (!vs) {
+      this.table.delete(key);
+      return;
+    }
+    const dests = await readDests(ipvs, vs);
+    this.dests += dests.size;
+    this.table.set(key, { vs, dests });
   }
 
   /** Records an op the kernel accepted. */

@@ -143,12 +143,17 @@ describe('Operator.sync', () => {
 class CountingIpvs extends FakeIpvs {
   serviceDumps = 0;
   destDumps = 0;
+  /** Called on each real-server dump (e.g. to move a test clock: a dump's cost). */
+  constructor(private readonly onDestDump: () => void = () => undefined) {
+    super();
+  }
   override async listVirtualServers() {
     this.serviceDumps++;
     return super.listVirtualServers();
   }
   override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) {
     this.destDumps++;
+    this.onDestDump();
     return super.listRealServers(vs);
   }
 }
@@ -158,9 +163,13 @@ describe('the periodic drift check', () => {
   const svc = (i: number) => makeService('default', `s${i}`, (s) => { s.spec!.clusterIP = `10.200.2.${i}`; s.spec!.clusterIPs = [`10.200.2.${i}`]; });
   const sl = (i: number) => makeSlice('default', `s${i}`, `s${i}-1`, [{ ip: '10.10.1.3' }, { ip: '10.10.1.4' }]);
 
-  it('reads one dump of the virtual servers and the real servers of a tenth of them per period, and repairs drift', async () => {
-    const ipvs = new CountingIpvs();
-    const { op } = setup(ipvs);
+  it('reads one dump of the virtual servers, then real servers in turn for a tenth of syncPeriod, and repairs drift', async () => {
+    // Each real-server dump costs 1 s on the test's clock; syncPeriod is 30 s: a budget of 3 s,
+    // so 3 virtual servers' real servers per check (the check stops once the budget is spent).
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1000));
+    const { op } = setup(ipvs, undefined, clock);
+    expect(config.syncPeriod).toBe(30);
     for (let i = 1; i <= services; i++) {
       op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
       op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
@@ -175,11 +184,12 @@ describe('the periodic drift check', () => {
     await op.sync({ periodic: true, retry: false });
     expect(op.last).toMatchObject({ full: false });
     expect(ipvs.serviceDumps).toBe(1);
-    // 3 in turn (30 / 10), plus the changed one.
-    expect(ipvs.destDumps).toBe(4);
+    // The changed one (1 s), then 2 in turn: the check's 3 s (a tenth of the 30 s period) are spent.
+    expect(ipvs.destDumps).toBe(3);
     expect(ipvs.dump()).toContain('add-service TCP 10.200.2.7:80 rr');
     for (let p = 1; p < 10; p++) await op.sync({ periodic: true, retry: false });
     expect(ipvs.dump()).toContain('add-dest TCP 10.200.2.20:80 -> 10.10.1.4:8080 w=1 masq');
-    expect(ipvs.destDumps).toBe(4 + 9 * 3);
+    // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
+    expect(ipvs.destDumps).toBe(3 + 9 * 3);
   });
 });
