@@ -17,6 +17,7 @@ import { listSetNames, restoreSets } from './ipset.js';
 import { makeNames } from './names.js';
 import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
+import { iptablesDrift, parseSetCounts } from './drift.js';
 import { run } from '../util/proc.js';
 
 /** IptablesRestore's options; every one has a default. */
@@ -83,6 +84,19 @@ export class IptablesRestore implements IptablesSync {
       await this.restore(b.restore, payload.v4);
       if (this.ipv6) await this.restore(b.restore6, payload.v6);
       this.last = { ipset, v4: payload.v4, ...(this.ipv6 ? { v6: payload.v6 } : {}) };
+    });
+  }
+
+  /** Why our chains and sets differ from what sync() writes for `desired` (drift.ts); undefined: in step. Read-only. */
+  drift(desired: Desired, config: ProxyConfig): Promise<string | undefined> {
+    return this.serial(async () => {
+      const b = await this.backend();
+      const setCounts = parseSetCounts(await runChecked(this.run, 'ipset', ['list', '-t']));
+      const saved = {
+        IPv4: parseSave(await runChecked(this.run, b.save, [])),
+        ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.run, b.save6, [])) } : {}),
+      };
+      return iptablesDrift(desired, config, { saved, setCounts }, this.prefix);
     });
   }
 

@@ -9,6 +9,12 @@ export interface IptablesSync {
   sync(desired: Desired, config: ProxyConfig): Promise<void>;
   /** Removes every chain, rule and set the operator created. */
   cleanup(): Promise<void>;
+  /**
+   * Why the host's chains and sets of ours no longer match what `sync(desired, config)` wrote
+   * (drift.ts), or undefined when they do. Read-only; the periodic check calls it instead of
+   * re-applying everything. Absent: the periodic check re-applies.
+   */
+  drift?(desired: Desired, config: ProxyConfig): Promise<string | undefined>;
 }
 
 /** Does nothing: for dry runs, and hosts where the iptables path is turned off. */

@@ -194,6 +194,17 @@ describe('the operator on the files source', () => {
     ipvsadm('-E', '-t', '10.200.1.36:80', '-s', 'wlc');
     ipvsadm('-d', '-t', '10.200.1.36:80', '-r', '10.10.1.21:80');
     await waitFor('drift repaired', () => ipvsadmLines()[0] === 'TCP 10.200.1.36:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=1', 30_000, 300);
+    // The iptables path: periodic checks read it and write nothing while it is in step...
+    const restoresBefore = op.logs.filter((l) => l.message === 'iptables path drifted; applying it again').length;
+    await op.nextSync();
+    await op.nextSync();
+    expect(op.logs.filter((l) => l.message === 'iptables path drifted; applying it again')).toHaveLength(restoresBefore);
+    // ...and apply it again once someone flushed a chain and emptied a set by hand.
+    execFileSync('iptables', ['-t', 'nat', '-F', 'IPVSOP-SERVICES']);
+    execFileSync('ipset', ['flush', 'IPVSOP-CLUSTER-IP']);
+    await waitFor('iptables drift repaired', () => /-A IPVSOP-SERVICES -m set --match-set IPVSOP-CLUSTER-IP dst,dst -j IPVSOP-CLUSTER/.test(execFileSync('iptables-save', ['-t', 'nat'], { encoding: 'utf8' }))
+      && execFileSync('ipset', ['list', 'IPVSOP-CLUSTER-IP'], { encoding: 'utf8' }).includes('10.200.1.36,tcp:80'), 30_000, 300);
+    expect(op.logs.some((l) => l.message === 'iptables path drifted; applying it again' && /^(set IPVSOP-CLUSTER-IP has 0 members, not 1|IPv4 nat chain IPVSOP-SERVICES has 0 rules, not 4)$/.test(String(l.reason)))).toBe(true);
     expect(ipvsadm('-L', '--timeout')).toContain('Timeout (tcp tcpfin udp): 901 119 299');
     for (const [path, value] of [['net/ipv4/vs/conntrack', '1'], ['net/ipv4/vs/expire_nodest_conn', '1'], ['net/ipv4/vs/expire_quiescent_template', '1'], ['net/ipv4/ip_forward', '1']]) {
       expect(execFileSync('cat', [`/proc/sys/${path}`], { encoding: 'utf8' }).trim()).toBe(value);
@@ -208,7 +219,7 @@ describe('the operator on the files source', () => {
     expect(Number(conns?.[1])).toBeGreaterThanOrEqual(6);
     expect(metrics).toMatch(/^ipvsop_real_server_connections_total\{[^}]*endpoint="10.10.1.2[123]:80"\} \d+/m);
     expect((await fetch('http://127.0.0.1:10249/healthz')).status).toBe(200);
-  }, 120_000);
+  }, 240_000);
 
   it('--dry-run prints the plan and changes nothing', async () => {
     dir = new ManifestDir();

@@ -89,6 +89,11 @@ export class FakeHost {
     }
     if (cmd === 'ipset') {
       if (args[0] === 'list' && args[1] === '-n') return ok([...this.sets.keys()].map((n) => `${n}\n`).join(''));
+      // Terse listing, as ipset prints it: the header of each set, no members.
+      if (args[0] === 'list' && args[1] === '-t') {
+        return ok([...this.sets].map(([n, s]) => `Name: ${n}\nType: ${s.type}\nRevision: 6\nHeader: family inet hashsize 1024 maxelem 65536\n` +
+          `Size in memory: 400\nReferences: 0\nNumber of entries: ${s.members.size}\n`).join(''));
+      }
       if (args[0] === 'restore') return this.ipsetRestore(input, args.includes('-exist'));
       return fail(`fake ipset: unsupported ${args.join(' ')}`);
     }

@@ -168,3 +168,35 @@ describe('backend detection', () => {
     expect(b).toMatchObject({ mode: 'legacy', save: 'iptables-save', restore: 'iptables-restore', restore6: 'ip6tables-restore' });
   });
 });
+
+describe('IptablesRestore.drift (the periodic check, read-only)', () => {
+  it('is in step after a sync, and names what was flushed, deleted, emptied or destroyed', async () => {
+    const host = foreignHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    const d = desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081));
+    await ipt.sync(d, config);
+    host.calls.length = 0;
+    expect(await ipt.drift(d, config)).toBeUndefined();
+    // Read-only: it lists and saves, never restores.
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+    // The desired state moved on without a sync: the sets' sizes differ.
+    expect(await ipt.drift(desired(np('a', '10.200.1.10', 30080)), config)).toBe('set IPVSOP-CLUSTER-IP has 2 members, not 1');
+    // A set emptied by hand.
+    host.sets.get('IPVSOP-NP-TCP')!.members.clear();
+    expect(await ipt.drift(d, config)).toBe('set IPVSOP-NP-TCP has 0 members, not 2');
+    await ipt.sync(d, config);
+    // A rule deleted by hand, a chain flushed, a hook jump removed, a chain gone.
+    host.seed('nft', 'v4', '*nat\n-D IPVSOP-EXTERNAL -j IPVSOP-MARK-MASQ\nCOMMIT\n');
+    expect(await ipt.drift(d, config)).toBe('IPv4 nat chain IPVSOP-EXTERNAL has 2 rules, not 3');
+    await ipt.sync(d, config);
+    host.seed('nft', 'v6', '*filter\n:IPVSOP-FORWARD - [0:0]\nCOMMIT\n'); // --noflush: declaring a chain flushes it
+    expect(await ipt.drift(d, config)).toBe('IPv6 filter chain IPVSOP-FORWARD has 0 rules, not 2');
+    await ipt.sync(d, config);
+    host.seed('nft', 'v4', '*nat\n-D OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\nCOMMIT\n');
+    expect(await ipt.drift(d, config)).toBe('IPv4 nat jump nat OUTPUT IPVSOP-SERVICES is missing');
+    await ipt.sync(d, config);
+    expect(await ipt.drift(d, config)).toBeUndefined();
+    // A different configuration renders other rules (no clusterCIDRs: CLUSTER marks nothing).
+    expect(await ipt.drift(d, { ...config, clusterCIDRs: [] })).toBe('IPv4 nat chain IPVSOP-CLUSTER has 2 rules, not 0');
+  });
+});

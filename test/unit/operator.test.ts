@@ -7,6 +7,8 @@ import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js'
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 import { NoIptables } from '../../src/iptables/sync.js';
+import { IptablesRestore } from '../../src/iptables/restore.js';
+import { FakeHost } from '../support/iptables-fake.js';
 import { memoryLog } from '../../src/operator/log.js';
 import { Operator } from '../../src/operator/operator.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
@@ -191,5 +193,36 @@ describe('the periodic drift check', () => {
     expect(ipvs.dump()).toContain('add-dest TCP 10.200.2.20:80 -> 10.10.1.4:8080 w=1 masq');
     // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
     expect(ipvs.destDumps).toBe(3 + 9 * 3);
+  });
+});
+
+describe('the periodic check of the iptables path', () => {
+  it('applies nothing while the chains and sets are in step, and applies them again once they drifted', async () => {
+    const host = new FakeHost();
+    const log = memoryLog();
+    const op = new Operator(config, {
+      ipvs: new FakeIpvs(), vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
+      events: { report: async () => undefined }, status: { write: async () => undefined }, log,
+      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+    });
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    const restores = () => host.commands().filter((c) => c.endsWith('-restore') || c === 'ipset').length;
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    host.calls.length = 0;
+    await op.sync({ periodic: true, retry: false });
+    // Read-only: one terse set listing and the two saves; no restore of anything.
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+    // Someone empties a set: the next check sees it and the path is applied again.
+    host.sets.get('IPVSOP-CLUSTER-IP')!.members.clear();
+    host.calls.length = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(restores()).toBeGreaterThan(1);
+    expect(host.calls.some((c) => c.cmd === 'iptables-nft-restore')).toBe(true);
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    expect(log.entries.some((l) => l.message === 'iptables path drifted; applying it again' && l.fields?.reason === 'set IPVSOP-CLUSTER-IP has 0 members, not 1')).toBe(true);
   });
 });
