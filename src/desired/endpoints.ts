@@ -14,7 +14,8 @@ export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
  * The slice port with the same name carries the number (that is how named targetPorts resolve: the
  * EndpointSlice controller looks the name up in each Pod). Like kube-proxy: the first address of an
  * endpoint only; a duplicate ip:port across slices (during slice moves) keeps the readiest copy.
- * Conditions: ready nil = true, serving nil = ready, terminating nil = false (the API's rules).
+ * Conditions as kube-proxy reads them (pkg/proxy/endpointslicecache.go): ready nil = true,
+ * serving nil = true (not "= ready"), terminating nil = false.
  */
 export function collectEndpoints(
   slices: readonly V1EndpointSlice[], portName: string, protocol: Protocol, family: Family, nodeName: string,
@@ -42,7 +43,7 @@ export function collectEndpoints(
         family,
         sliceLabels: labels,
         ready,
-        serving: bool(cond?.serving) ?? ready,
+        serving: bool(cond?.serving) ?? true,
         terminating: bool(cond?.terminating) ?? false,
         local: epNode !== undefined && epNode === nodeName,
       };
