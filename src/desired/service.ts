@@ -27,6 +27,7 @@ import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
 import type { DesiredVirtualServer, Problem, SetEntry, SetName, VipKind } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
+import { type HealthCheck, healthCheckOf } from './health-checks.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
@@ -53,6 +54,8 @@ export interface ServiceEntry {
   vips: string[];
   sets: SetEntry[];
   problems: Problem[];
+  /** Its health-check NodePort (LoadBalancer + externalTrafficPolicy Local), when it has one. */
+  healthCheck?: HealthCheck;
 }
 
 /** "namespace/name". */
@@ -136,6 +139,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   entry.vips.push(...new Set([...clusterIPs, ...externalIPs, ...lbIPs]));
 
   const seen = new Set<string>();
+  /** Addresses of this node's ready endpoints, over all ports and families (the health check's count). */
+  const localReady = new Set<string>();
   let warnedPersistence = false;
   const ports = spec.ports === undefined || spec.ports === null ? [] : arr(spec.ports);
   if (!ports) invalid(`spec.ports: ${describe(spec.ports)} is not a list`);
@@ -162,7 +167,9 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
       problems.push({ service: id, reason: 'InvalidPort', message: `port "${portName}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; no NodePort programmed` });
     }
     for (const family of families) {
-      const cat = categorizeEndpoints(collectEndpoints(slices, portName, protocol, family, env.context.nodeName));
+      const endpoints = collectEndpoints(slices, portName, protocol, family, env.context.nodeName);
+      for (const e of endpoints) if (e.local && e.ready) localReady.add(e.address);
+      const cat = categorizeEndpoints(endpoints);
       // Hairpin: a local endpoint that reaches its own Service may be sent to itself; kube-proxy
       // lists local endpoints (ip,port,ip) so POSTROUTING masquerades exactly those packets.
       for (const e of new Set([...cat.cluster, ...cat.local])) {
@@ -241,6 +248,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
     if (!parseCidr(r.trim())) problems.push({ service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
   }
   entry.vss = entry.vss.flatMap((d) => acceptedByKernel(d, id, problems));
+  const healthCheck = healthCheckOf(id, spec, localReady, problems);
+  if (healthCheck) entry.healthCheck = healthCheck;
   return entry;
 }
 
