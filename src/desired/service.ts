@@ -169,7 +169,7 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
     for (const family of families) {
       const endpoints = collectEndpoints(slices, portName, protocol, family, env.context.nodeName);
       for (const e of endpoints) if (e.local && e.ready) localReady.add(e.address);
-      const cat = categorizeEndpoints(endpoints);
+      const cat = categorizeEndpoints(endpoints, { nodeName: env.context.nodeName, zone: env.context.nodeZone });
       // Hairpin: a local endpoint that reaches its own Service may be sent to itself; kube-proxy
       // lists local endpoints (ip,port,ip) so POSTROUTING masquerades exactly those packets.
       for (const e of new Set([...cat.cluster, ...cat.local])) {
