@@ -26,6 +26,10 @@ export interface PluginEndpoint {
   terminating: boolean;
   /** Runs on this node (nodeName equals the operator's node). */
   local: boolean;
+  /** EndpointSlice `endpoints[].hints.forZones[].name` (topology-aware routing); absent when none. */
+  zoneHints?: readonly string[];
+  /** EndpointSlice `endpoints[].hints.forNodes[].name` (trafficDistribution PreferSameNode); absent when none. */
+  nodeHints?: readonly string[];
 }
 
 /** What a plugin may know about where it runs. */

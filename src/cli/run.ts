@@ -15,6 +15,9 @@ import { applyStrictArp } from '../operator/arp.js';
 import type { Log } from '../operator/log.js';
 import { Metrics } from '../operator/metrics.js';
 import { Operator } from '../operator/operator.js';
+import { healthEdge } from '../operator/health-edge.js';
+import { ProxierHealthServer, ServiceHealthServers } from '../operator/health-servers.js';
+import { ProxierHealth } from '../operator/proxier-health.js';
 import { RtnlVipLink, type VipLink } from '../rtnl/vips.js';
 import type { SourceEvent } from '../source/types.js';
 import { ServiceNotFoundError, renderExplain } from './explain.js';
@@ -77,6 +80,11 @@ export async function runOperator(o: RunOptions): Promise<number> {
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const metrics = new Metrics();
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
+  // kube-proxy's health checking (a dry run opens no port): the proxy health server on
+  // healthzBindAddress, the health-check NodePorts after each sync (health-edge.ts).
+  const proxierHealth = new ProxierHealth(2 * config.syncPeriod * 1000);
+  const proxierServer = new ProxierHealthServer(proxierHealth, log);
+  const serviceHealth = new ServiceHealthServers(() => proxierHealth.isHealthy(), log, o.nodeName);
   const operator = new Operator(config, {
     ipvs, vips, iptables, events, status, log,
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
@@ -84,6 +92,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     sourceHealth: () => source.health(),
     ...(netlink ? { kernelHealth: () => netlink.health() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
+    ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
   });
   metrics.watchKernel(ipvs, () => operator.origins());
 
@@ -104,7 +113,12 @@ export async function runOperator(o: RunOptions): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  // Healthy while starting, as kube-proxy: the proxy health server listens before the first sync.
+  if (!o.dryRun) void proxierServer.ensure(config.healthzBindAddress);
   await source.start((e) => {
+    if (e.kind === 'service' || e.kind === 'endpointslice') proxierHealth.queuedUpdate();
+    if (e.kind === 'node') proxierHealth.syncNode(e.type === 'delete' ? undefined : e.object);
+    if (e.kind === 'config' && !o.dryRun) void proxierServer.ensure(e.config.healthzBindAddress);
     operator.handle(e);
     void applyTimeouts(e);
   });
@@ -117,6 +131,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   await stopped;
   await source.stop();
   await operator.stop();
+  await Promise.all([serviceHealth.close(), proxierServer.close()]);
   await new Promise<void>((r) => server.close(() => r()));
   ipvs.close();
   return 0;

@@ -13,6 +13,7 @@
 // (a config nested 5,000 deep), so validation never throws and never recurses without bound.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../model/addr.js';
+import { parseHostPort } from '../operator/addr.js';
 import { type ProxyConfig, defaultProxyConfig } from './types.js';
 
 export const CONFIG_GROUP = 'ipvs-operator.io';
@@ -183,6 +184,10 @@ function checkBeyondSchema(spec: ProxyConfig): string[] {
     spec[field].forEach((c, i) => {
       if (!parseCidr(c)) errors.push(`spec.${field}[${i}] = ${JSON.stringify(c)}: not a CIDR (address/prefix, prefix <= 32 for IPv4, <= 128 for IPv6)`);
     });
+  }
+  if (spec.healthzBindAddress !== undefined && spec.healthzBindAddress !== '') {
+    const parsed = parseHostPort(spec.healthzBindAddress);
+    if (!parsed.ok) errors.push(`spec.healthzBindAddress = ${parsed.error}`);
   }
   for (const check of Object.values(CEL_RULES)) {
     const e = check(spec);

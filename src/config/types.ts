@@ -29,6 +29,11 @@ export interface ProxyConfig {
   serviceProxyName?: string;
   /** Dummy interface the VIPs are bound to; not kube-proxy's kube-ipvs0, so both can run side by side. */
   interfaceName: string;
+  /**
+   * Where the node-level proxy health server listens (kube-proxy's healthzBindAddress: /healthz,
+   * /livez), HOST:PORT or [IPv6]:PORT; "" disables it.
+   */
+  healthzBindAddress: string;
 }
 
 /** kube-proxy's defaults where it has one (graceful termination: its 15 minutes). */
@@ -47,4 +52,5 @@ export const defaultProxyConfig: Readonly<ProxyConfig> = Object.freeze({
   udpTimeout: 0,
   gracefulTerminationSeconds: 900,
   interfaceName: 'ipvs-op0',
+  healthzBindAddress: '0.0.0.0:10256',
 });

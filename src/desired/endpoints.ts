@@ -1,5 +1,5 @@
 // Endpoints of one Service port from its EndpointSlices, and kube-proxy's rules for which of them
-// serve (pkg/proxy/topology.go CategorizeEndpoints, without topology hints). pure: no I/O.
+// serve (pkg/proxy/topology.go CategorizeEndpoints, topology hints included). pure: no I/O.
 import type { V1EndpointSlice } from './kube.js';
 import type { PluginEndpoint } from '../../plugins/types.js';
 import type { Family, Protocol } from '../model/ipvs.js';
@@ -14,7 +14,8 @@ export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
  * The slice port with the same name carries the number (that is how named targetPorts resolve: the
  * EndpointSlice controller looks the name up in each Pod). Like kube-proxy: the first address of an
  * endpoint only; a duplicate ip:port across slices (during slice moves) keeps the readiest copy.
- * Conditions: ready nil = true, serving nil = ready, terminating nil = false (the API's rules).
+ * Conditions as kube-proxy reads them (pkg/proxy/endpointslicecache.go): ready nil = true,
+ * serving nil = true (not "= ready"), terminating nil = false.
  */
 export function collectEndpoints(
   slices: readonly V1EndpointSlice[], portName: string, protocol: Protocol, family: Family, nodeName: string,
@@ -42,7 +43,7 @@ export function collectEndpoints(
         family,
         sliceLabels: labels,
         ready,
-        serving: bool(cond?.serving) ?? ready,
+        serving: bool(cond?.serving) ?? true,
         terminating: bool(cond?.terminating) ?? false,
         local: epNode !== undefined && epNode === nodeName,
       };
@@ -51,6 +52,11 @@ export function collectEndpoints(
       if (zone !== undefined) e.zone = zone;
       const hostname = str(ep.hostname);
       if (hostname !== undefined) e.hostname = hostname;
+      const hints = obj(ep.hints);
+      const zoneHints = hintNames(hints?.forZones);
+      if (zoneHints.length) e.zoneHints = zoneHints;
+      const nodeHints = hintNames(hints?.forNodes);
+      if (nodeHints.length) e.nodeHints = nodeHints;
       const ref = obj(ep.targetRef);
       if (ref?.kind === 'Pod' && typeof ref.name === 'string' && ref.name) e.podName = ref.name;
       const key = `${address}|${portNumber}`;
@@ -61,23 +67,60 @@ export function collectEndpoints(
   return [...byKey.values()].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
 }
 
+/** The `name` of each `{name}` entry of a hints list; entries of the wrong type are skipped. */
+function hintNames(list: unknown): string[] {
+  return (arr(list) ?? []).flatMap((h) => { const n = str(obj(h)?.name); return n ? [n] : []; });
+}
+
 function rank(e: PluginEndpoint): number {
   return e.ready ? 2 : e.serving ? 1 : 0;
 }
 
 /** Which endpoints each traffic policy uses (kube-proxy's CategorizeEndpoints). */
 export interface Categorized {
-  /** For Cluster policy: ready endpoints, or serving+terminating ones when none is ready. */
+  /**
+   * For Cluster policy: ready endpoints (only those hinted for this node or zone when the hints
+   * apply, see topologyMode), or serving+terminating ones when none is ready.
+   */
   cluster: PluginEndpoint[];
-  /** For Local policy: local ready endpoints, or local serving+terminating ones when none is ready. */
+  /** For Local policy: local ready endpoints, or local serving+terminating ones when none is ready (hints never apply). */
   local: PluginEndpoint[];
+  /** The topology mode the Cluster list was filtered with ("" = none). */
+  topology: TopologyMode;
 }
 
-/** Splits endpoints by kube-proxy's rule; each list stays in input order. */
-export function categorizeEndpoints(endpoints: readonly PluginEndpoint[]): Categorized {
-  let cluster = endpoints.filter((e) => e.ready);
+/** kube-proxy's topology modes: "" (every ready endpoint), PreferSameZone, PreferSameNode. */
+export type TopologyMode = '' | 'PreferSameZone' | 'PreferSameNode';
+
+/**
+ * kube-proxy's topologyModeFromHints (pkg/proxy/topology.go): over the *ready* endpoints,
+ * PreferSameNode when every one has a node hint and one is hinted for this node; else
+ * PreferSameZone when every one has a zone hint and one is hinted for this node's zone; else ""
+ * (hints ignored: one endpoint without hints, a node without a zone label, no endpoint for this
+ * zone). The EndpointSlice controller writes the hints (trafficDistribution PreferClose /
+ * PreferSameZone -> zones, PreferSameNode -> nodes; topology-mode Auto -> zones); like kube-proxy,
+ * the proxy follows the hints, not the Service field.
+ */
+export function topologyMode(endpoints: readonly PluginEndpoint[], nodeName: string, zone: string | undefined): TopologyMode {
+  const ready = endpoints.filter((e) => e.ready);
+  if (ready.length === 0) return '';
+  if (ready.every((e) => e.nodeHints?.length) && ready.some((e) => e.nodeHints!.includes(nodeName))) return 'PreferSameNode';
+  if (zone && ready.every((e) => e.zoneHints?.length) && ready.some((e) => e.zoneHints!.includes(zone))) return 'PreferSameZone';
+  return '';
+}
+
+function availableForTopology(e: PluginEndpoint, mode: TopologyMode, nodeName: string, zone: string | undefined): boolean {
+  if (mode === 'PreferSameNode') return e.nodeHints?.includes(nodeName) ?? false;
+  if (mode === 'PreferSameZone') return zone !== undefined && (e.zoneHints?.includes(zone) ?? false);
+  return true;
+}
+
+/** Splits endpoints by kube-proxy's rule; each list stays in input order. Without `where`, hints are ignored. */
+export function categorizeEndpoints(endpoints: readonly PluginEndpoint[], where?: { nodeName: string; zone?: string | undefined }): Categorized {
+  const mode = where ? topologyMode(endpoints, where.nodeName, where.zone) : '';
+  let cluster = endpoints.filter((e) => e.ready && availableForTopology(e, mode, where?.nodeName ?? '', where?.zone));
   if (cluster.length === 0) cluster = endpoints.filter((e) => e.serving && e.terminating);
   let local = endpoints.filter((e) => e.local && e.ready);
   if (local.length === 0) local = endpoints.filter((e) => e.local && e.serving && e.terminating);
-  return { cluster, local };
+  return { cluster, local, topology: mode };
 }

@@ -6,8 +6,12 @@
 // - a virtual server per Service port per clusterIPs entry (dual-stack), per externalIPs entry, per
 //   status.loadBalancer.ingress[].ip (not for ipMode Proxy), and per node address for NodePorts;
 // - ClusterIP uses Local endpoints when internalTrafficPolicy is Local; external IPs, LB IPs and
-//   NodePorts use them when externalTrafficPolicy is Local (NodePort/LoadBalancer types only). With
-//   no usable endpoint the virtual server stays, empty: traffic is dropped, never sent off-node;
+//   NodePorts use them when externalTrafficPolicy is Local and the Service is externally reachable
+//   (pkg/proxy/serviceport.go externalPolicyLocal = apiservice.ExternallyAccessible && Local:
+//   NodePort, LoadBalancer, or ClusterIP with externalIPs). With no usable endpoint the virtual
+//   server stays, empty: traffic is dropped, never sent off-node;
+// - a Service without selector and without EndpointSlices still gets its (empty) virtual servers:
+//   kube-proxy's ServiceChangeTracker ignores the selector, so the VIP drops rather than leaks;
 // - sessionAffinity ClientIP makes it persistent for timeoutSeconds (default 10800);
 // - real servers are masqueraded, as kube-proxy does.
 import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
@@ -23,6 +27,7 @@ import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
 import type { DesiredVirtualServer, Problem, SetEntry, SetName, VipKind } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
+import { type HealthCheck, healthCheckOf } from './health-checks.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
@@ -49,6 +54,8 @@ export interface ServiceEntry {
   vips: string[];
   sets: SetEntry[];
   problems: Problem[];
+  /** Its health-check NodePort (LoadBalancer + externalTrafficPolicy Local), when it has one. */
+  healthCheck?: HealthCheck;
 }
 
 /** "namespace/name". */
@@ -59,7 +66,7 @@ export function serviceId(s: V1Service | V1EndpointSlice): string {
 /**
  * Whether this operator handles the Service at all: the proxy-name label matches (with a
  * configured name: exactly that value; without: no label, like kube-proxy), and it is not
- * headless or ExternalName. Selector-less Services without slices are skipped in buildServiceEntry.
+ * headless or ExternalName. A selector-less Service without slices is handled (empty virtual servers).
  */
 export function handlesService(service: V1Service, config: ProxyConfig): boolean {
   const label = obj(obj(service.metadata)?.labels)?.[SERVICE_PROXY_NAME_LABEL];
@@ -70,7 +77,12 @@ export function handlesService(service: V1Service, config: ProxyConfig): boolean
   return ip !== undefined && ip !== null && ip !== '' && ip !== 'None';
 }
 
-/** Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config problems appended. */
+/**
+ * Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config
+ * problems appended. Per IP family, as kube-proxy (one proxier per family; pkg/proxy/util/
+ * nodeport_addresses.go NewNodePortAddresses keeps the CIDRs of its family and, when none is
+ * left, matches all of that family): an IPv4-only list leaves every IPv6 address serving.
+ */
 export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfig, problems: Problem[]): string[] {
   const cidrs = config.nodePortAddresses.flatMap((text) => {
     const c = parseCidr(text);
@@ -83,7 +95,8 @@ export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfi
     if (a?.type !== 'InternalIP' && a?.type !== 'ExternalIP') continue;
     const ip = parseIp(str(a.address) ?? '');
     if (!ip) continue;
-    if (config.nodePortAddresses.length && !cidrs.some((c) => cidrContains(c, ip))) continue;
+    const ofFamily = cidrs.filter((c) => c.family === ip.family);
+    if (ofFamily.length && !ofFamily.some((c) => cidrContains(c, ip))) continue;
     out.add(formatIp(ip));
   }
   return [...out].sort();
@@ -99,7 +112,6 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   const entry: ServiceEntry = { id, vss: [], vips: [], sets: [], problems: [] };
   if (!handlesService(service, env.config)) return entry;
   const spec = obj(service.spec)!;
-  if (!spec.selector && slices.length === 0) return entry;
   const problems = entry.problems;
   const invalid = (message: string) => problems.push({ service: id, reason: 'InvalidField', message });
   const choice = chooseScheduler(id, obj(service.metadata)?.annotations, env.registry, env.fallback, env.context, problems);
@@ -116,7 +128,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   extField.errors.forEach(invalid);
   const externalIPs = addressList(extField.values, 'spec.externalIPs', id, problems);
   const lbIPs = type === 'LoadBalancer' ? addressList(ingressIPs(service, invalid), 'status.loadBalancer.ingress', id, problems) : [];
-  const extLocal = hasNodePorts && spec.externalTrafficPolicy === 'Local';
+  // kube-proxy's ExternallyAccessible: NodePort/LoadBalancer, or any type with externalIPs.
+  const extLocal = (hasNodePorts || externalIPs.length > 0) && spec.externalTrafficPolicy === 'Local';
   const intLocal = spec.internalTrafficPolicy === 'Local';
   const affinity = spec.sessionAffinity === 'ClientIP';
   const timeout = affinityTimeout(spec, affinity, invalid);
@@ -126,6 +139,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   entry.vips.push(...new Set([...clusterIPs, ...externalIPs, ...lbIPs]));
 
   const seen = new Set<string>();
+  /** Addresses of this node's ready endpoints, over all ports and families (the health check's count). */
+  const localReady = new Set<string>();
   let warnedPersistence = false;
   const ports = spec.ports === undefined || spec.ports === null ? [] : arr(spec.ports);
   if (!ports) invalid(`spec.ports: ${describe(spec.ports)} is not a list`);
@@ -152,7 +167,9 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
       problems.push({ service: id, reason: 'InvalidPort', message: `port "${portName}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; no NodePort programmed` });
     }
     for (const family of families) {
-      const cat = categorizeEndpoints(collectEndpoints(slices, portName, protocol, family, env.context.nodeName));
+      const endpoints = collectEndpoints(slices, portName, protocol, family, env.context.nodeName);
+      for (const e of endpoints) if (e.local && e.ready) localReady.add(e.address);
+      const cat = categorizeEndpoints(endpoints, { nodeName: env.context.nodeName, zone: env.context.nodeZone });
       // Hairpin: a local endpoint that reaches its own Service may be sent to itself; kube-proxy
       // lists local endpoints (ip,port,ip) so POSTROUTING masquerades exactly those packets.
       for (const e of new Set([...cat.cluster, ...cat.local])) {
@@ -231,6 +248,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
     if (!parseCidr(r.trim())) problems.push({ service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
   }
   entry.vss = entry.vss.flatMap((d) => acceptedByKernel(d, id, problems));
+  const healthCheck = healthCheckOf(id, spec, localReady, problems);
+  if (healthCheck) entry.healthCheck = healthCheck;
   return entry;
 }
 

@@ -22,6 +22,7 @@ import { chooseDefault } from './scheduler.js';
 import { type BuildEnv, type ServiceEntry, buildServiceEntry, nodePortAddressesOf, serviceId } from './service.js';
 import type { Desired, DesiredVirtualServer, KernelContext, Problem, SetEntry, Snapshot } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
+import type { HealthCheck } from './health-checks.js';
 
 /** What one `sync()` did. */
 export interface SyncResult {
@@ -47,6 +48,7 @@ export class DesiredState {
   private readonly vipSet = new Set<string>();
   /** sets() and problems() as last assembled; undefined when a sync may have changed them. */
   private setsCache: SetEntry[] | undefined;
+  private healthChecksCache: HealthCheck[] | undefined;
   private problemsCache: Problem[] | undefined;
   private readonly counters = { sets: 0, vips: 0, problems: 0 };
   private env: BuildEnv;
@@ -144,6 +146,7 @@ export class DesiredState {
       for (const vip of old?.vips ?? []) this.unref(vip);
       for (const vip of next?.vips ?? []) this.ref(vip);
       if (!sameSets(old?.sets, next?.sets)) this.invalidateSets();
+      if (!sameHealthCheck(old?.healthCheck, next?.healthCheck)) this.healthChecksCache = undefined;
       // Problems change with the Service's own, or with a conflict on one of its keys (below).
       if (old?.problems.length || next?.problems.length) this.invalidateProblems();
       const nextKeys = new Set<string>();
@@ -179,7 +182,7 @@ export class DesiredState {
       const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       const kept = old?.vss.length ? '; its last good state stays programmed' : '';
       return {
-        id, vss: old?.vss ?? [], vips: old?.vips ?? [], sets: old?.sets ?? [],
+        id, vss: old?.vss ?? [], vips: old?.vips ?? [], sets: old?.sets ?? [], ...(old?.healthCheck ? { healthCheck: old.healthCheck } : {}),
         problems: [{ service: id, reason: 'BuildFailed', message: `building the Service failed (${why.slice(0, 300)})${kept}` }],
       };
     }
@@ -219,6 +222,15 @@ export class DesiredState {
     for (const e of this.entries.values()) for (const s of e.sets) byText.set(formatSetEntry(s), s);
     this.setsCache = [...byText.keys()].sort().map((k) => byText.get(k)!);
     return this.setsCache;
+  }
+
+  /** Health-check NodePorts of every Service, sorted by namespace/name; reassembled only after a change. */
+  healthChecks(): readonly HealthCheck[] {
+    if (this.healthChecksCache) return this.healthChecksCache;
+    const out: HealthCheck[] = [];
+    for (const e of this.entries.values()) if (e.healthCheck) out.push(e.healthCheck);
+    this.healthChecksCache = out.sort((a, b) => cmpId(a, b));
+    return this.healthChecksCache;
   }
 
   /** Every problem: configuration, per Service, and conflicts. O(all entries). */
@@ -324,6 +336,17 @@ export function formatSetEntry(s: SetEntry): string {
 function sameSets(a: readonly SetEntry[] | undefined, b: readonly SetEntry[] | undefined): boolean {
   if (!a?.length || !b?.length) return !a?.length && !b?.length;
   return a.length === b.length && a.every((x, i) => formatSetEntry(x) === formatSetEntry(b[i]!));
+}
+
+function sameHealthCheck(a: HealthCheck | undefined, b: HealthCheck | undefined): boolean {
+  return a === b || (a !== undefined && b !== undefined && a.port === b.port && a.localEndpoints === b.localEndpoints
+    && a.namespace === b.namespace && a.name === b.name);
+}
+
+function cmpId(a: { namespace: string; name: string }, b: { namespace: string; name: string }): number {
+  const x = `${a.namespace}/${a.name}`;
+  const y = `${b.namespace}/${b.name}`;
+  return x < y ? -1 : x > y ? 1 : 0;
 }
 
 function keyOf(d: DesiredVirtualServer): string {

@@ -25,6 +25,7 @@
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import type { Desired, Problem } from '../desired/types.js';
+import type { HealthCheck } from '../desired/health-checks.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
@@ -71,9 +72,22 @@ export interface OperatorDeps {
   record?: OwnershipRecord;
   /** Called with every plan before it is executed (logs, tests). */
   onPlan?: (plan: SyncPlan) => void;
+  /**
+   * After each successful sync, before Events: edge work that follows the desired state (the
+   * health-check servers, health-edge.ts). Its problems are reported with the others; a throw is
+   * logged and keeps the previous problems.
+   */
+  afterSync?: (view: AfterSyncView) => Promise<readonly Problem[]>;
 }
 
 /** The outcome of the last sync, for status and tests. */
+/** What afterSync sees: the desired state just programmed and the configuration in force. */
+export interface AfterSyncView {
+  desired: Desired;
+  healthChecks: readonly HealthCheck[];
+  config: ProxyConfig;
+}
+
 export interface SyncReport {
   at: number;
   durationMs: number;
@@ -103,6 +117,8 @@ export class Operator {
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
+  /** Problems afterSync returned last. */
+  private edgeProblems: readonly Problem[] = [];
   private readonly record: OwnershipRecord;
   /** The ownership record as last loaded or saved; undefined before it is read, or when none exists. */
   private recorded: Set<string> | undefined;
@@ -240,6 +256,13 @@ export class Operator {
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(plan, failures, desired, t0);
       await this.updateRecord(plan, failures, desired);
+      if (this.deps.afterSync) {
+        try {
+          this.edgeProblems = await this.deps.afterSync({ desired, healthChecks: this.state.healthChecks(), config });
+        } catch (e) {
+          this.deps.log('warn', 'after-sync step failed', { error: (e as Error).message });
+        }
+      }
       await this.report();
       this.needFull = false;
       this.failingSince = undefined;
@@ -359,7 +382,7 @@ export class Operator {
 
   /** Every problem now: the desired state's, and one per Service whose ops the kernel refuses. */
   problems(): Problem[] {
-    return [...this.state.problems(), ...retryProblems(this.retries)];
+    return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems];
   }
 
   /** Events for problems. Failures are logged: they never fail a sync. */

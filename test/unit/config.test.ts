@@ -52,6 +52,10 @@ describe('validateConfig', () => {
     ['tcpFinTimeout above the kernel limit', cfg({ tcpFinTimeout: 2147483647 }), 'spec.tcpFinTimeout = 2147483647: must be <= 2147483'],
     ['udpTimeout above the kernel limit', cfg({ udpTimeout: 3e9 }), 'spec.udpTimeout = 3000000000: must be <= 2147483'],
     ['gracefulTerminationSeconds above an hour', cfg({ gracefulTerminationSeconds: 3601 }), 'spec.gracefulTerminationSeconds = 3601: must be <= 3600'],
+    ['healthzBindAddress without a port', cfg({ healthzBindAddress: '0.0.0.0' }), 'spec.healthzBindAddress = "0.0.0.0": no :PORT'],
+    ['healthzBindAddress port 0', cfg({ healthzBindAddress: '0.0.0.0:0' }), 'spec.healthzBindAddress = "0.0.0.0:0"'],
+    ['healthzBindAddress unbracketed IPv6', cfg({ healthzBindAddress: '::1:10256' }), 'spec.healthzBindAddress = "::1:10256"'],
+    ['healthzBindAddress not a string', cfg({ healthzBindAddress: 10256 }), 'spec.healthzBindAddress = 10256: must be string'],
     ['interfaceName lo', cfg({ interfaceName: 'lo' }), 'spec.interfaceName = "lo": must not be "lo"'],
     ['interfaceName empty', cfg({ interfaceName: '' }), 'spec.interfaceName = "": must NOT have fewer than 1 characters'],
     ['interfaceName with a space', cfg({ interfaceName: 'ipvs 0' }), 'spec.interfaceName = "ipvs 0": must match pattern'],
@@ -92,6 +96,10 @@ describe('validateConfig', () => {
 
   it('accepts client-node\'s typed metadata (timestamps as Dates)', () => {
     expect(validateConfig({ ...cfg({}), metadata: { name: 'default', creationTimestamp: new Date(0) } }).ok).toBe(true);
+  });
+
+  it.each(['', '0.0.0.0:10256', '127.0.0.1:10266', '[::]:10256', '[fd00:192::10]:10256', 'localhost:10256'])('accepts healthzBindAddress %j', (addr) => {
+    expect(validateConfig(cfg({ healthzBindAddress: addr }))).toEqual({ ok: true, config: { ...defaultProxyConfig, healthzBindAddress: addr } });
   });
 
   it('accepts the bounds themselves', () => {

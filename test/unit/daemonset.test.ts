@@ -11,6 +11,7 @@ import { COMMANDS } from '../../src/cli/main.js';
 import { serveHttp } from '../../src/operator/http.js';
 import { Metrics } from '../../src/operator/metrics.js';
 import { DEFAULT_STATE_DIR } from '../../src/operator/record.js';
+import { defaultProxyConfig } from '../../src/config/types.js';
 
 const ds = parse(readFileSync('manifests/daemonset.yaml', 'utf8')) as V1DaemonSet;
 const pod = ds.spec!.template.spec as V1PodSpec;
@@ -52,10 +53,15 @@ describe('the DaemonSet runs the CLI with flags it has', () => {
   it('the probes, the container port and --metrics-addr are one port, off kube-proxy\'s 10249/10256', () => {
     const metrics = String(parseContainerArgs().values['metrics-addr']);
     const p = port(metrics);
-    expect(container.ports).toEqual([{ name: 'http-metrics', containerPort: p, protocol: 'TCP' }]);
+    expect(container.ports?.[0]).toEqual({ name: 'http-metrics', containerPort: p, protocol: 'TCP' });
     expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: p });
     expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: p });
     expect([10248, 10249, 10250, 10256, 10257, 10259]).not.toContain(p);
+  });
+
+  it('declares the proxy health port of healthzBindAddress\'s default (kube-proxy\'s 10256), no other', () => {
+    expect(container.ports?.slice(1)).toEqual([{ name: 'proxy-healthz', containerPort: port(defaultProxyConfig.healthzBindAddress), protocol: 'TCP' }]);
+    expect(port(defaultProxyConfig.healthzBindAddress)).toBe(10256);
   });
 
   it('the probe paths are served by the operator: 200 when healthy and synced, 503 before the first sync', async () => {

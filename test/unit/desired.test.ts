@@ -62,11 +62,11 @@ describe('buildDesired: virtual servers like kube-proxy', () => {
       [makeSlice('ns1', 'svc1', 'a', [{ ip: '10.10.2.1', node: 'node-b' }])], {}, [
         'add-service TCP 10.200.1.10:80 rr', ...dests('TCP 10.200.1.10:80', '10.10.2.1:8080'),
         'add-service TCP 192.168.0.10:30080 rr']],
-    ['externalTrafficPolicy Local is ignored on external IPs of a ClusterIP Service (API: only NodePort/LB)',
+    ['externalTrafficPolicy Local applies to external IPs of a ClusterIP Service (kube-proxy: ExternallyAccessible)',
       [makeService('ns1', 'svc1', (s) => { s.spec!.externalIPs = ['203.0.113.7']; s.spec!.externalTrafficPolicy = 'Local'; })],
       [makeSlice('ns1', 'svc1', 'a', [{ ip: '10.10.2.1', node: 'node-b' }])], {}, [
         'add-service TCP 10.200.1.10:80 rr', ...dests('TCP 10.200.1.10:80', '10.10.2.1:8080'),
-        'add-service TCP 203.0.113.7:80 rr', ...dests('TCP 203.0.113.7:80', '10.10.2.1:8080')]],
+        'add-service TCP 203.0.113.7:80 rr']],
     ['internalTrafficPolicy Local with a local endpoint', [makeService('ns1', 'svc1', (s) => { s.spec!.internalTrafficPolicy = 'Local'; })],
       [twoEndpoints()], {}, ['add-service TCP 10.200.1.10:80 rr', ...dests('TCP 10.200.1.10:80', '10.10.1.1:8080')]],
     ['internalTrafficPolicy Local without a local endpoint: empty', [makeService('ns1', 'svc1', (s) => { s.spec!.internalTrafficPolicy = 'Local'; })],
@@ -111,10 +111,12 @@ describe('buildDesired: virtual servers like kube-proxy', () => {
     })], {}, [
       'add-service SCTP 10.200.1.10:3868 rr', ...dests('SCTP 10.200.1.10:3868', '10.10.1.1:3868'),
       'add-service UDP 10.200.1.10:53 rr', ...dests('UDP 10.200.1.10:53', '10.10.1.1:5353')]],
-    ['headless, ExternalName and selector-less-without-slices Services are skipped', [
+    ['headless and ExternalName Services are skipped', [
       makeService('ns1', 'headless', (s) => { s.spec!.clusterIP = 'None'; s.spec!.clusterIPs = ['None']; }),
-      makeService('ns1', 'ext', (s) => { s.spec = { type: 'ExternalName', externalName: 'example.com' }; }),
-      makeService('ns1', 'manual', (s) => { delete s.spec!.selector; })], [makeSlice('ns1', 'headless', 'a', [{ ip: '10.10.1.1' }])], {}, []],
+      makeService('ns1', 'ext', (s) => { s.spec = { type: 'ExternalName', externalName: 'example.com' }; })],
+    [makeSlice('ns1', 'headless', 'a', [{ ip: '10.10.1.1' }])], {}, []],
+    ['a selector-less Service without slices gets an empty virtual server (kube-proxy)', [
+      makeService('ns1', 'manual', (s) => { delete s.spec!.selector; })], [], {}, ['add-service TCP 10.200.1.10:80 rr']],
     ['a selector-less Service with a hand-made slice is served', [makeService('ns1', 'manual', (s) => { delete s.spec!.selector; })],
       [makeSlice('ns1', 'manual', 'm', [{ ip: '10.10.1.1' }])], {}, [
         'add-service TCP 10.200.1.10:80 rr', ...dests('TCP 10.200.1.10:80', '10.10.1.1:8080')]],

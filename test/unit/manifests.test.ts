@@ -121,7 +121,7 @@ describe('the coexistence variant (examples/coexist/)', () => {
     return out;
   };
 
-  it('builds on manifests/ and patches the IPVSProxyConfig "default" to serviceProxyName ipvs-operator', () => {
+  it('builds on manifests/ and patches the IPVSProxyConfig "default" to serviceProxyName ipvs-operator, health server off kube-proxy\'s 10256', () => {
     expect(k.resources).toEqual(['../../manifests']);
     expect(k.patches).toHaveLength(1);
     const patch = k.patches![0]!;
@@ -131,7 +131,7 @@ describe('the coexistence variant (examples/coexist/)', () => {
     const [base] = ofKind(docs('manifests/'), 'IPVSProxyConfig');
     const patched = merge(base!.object, readDocs(patchFile)[0]!.object);
     const r = validateConfig(patched);
-    expect(r).toEqual({ ok: true, config: { ...defaultProxyConfig, serviceProxyName: 'ipvs-operator' } });
+    expect(r).toEqual({ ok: true, config: { ...defaultProxyConfig, serviceProxyName: 'ipvs-operator', healthzBindAddress: '0.0.0.0:10266' } });
   });
 
   it('the labelled example Services go to the operator only in this variant; the kube-proxy one never', () => {
