@@ -2,10 +2,11 @@
 // by validate.ts, and exchanged by socket.ts; this file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
 import {
-  type IpvsRequest, decodeDestMessage, decodeFamily, decodeInfo, decodeServiceMessage, decodeTimeouts, encodeGetFamily,
+  type IpvsRequest, decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
   encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest, opRequest,
   setTimeoutsRequest, zeroRequest,
 } from './codec.js';
+import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
 import { IPVS_GENL_NAME } from './constants.js';
 import { Errno, IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
@@ -254,7 +255,7 @@ async function connect(openSocket: OpenSocket): Promise<Connection> {
     }
     const first = reply.messages[0];
     if (!first) throw IpvsError.malformed('resolve-family IPVS', 'the controller sent no family');
-    return { sock, familyId: decodeFamily(first).id };
+    return { sock, familyId: decodeFamily(first, IpvsError).id };
   } catch (e) {
     sock.close();
     throw e;

@@ -28,21 +28,21 @@ import type {
 import { FORWARD_METHODS, formatOp, virtualServerKey } from '../model/ipvs.js';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import {
-  AF_INET, AF_INET6, CONN_F_FWD_MASK, CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION,
-  CTRL_CMD_GETFAMILY, Cmd, CmdAttr, DestAttr, GENL_HDRLEN, GENL_ID_CTRL, IPPROTO_SCTP, IPPROTO_TCP,
-  IPPROTO_UDP, IPVS_GENL_VERSION, InfoAttr, NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK,
+  AF_INET, AF_INET6, CONN_F_FWD_MASK,
+  Cmd, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP,
+  IPPROTO_UDP, IPVS_GENL_VERSION, InfoAttr, NLM_F_ACK,
   NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr, TunType,
 } from './constants.js';
 import { IpvsError } from './errors.js';
+import {
+  type NlMessage, be16, cstring, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs, u16, u32, u8,
+} from '../netlink/framing.js';
 
-/** A netlink message: header fields and the payload after the 16-byte nlmsghdr. */
-export interface NlMessage {
-  type: number;
-  flags: number;
-  seq: number;
-  port: number;
-  payload: Buffer;
-}
+/** parseAttrs that throws IpvsError. */
+const ipvsAttrs = (b: Buffer): Map<number, Buffer> => parseAttrs(b, IpvsError);
+/** genlAttrs that throws IpvsError. */
+const ipvsGenlAttrs = (m: NlMessage): Buffer => genlAttrs(m, IpvsError);
+
 
 /** A request ready to be numbered and sent: its bytes are produced by `encodeRequest`. */
 export interface IpvsRequest {
@@ -54,47 +54,6 @@ export interface IpvsRequest {
 }
 
 // ---------------------------------------------------------------- attributes (encode)
-
-function align4(n: number): number {
-  return (n + 3) & ~3;
-}
-
-/** One attribute: header, payload, padding. */
-export function nla(type: number, payload: Uint8Array): Buffer {
-  const len = NLA_HDRLEN + payload.length;
-  const b = Buffer.alloc(align4(len));
-  b.writeUInt16LE(len, 0);
-  b.writeUInt16LE(type, 2);
-  b.set(payload, NLA_HDRLEN);
-  return b;
-}
-
-/** A nested attribute. Sent without NLA_F_NESTED, as ipvsadm (libnl) does; IPVS accepts both. */
-export function nlaNested(type: number, children: Buffer[]): Buffer {
-  return nla(type, Buffer.concat(children));
-}
-
-function u8(v: number): Buffer {
-  return Buffer.from([v & 0xff]);
-}
-function u16(v: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16LE(v);
-  return b;
-}
-function be16(v: number): Buffer {
-  const b = Buffer.alloc(2);
-  b.writeUInt16BE(v);
-  return b;
-}
-function u32(v: number): Buffer {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v >>> 0);
-  return b;
-}
-function cstring(s: string): Buffer {
-  return Buffer.concat([Buffer.from(s, 'utf8'), Buffer.from([0])]);
-}
 
 const afOf: Record<Family, number> = { IPv4: AF_INET, IPv6: AF_INET6 };
 const protoOf: Record<Protocol, number> = { TCP: IPPROTO_TCP, UDP: IPPROTO_UDP, SCTP: IPPROTO_SCTP };
@@ -290,84 +249,7 @@ export function encodeRequest(familyId: number, req: IpvsRequest, seq: number, p
     NLM_F_REQUEST | NLM_F_ACK | (req.dump ? NLM_F_DUMP : 0), seq, port, req.attrs);
 }
 
-/** The controller request that resolves a family name to its id. */
-export function encodeGetFamily(name: string, seq: number, port: number): Buffer {
-  return encodeGenlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq, port,
-    [nla(CTRL_ATTR_FAMILY_NAME, cstring(name))]);
-}
-
-/** nlmsghdr + genlmsghdr + attributes. */
-export function encodeGenlMessage(
-  type: number, cmd: number, version: number, flags: number, seq: number, port: number, attrs: Buffer[],
-): Buffer {
-  const body = Buffer.concat(attrs);
-  const b = Buffer.alloc(NLMSG_HDRLEN + GENL_HDRLEN + body.length);
-  b.writeUInt32LE(b.length, 0);
-  b.writeUInt16LE(type, 4);
-  b.writeUInt16LE(flags, 6);
-  b.writeUInt32LE(seq >>> 0, 8);
-  b.writeUInt32LE(port >>> 0, 12);
-  b.writeUInt8(cmd, 16);
-  b.writeUInt8(version, 17);
-  body.copy(b, NLMSG_HDRLEN + GENL_HDRLEN);
-  return b;
-}
-
 // ---------------------------------------------------------------- decode
-
-/** Splits a datagram into netlink messages. Throws IpvsError on a bad length. */
-export function decodeMessages(buf: Buffer): NlMessage[] {
-  const out: NlMessage[] = [];
-  let off = 0;
-  while (off + NLMSG_HDRLEN <= buf.length) {
-    const len = buf.readUInt32LE(off);
-    if (len < NLMSG_HDRLEN || off + len > buf.length) {
-      throw IpvsError.malformed('decode', `netlink message length ${len} at offset ${off} of ${buf.length}`);
-    }
-    out.push({
-      type: buf.readUInt16LE(off + 4),
-      flags: buf.readUInt16LE(off + 6),
-      seq: buf.readUInt32LE(off + 8),
-      port: buf.readUInt32LE(off + 12),
-      payload: buf.subarray(off + NLMSG_HDRLEN, off + len),
-    });
-    off += align4(len);
-  }
-  // The last message may lack its padding; anything else left over is a torn message.
-  if (off < buf.length) {
-    throw IpvsError.malformed('decode', `${buf.length - off} trailing bytes after ${out.length} messages`);
-  }
-  return out;
-}
-
-/** The errno of an NLMSG_ERROR message: 0 for an ACK, else positive errno. */
-export function decodeErrno(msg: NlMessage): number {
-  if (msg.type !== NLMSG_ERROR) throw IpvsError.malformed('decode', `message type ${msg.type} is not NLMSG_ERROR`);
-  if (msg.payload.length < 4) throw IpvsError.malformed('decode', 'NLMSG_ERROR shorter than its error code');
-  return -msg.payload.readInt32LE(0);
-}
-
-/** The attributes of a generic netlink message (after its 4-byte genl header). */
-export function genlAttrs(msg: NlMessage): Buffer {
-  if (msg.payload.length < GENL_HDRLEN) throw IpvsError.malformed('decode', 'message shorter than a genl header');
-  return msg.payload.subarray(GENL_HDRLEN);
-}
-
-/** Attributes by type (NLA_F_NESTED / NET_BYTEORDER bits cleared). Throws IpvsError on bad lengths. */
-export function parseAttrs(buf: Buffer): Map<number, Buffer> {
-  const out = new Map<number, Buffer>();
-  let off = 0;
-  while (off + NLA_HDRLEN <= buf.length) {
-    const len = buf.readUInt16LE(off);
-    const type = buf.readUInt16LE(off + 2) & NLA_TYPE_MASK;
-    if (len < NLA_HDRLEN || off + len > buf.length) {
-      throw IpvsError.malformed('decode', `attribute ${type} length ${len} at offset ${off} of ${buf.length}`);
-    }
-    out.set(type, buf.subarray(off + NLA_HDRLEN, off + len));
-    off += align4(len);
-  }
-  return out;
-}
 
 function need(attrs: Map<number, Buffer>, type: number, size: number, what: string): Buffer {
   const v = attrs.get(type);
@@ -406,7 +288,7 @@ const tunnels: TunnelType[] = ['ipip', 'gue', 'gre'];
 
 /** IPVS counters from a nested STATS (u32 but the byte counters) or STATS64 (all u64) attribute. */
 export function decodeStats(buf: Buffer, wide: boolean): IpvsStats {
-  const a = parseAttrs(buf);
+  const a = ipvsAttrs(buf);
   const get = (type: number, isU64: boolean): bigint => {
     const v = a.get(type);
     if (!v) return 0n;
@@ -441,7 +323,7 @@ function statsOf(a: Map<number, Buffer>, stats64: number, stats32: number): Ipvs
 /** A virtual server from the attributes of a nested SERVICE attribute. */
 export function decodeService(buf: Buffer): VirtualServer {
   const what = 'service';
-  const a = parseAttrs(buf);
+  const a = ipvsAttrs(buf);
   const family = familyFromAf(need(a, SvcAttr.AF, 2, what).readUInt16LE(0), what);
   const fwmark = optU32(a, SvcAttr.FWMARK, what);
   let protocol: Protocol = 'TCP';
@@ -481,7 +363,7 @@ export function decodeService(buf: Buffer): VirtualServer {
  */
 export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
   const what = 'dest';
-  const a = parseAttrs(buf);
+  const a = ipvsAttrs(buf);
   const family = a.has(DestAttr.ADDR_FAMILY)
     ? familyFromAf(need(a, DestAttr.ADDR_FAMILY, 2, what).readUInt16LE(0), what)
     : serviceFamily;
@@ -511,19 +393,19 @@ export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
 
 /** The virtual server of one GET_SERVICE dump message. */
 export function decodeServiceMessage(msg: NlMessage): VirtualServer {
-  const top = parseAttrs(genlAttrs(msg));
+  const top = ipvsAttrs(ipvsGenlAttrs(msg));
   return decodeService(need(top, CmdAttr.SERVICE, 0, 'service message'));
 }
 
 /** The real server of one GET_DEST dump message. */
 export function decodeDestMessage(msg: NlMessage, serviceFamily: Family): RealServer {
-  const top = parseAttrs(genlAttrs(msg));
+  const top = ipvsAttrs(ipvsGenlAttrs(msg));
   return decodeDest(need(top, CmdAttr.DEST, 0, 'dest message'), serviceFamily);
 }
 
 /** GET_INFO reply. */
 export function decodeInfo(msg: NlMessage): IpvsInfo {
-  const a = parseAttrs(genlAttrs(msg));
+  const a = ipvsAttrs(ipvsGenlAttrs(msg));
   const code = need(a, InfoAttr.VERSION, 4, 'info').readUInt32LE(0);
   return {
     versionCode: code,
@@ -534,7 +416,7 @@ export function decodeInfo(msg: NlMessage): IpvsInfo {
 
 /** GET_CONFIG reply. */
 export function decodeTimeouts(msg: NlMessage): IpvsTimeouts {
-  const a = parseAttrs(genlAttrs(msg));
+  const a = ipvsAttrs(ipvsGenlAttrs(msg));
   return {
     tcp: optU32(a, CmdAttr.TIMEOUT_TCP, 'config'),
     tcpFin: optU32(a, CmdAttr.TIMEOUT_TCP_FIN, 'config'),
@@ -542,11 +424,3 @@ export function decodeTimeouts(msg: NlMessage): IpvsTimeouts {
   };
 }
 
-/** CTRL_CMD_NEWFAMILY reply: the family id and version. */
-export function decodeFamily(msg: NlMessage): { id: number; version: number } {
-  const a = parseAttrs(genlAttrs(msg));
-  return {
-    id: need(a, CTRL_ATTR_FAMILY_ID, 2, 'family').readUInt16LE(0),
-    version: optU32(a, CTRL_ATTR_VERSION, 'family'),
-  };
-}

@@ -71,7 +71,7 @@ export class NetlinkError extends Error {
 }
 
 /** A NetlinkError subclass's constructor (for the static constructors above). */
-type NetlinkErrorClass<T> = new (op: string, errno: number, code: string, detail?: string) => T;
+export type NetlinkErrorClass<T> = new (op: string, errno: number, code: string, detail?: string) => T;
 
 /** An error of the IPVS generic netlink family (or of our IPVS client's checks). */
 export class IpvsError extends NetlinkError {}

@@ -10,7 +10,7 @@
 // 1 KiB of SO_RCVBUF truesize): chunks of CHUNK messages, one chunk in flight, keep well inside it.
 import { RawNetlinkSocket } from 'netlink';
 import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP_INTR } from './constants.js';
-import { type NlMessage, decodeErrno, decodeMessages } from './codec.js';
+import { type NlMessage, decodeErrno, decodeMessages } from '../netlink/framing.js';
 import { IpvsError } from './errors.js';
 
 const NETLINK_GENERIC = 16;
@@ -138,7 +138,7 @@ export class GenlSocket {
   private receive(buf: Buffer): void {
     let msgs: NlMessage[];
     try {
-      msgs = decodeMessages(buf);
+      msgs = decodeMessages(buf, IpvsError);
     } catch (e) {
       this.fail(e as IpvsError);
       return;
@@ -156,7 +156,7 @@ export class GenlSocket {
     if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
-      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m) : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
+      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, IpvsError) : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
       this.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {

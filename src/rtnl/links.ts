@@ -5,7 +5,7 @@
 // isNotFound work on them as on IPVS errors.
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { nla, parseAttrs } from '../ipvs/codec.js';
+import { nla, parseAttrs } from '../netlink/framing.js';
 import { Errno } from '../ipvs/errors.js';
 import { RtnlError } from './errors.js';
 

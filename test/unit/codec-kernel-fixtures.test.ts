@@ -10,8 +10,9 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
-  type NlMessage, decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
+  decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
 } from '../../src/ipvs/codec.js';
+import type { NlMessage } from '../../src/netlink/framing.js';
 import { SvcFlag, formatRealServer, formatVirtualServer } from '../../src/model/ipvs.js';
 
 interface Captured { errno: number; messages: Array<{ type: number; flags: number; payload: string }> }

@@ -6,10 +6,12 @@ import {
   type IpvsOp, type RealServer, type VirtualServer, SvcFlag, makeRealServer, makeVirtualServer,
 } from '../../src/model/ipvs.js';
 import {
-  type NlMessage, decodeDest, decodeErrno, decodeFamily, decodeInfo, decodeMessages, decodeService,
-  decodeServiceMessage, decodeDestMessage, decodeStats, decodeTimeouts, encodeGenlMessage, encodeRequest, nla, nlaNested,
-  opRequest, parseAttrs, setTimeoutsRequest, zeroRequest, listDestsRequest, genlAttrs,
+  decodeDest, decodeInfo, decodeService, decodeServiceMessage, decodeDestMessage, decodeStats, decodeTimeouts,
+  encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsRequest,
 } from '../../src/ipvs/codec.js';
+import {
+  type NlMessage, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs,
+} from '../../src/netlink/framing.js';
 import { Cmd, CmdAttr, DestAttr, InfoAttr, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr } from '../../src/ipvs/constants.js';
 import { IpvsError } from '../../src/ipvs/errors.js';
 
@@ -176,7 +178,7 @@ describe('garbage in, IpvsError out', () => {
   let state = 0x9e3779b9;
   const rand = () => { state ^= state << 13; state ^= state >>> 17; state ^= state << 5; return (state >>> 0) / 0x100000000; };
   const decoders: Array<[string, (b: Buffer) => unknown]> = [
-    ['messages', (b) => decodeMessages(b)],
+    ['messages', (b) => decodeMessages(b, IpvsError)],
     ['service message', (b) => decodeServiceMessage({ type: 0x20, flags: 0, seq: 0, port: 0, payload: b })],
     ['dest message', (b) => decodeDestMessage({ type: 0x20, flags: 0, seq: 0, port: 0, payload: b }, 'IPv6')],
     ['service attrs', (b) => decodeService(b)],
@@ -203,8 +205,8 @@ describe('garbage in, IpvsError out', () => {
     for (let n = 0; n < full.length; n++) {
       const cut = Buffer.from(full.subarray(0, n));
       if (n >= 16) cut.writeUInt32LE(n, 0); // a header that claims exactly what is there
-      onlyIpvsErrors(() => decodeMessages(cut).map(decodeServiceMessage));
+      onlyIpvsErrors(() => decodeMessages(cut, IpvsError).map(decodeServiceMessage));
     }
-    expect(() => decodeMessages(full.subarray(0, 20))).toThrow(IpvsError);
+    expect(() => decodeMessages(full.subarray(0, 20), IpvsError)).toThrow(IpvsError);
   });
 });

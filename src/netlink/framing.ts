@@ -1,0 +1,157 @@
+// Netlink framing, pure: nlmsghdr encode/decode, attributes (nla) encode/parse, the generic
+// netlink header, and the genl controller's GETFAMILY request/reply. Shared by IPVS (genl) and
+// rtnetlink. Decoders throw the NetlinkError subclass they are given (default NetlinkError), so
+// an IPVS decode path still throws IpvsError.
+import {
+  CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION, CTRL_CMD_GETFAMILY, GENL_HDRLEN, GENL_ID_CTRL,
+  NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST,
+} from '../ipvs/constants.js';
+import { NetlinkError, type NetlinkErrorClass } from '../ipvs/errors.js';
+
+/** A netlink message: header fields and the payload after the 16-byte nlmsghdr. */
+export interface NlMessage {
+  type: number;
+  flags: number;
+  seq: number;
+  port: number;
+  payload: Buffer;
+}
+
+// ---------------------------------------------------------------- attributes
+
+/** Rounds up to the 4-byte netlink alignment. */
+export function align4(n: number): number {
+  return (n + 3) & ~3;
+}
+
+/** One attribute: header, payload, padding. */
+export function nla(type: number, payload: Uint8Array): Buffer {
+  const len = NLA_HDRLEN + payload.length;
+  const b = Buffer.alloc(align4(len));
+  b.writeUInt16LE(len, 0);
+  b.writeUInt16LE(type, 2);
+  b.set(payload, NLA_HDRLEN);
+  return b;
+}
+
+/** A nested attribute. Sent without NLA_F_NESTED, as ipvsadm (libnl) does; IPVS accepts both. */
+export function nlaNested(type: number, children: Buffer[]): Buffer {
+  return nla(type, Buffer.concat(children));
+}
+
+/** A u8 attribute payload. */
+export function u8(v: number): Buffer {
+  return Buffer.from([v & 0xff]);
+}
+/** A u16 (host order) attribute payload. */
+export function u16(v: number): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16LE(v);
+  return b;
+}
+/** A be16 (network order) attribute payload. */
+export function be16(v: number): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(v);
+  return b;
+}
+/** A u32 (host order) attribute payload. */
+export function u32(v: number): Buffer {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v >>> 0);
+  return b;
+}
+/** A NUL-terminated string attribute payload. */
+export function cstring(s: string): Buffer {
+  return Buffer.concat([Buffer.from(s, 'utf8'), Buffer.from([0])]);
+}
+
+// ---------------------------------------------------------------- messages
+
+/** The controller request that resolves a family name to its id. */
+export function encodeGetFamily(name: string, seq: number, port: number): Buffer {
+  return encodeGenlMessage(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, NLM_F_REQUEST | NLM_F_ACK, seq, port,
+    [nla(CTRL_ATTR_FAMILY_NAME, cstring(name))]);
+}
+
+/** nlmsghdr + genlmsghdr + attributes. */
+export function encodeGenlMessage(
+  type: number, cmd: number, version: number, flags: number, seq: number, port: number, attrs: Buffer[],
+): Buffer {
+  const body = Buffer.concat(attrs);
+  const b = Buffer.alloc(NLMSG_HDRLEN + GENL_HDRLEN + body.length);
+  b.writeUInt32LE(b.length, 0);
+  b.writeUInt16LE(type, 4);
+  b.writeUInt16LE(flags, 6);
+  b.writeUInt32LE(seq >>> 0, 8);
+  b.writeUInt32LE(port >>> 0, 12);
+  b.writeUInt8(cmd, 16);
+  b.writeUInt8(version, 17);
+  body.copy(b, NLMSG_HDRLEN + GENL_HDRLEN);
+  return b;
+}
+
+/** Splits a datagram into netlink messages. Throws E (default NetlinkError) on a bad length. */
+export function decodeMessages(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = NetlinkError): NlMessage[] {
+  const out: NlMessage[] = [];
+  let off = 0;
+  while (off + NLMSG_HDRLEN <= buf.length) {
+    const len = buf.readUInt32LE(off);
+    if (len < NLMSG_HDRLEN || off + len > buf.length) {
+      throw NetlinkError.malformed.call(E, 'decode', `netlink message length ${len} at offset ${off} of ${buf.length}`);
+    }
+    out.push({
+      type: buf.readUInt16LE(off + 4),
+      flags: buf.readUInt16LE(off + 6),
+      seq: buf.readUInt32LE(off + 8),
+      port: buf.readUInt32LE(off + 12),
+      payload: buf.subarray(off + NLMSG_HDRLEN, off + len),
+    });
+    off += align4(len);
+  }
+  // The last message may lack its padding; anything else left over is a torn message.
+  if (off < buf.length) {
+    throw NetlinkError.malformed.call(E, 'decode', `${buf.length - off} trailing bytes after ${out.length} messages`);
+  }
+  return out;
+}
+
+/** The errno of an NLMSG_ERROR message: 0 for an ACK, else positive errno. */
+export function decodeErrno(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): number {
+  if (msg.type !== NLMSG_ERROR) throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR`);
+  if (msg.payload.length < 4) throw NetlinkError.malformed.call(E, 'decode', 'NLMSG_ERROR shorter than its error code');
+  return -msg.payload.readInt32LE(0);
+}
+
+/** The attributes of a generic netlink message (after its 4-byte genl header). */
+export function genlAttrs(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): Buffer {
+  if (msg.payload.length < GENL_HDRLEN) throw NetlinkError.malformed.call(E, 'decode', 'message shorter than a genl header');
+  return msg.payload.subarray(GENL_HDRLEN);
+}
+
+/** Attributes by type (NLA_F_NESTED / NET_BYTEORDER bits cleared). Throws E (default NetlinkError) on bad lengths. */
+export function parseAttrs(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = NetlinkError): Map<number, Buffer> {
+  const out = new Map<number, Buffer>();
+  let off = 0;
+  while (off + NLA_HDRLEN <= buf.length) {
+    const len = buf.readUInt16LE(off);
+    const type = buf.readUInt16LE(off + 2) & NLA_TYPE_MASK;
+    if (len < NLA_HDRLEN || off + len > buf.length) {
+      throw NetlinkError.malformed.call(E, 'decode', `attribute ${type} length ${len} at offset ${off} of ${buf.length}`);
+    }
+    out.set(type, buf.subarray(off + NLA_HDRLEN, off + len));
+    off += align4(len);
+  }
+  return out;
+}
+
+/** CTRL_CMD_NEWFAMILY reply: the family id and version. */
+export function decodeFamily(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): { id: number; version: number } {
+  const a = parseAttrs(genlAttrs(msg, E), E);
+  const id = a.get(CTRL_ATTR_FAMILY_ID);
+  if (!id) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_FAMILY_ID} missing`);
+  if (id.length < 2) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_FAMILY_ID} has ${id.length} bytes, needs 2`);
+  const v = a.get(CTRL_ATTR_VERSION);
+  if (v && v.length < 4) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_VERSION} has ${v.length} bytes, needs 4`);
+  return { id: id.readUInt16LE(0), version: v ? v.readUInt32LE(0) : 0 };
+}
