@@ -1,8 +1,9 @@
 // The chart of lab compare as SVG text: one panel per profile, one row per mode; on the left the
 // share of requests each backend got (stacked bar), on the right the latency distribution on a
 // log axis shared by all panels (a histogram drawn as a heat strip) with p50, p95 and p99
-// marked. pure: no I/O (png.ts rasterizes it).
-import { logHistogram } from './stats.js';
+// marked at the median over the repetitions, each with a whisker over its min-max interval.
+// pure: no I/O (png.ts rasterizes it).
+import { type Spread, logHistogram, summarizeRuns } from './stats.js';
 import type { CompareResults, ModeRun } from './types.js';
 
 const W = 1100;
@@ -24,6 +25,9 @@ const n2 = (v: number) => (Math.round(v * 10) / 10).toString();
 export function modeLabel(mode: string): string {
   if (mode === 'iptables') return 'iptables random';
   if (mode === 'iptables-affinity') return 'iptables ClientIP';
+  if (mode === 'nftables') return 'nftables random';
+  if (mode === 'nftables-affinity') return 'nftables ClientIP';
+  if (mode === 'rr-affinity') return 'ipvs rr ClientIP';
   return `ipvs ${mode}`;
 }
 
@@ -42,7 +46,7 @@ export function latencyAxis(values: readonly number[]): { lo: number; hi: number
 
 /** The SVG document for a results set. */
 export function renderChart(r: CompareResults): string {
-  const all = r.runs.flatMap((x) => x.samples.filter(([p]) => p !== '').map(([, ms]) => ms));
+  const all = r.runs.flatMap(latencies);
   const axis = latencyAxis(all);
   const lx = (ms: number) => LAT_X + (LAT_W * (Math.log(Math.max(ms, axis.lo)) - Math.log(axis.lo))) / (Math.log(axis.hi) - Math.log(axis.lo));
   const out: string[] = [];
@@ -51,11 +55,19 @@ export function renderChart(r: CompareResults): string {
 
   // Title and legend.
   y += 26;
-  text(LABEL_X, y, 'Same backends, same VIP: kube-proxy iptables random vs IPVS schedulers', ' font-size="17" font-weight="bold"');
+  text(LABEL_X, y, 'Same backends, same VIP: kube-proxy iptables / nftables random vs IPVS schedulers', ' font-size="17" font-weight="bold"');
   y += 20;
   const l = r.load;
-  text(LABEL_X, y, `${l.requests} requests per row, ${l.concurrency === 1 ? 'sequential' : `${l.concurrency} concurrent`}, ` +
-    `keep-alive ${l.keepAlive ? 'on' : 'off'}; ${r.backends.length} backends; kernel ${r.kernel}`, ' fill="#444"');
+  const reps = r.reps ?? 1;
+  text(LABEL_X, y, `${l.requests} requests per run, ${l.concurrency === 1 ? 'sequential' : `${l.concurrency} concurrent`}, ` +
+    `keep-alive ${l.keepAlive ? 'on' : 'off'}; ${reps} run(s) per row, interleaved` +
+    `${reps > 1 ? ': shares and markers are medians, whiskers the min-max over runs' : ''}; ${r.backends.length} backends; kernel ${r.kernel}`, ' fill="#444"');
+  if (r.baseline) {
+    y += 18;
+    const b = r.baseline;
+    text(LABEL_X, y, `baseline (0 ms backends): p50 ${b.p50Ms} ms; unit ${b.unitMs} ms; ` +
+      (b.dominates ? 'backend times dominate' : 'backend times do NOT dominate (unit capped)'), b.dominates ? ' fill="#444"' : ' fill="#b00"');
+  }
   y += 22;
   let x = LABEL_X;
   r.backends.forEach((b, i) => {
@@ -76,31 +88,34 @@ export function renderChart(r: CompareResults): string {
   y += 12;
 
   for (const p of r.profiles) {
-    const runs = r.modes.map((m) => r.runs.find((q) => q.profile === p.name && q.mode === m)).filter((q): q is ModeRun => !!q);
-    if (!runs.length) continue;
+    const groups = r.modes.map((m) => r.runs.filter((q) => q.profile === p.name && q.mode === m)).filter((g) => g.length > 0);
+    if (!groups.length) continue;
+    const names = r.backends.map((b) => b.name);
+    const runs = groups.map((g) => ({ runs: g, s: summarizeRuns(g, names) }));
     y += 28;
     text(LABEL_X, y, `profile ${p.name}`, ' font-size="14" font-weight="bold"');
     text(LABEL_X + 150, y, p.summary, ' fill="#444"');
     y += 8;
     const top = y;
-    const maxBin = Math.max(1, ...runs.map((q) => Math.max(...hist(q))));
-    runs.forEach((q, i) => {
+    const maxBin = Math.max(1, ...runs.map((q) => Math.max(...hist(q.runs))));
+    runs.forEach(({ runs: group, s: q }, i) => {
       const ry = top + i * ROW_H;
       if (i % 2 === 0) out.push(`<rect x="0" y="${ry}" width="${W}" height="${ROW_H}" fill="#f4f6f8"/>`);
       const cy = ry + ROW_H / 2;
       text(LABEL_X, cy + 4, modeLabel(q.mode) + (q.errors ? `  (${q.errors} err)` : ''), q.errors ? ' fill="#b00"' : '');
-      // Share of requests per backend.
+      // Share of requests per backend (medians over the runs, normalized).
       let sx = SHARE_X;
-      const total = Math.max(1, q.ok);
+      const med = (b: string) => q.byPod[b]?.median ?? 0;
+      const total = Math.max(1, r.backends.reduce((a, b) => a + med(b.name), 0));
       r.backends.forEach((b, bi) => {
-        const w = (SHARE_W * (q.byPod[b.name] ?? 0)) / total;
+        const w = (SHARE_W * med(b.name)) / total;
         if (w <= 0) return;
         out.push(`<rect x="${n2(sx)}" y="${cy - BAR_H / 2}" width="${n2(w)}" height="${BAR_H}" fill="${COLORS[bi % COLORS.length]}"/>`);
-        if (w > 34) text(sx + w / 2, cy + 4, `${Math.round((100 * (q.byPod[b.name] ?? 0)) / total)}%`, ' text-anchor="middle" fill="#fff" font-size="10"');
+        if (w > 34) text(sx + w / 2, cy + 4, `${Math.round((100 * med(b.name)) / total)}%`, ' text-anchor="middle" fill="#fff" font-size="10"');
         sx += w;
       });
-      // Latency histogram as a heat strip, then the percentile markers.
-      const h = hist(q);
+      // Latency histogram (all runs pooled) as a heat strip, the whiskers, then the median markers.
+      const h = hist(group);
       const bw = LAT_W / BINS;
       h.forEach((c, bi) => {
         if (c > 0) {
@@ -108,7 +123,8 @@ export function renderChart(r: CompareResults): string {
           out.push(`<rect x="${n2(LAT_X + bi * bw)}" y="${cy - BAR_H / 2}" width="${n2(bw + 0.3)}" height="${BAR_H}" fill="#1f4e79" fill-opacity="${op.toFixed(2)}"/>`);
         }
       });
-      out.push(marker('p50', lx(q.latencyMs.p50), cy), marker('p95', lx(q.latencyMs.p95), cy), marker('p99', lx(q.latencyMs.p99), cy));
+      out.push(whisker(q.p50, cy - 3, '#8a6d00'), whisker(q.p95, cy, '#333'), whisker(q.p99, cy + 3, '#d62728'));
+      out.push(marker('p50', lx(q.p50.median), cy), marker('p95', lx(q.p95.median), cy), marker('p99', lx(q.p99.median), cy));
     });
     y = top + runs.length * ROW_H;
     // Axes: share 0-100 %, latency log scale.
@@ -131,9 +147,20 @@ export function renderChart(r: CompareResults): string {
     `viewBox="0 0 ${W} ${Math.ceil(y)}" font-family="${FONT}" font-size="12">\n` +
     `<rect width="100%" height="100%" fill="#ffffff"/>\n${out.join('\n')}\n</svg>\n`;
 
-  function hist(q: ModeRun): number[] {
-    return logHistogram(q.samples.filter(([pod]) => pod !== '').map(([, ms]) => ms), axis.lo, axis.hi, BINS);
+  function hist(g: readonly ModeRun[]): number[] {
+    return logHistogram(g.flatMap(latencies), axis.lo, axis.hi, BINS);
   }
+
+  function whisker(sp: Spread, wy: number, color: string): string {
+    if (sp.hi <= sp.lo) return '';
+    return `<line x1="${n2(lx(sp.lo))}" y1="${n2(wy)}" x2="${n2(lx(sp.hi))}" y2="${n2(wy)}" stroke="${color}" stroke-width="2" class="spread"/>`;
+  }
+}
+
+/** A run's latencies (ms): its samples without errors, else its reported quantiles (one point each). */
+function latencies(q: ModeRun): number[] {
+  if (q.samples) return q.samples.filter(([p]) => p !== '').map(([, ms]) => ms);
+  return (q.quantiles ?? []).map(([, ms]) => ms);
 }
 
 /** Percentile markers: p50 a white-edged circle, p95 a bar, p99 a red triangle. */

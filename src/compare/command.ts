@@ -30,7 +30,8 @@ export async function compareCommand(v: Record<string, string | boolean | undefi
   const rel = relative(projectRoot, resultsFile);
   if (rel.startsWith('..')) throw new CompareUsageError(`--out must be inside the project (${projectRoot}): the VM writes there`);
   process.stdout.write(`lab compare: ${spec.backends} backends, profiles ${spec.profiles}, modes ${spec.modes}, ` +
-    `${spec.load.requests} requests x ${spec.load.concurrency} concurrent${spec.load.keepAlive ? ', keep-alive' : ''}; booting the lab VM\n`);
+    `${spec.load.requests} requests x ${spec.load.concurrency} concurrent${spec.load.keepAlive ? ', keep-alive' : ''}, ` +
+    `${spec.reps} run(s) each, interleaved${spec.baseline ? ', after a zero-delay baseline' : ''}; booting the lab VM\n`);
   const code = await runInVm({
     command: [process.execPath, GUEST, '--spec', JSON.stringify(spec), '--out', resultsFile],
     cwd: projectRoot, timeoutMs, memoryMb: 3072,

@@ -18,9 +18,13 @@ async function main(): Promise<number> {
   const started = Date.now();
   const results = await runCompare({
     backends: spec.backends,
-    profiles: parseProfiles(spec.profiles, spec.backends),
+    // A fixed unit when asked for; otherwise the unit the baseline calls for (scaleUnit).
+    profiles: spec.unitMs !== undefined ? parseProfiles(spec.profiles, spec.backends, spec.unitMs)
+      : (unitMs: number) => parseProfiles(spec.profiles, spec.backends, unitMs),
     modes: parseModes(spec.modes),
     load: spec.load,
+    reps: spec.reps,
+    baseline: spec.baseline,
     onProgress: (p: Progress) => {
       if (p.run) process.stdout.write(`${formatProgress(p, Date.now() - started)}\n`);
     },

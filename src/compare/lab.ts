@@ -1,39 +1,52 @@
 // Lab compare inside the lab VM (IPVS_LAB=1): N backend pods in network namespaces and one client
-// namespace (src/lab/topology.ts), then every mode on the same pods and the same VIP:port.
-//   1. kube-proxy iptables mode: no operator state (`ipvs-operator cleanup`), the VIP on no
-//      interface, kube-proxy's chains loaded with iptables-restore (DNAT in nat PREROUTING for the
-//      client's traffic), load per profile, the chains deleted again.
-//   2. IPVS: the operator process on a files source; per scheduler and profile the Service is
-//      written with that scheduler's annotation, the kernel is polled until the virtual server
-//      carries it, load runs, and the Service is deleted again, so no scheduler inherits another's
-//      connection counters (lc and wlc count inactive connections for minutes).
+// namespace (src/lab/topology.ts), then every mode on the same pods and the same VIP:port. The
+// operator runs throughout (files source) when an IPVS mode is asked for; each mode is switched on
+// only for its own run, so modes can be interleaved (A, B, C, A, B, C, ...) and each repetition
+// sees the same machine load as the others:
+//   - kube-proxy iptables mode: its chains loaded with iptables-restore (DNAT in nat PREROUTING
+//     for the client's traffic), deleted after the run;
+//   - kube-proxy nftables mode: its `ip kube-proxy` table loaded with `nft -f`, deleted after;
+//   - IPVS: the Service written with the scheduler's annotation (and sessionAffinity for
+//     rr-affinity), the kernel polled until the virtual server carries it, the Service deleted
+//     after the run (no scheduler inherits another's connection counters).
+// Load comes from wrk (src/compare/wrk.ts) in the client netns. A zero-delay baseline (the
+// harness's own time per request) is measured first and the profiles are scaled to it.
 // Pods switch service-time profiles at run time (pod-server's PUT /__lab/profile).
-import { release } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { release, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { detectBackend } from '../iptables/backend.js';
-import type { LoadResult } from '../lab/loadgen.js';
 import { run, runOk } from '../lab/proc.js';
 import { cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../lab/topology.js';
 import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from './kube-proxy.js';
+import { renderNftRuleset, renderNftTeardown } from './kube-proxy-nft.js';
 import {
   CLUSTER_CIDR, NODE_NAME, PORT_NAME, SERVICE_NAME, SERVICE_NAMESPACE, clusterObjects, serviceObjects, weightOptions,
 } from './manifests.js';
 import { OperatorUnderTest, cleanUpOperatorState } from './operator.js';
-import { summarizeLatency } from './stats.js';
+import { spread } from './stats.js';
 import {
-  type Backend, type BackendProfile, type CompareResults, type LoadSpec, type Mode, type ModeRun, type Profile, speedWeights,
+  type Backend, type BackendProfile, type Baseline, type CompareResults, type LoadSpec, type Mode, type ModeRun, type Profile,
+  scaleUnit, speedWeights,
 } from './types.js';
+import { WRK_SCRIPT, type WrkResult, parseWrkOutput, toModeRun, wrkArgs } from './wrk.js';
 
-const LOADGEN = fileURLToPath(new URL('../lab/loadgen.js', import.meta.url));
 export const VIP = '10.200.1.10';
 export const PORT = 80;
 const CLIENT = { name: 'client', ip: '192.168.100.10' };
+/** kube-proxy's --service-cluster-ip-range in the lab (the VIPs' range). */
+const SERVICE_CIDR = '10.200.0.0/16';
 
 export interface CompareOptions {
   backends: number;
-  profiles: Profile[];
+  /** The profiles; or, with `scale`, a function of the unit the baseline calls for. */
+  profiles: Profile[] | ((unitMs: number) => Profile[]);
   modes: Mode[];
   load: LoadSpec;
+  /** Repetitions per mode and profile, interleaved (default 1). */
+  reps?: number;
+  /** Measure the zero-delay baseline first (default true); profiles given as a function get its unit. */
+  baseline?: boolean;
   /** Called before each step (run is undefined) and after it (with its result). */
   onProgress?: (p: Progress) => void;
 }
@@ -53,22 +66,65 @@ export function labBackends(n: number): Backend[] {
   return Array.from({ length: n }, (_, i) => ({ name: `webpod${i + 1}`, ip: `10.10.1.${11 + i}`, port: 80 }));
 }
 
-/** Runs every mode under every profile; tears down all it set up, also on failure. */
+const ZERO: BackendProfile = { delayMs: 0, stallEveryMs: 0, stallMs: 0 };
+
+/** Runs the baseline, then every mode under every profile `reps` times, interleaved; tears down all it set up, also on failure. */
 export async function runCompare(o: CompareOptions): Promise<CompareResults> {
   if (process.env.IPVS_LAB !== '1') throw new Error('lab compare runs inside the lab VM (IPVS_LAB=1): use `ipvs-operator lab compare`');
   const backends = labBackends(o.backends);
+  const reps = o.reps ?? 1;
+  const withBaseline = o.baseline ?? true;
+  const first = o.modes[0];
+  if (!first) throw new Error('lab compare: no mode');
+  const fixedProfiles = Array.isArray(o.profiles) ? o.profiles : undefined;
   const results: CompareResults = {
-    version: 1, startedAt: new Date().toISOString(), kernel: release(), vip: VIP, port: PORT, backends,
-    load: o.load, profiles: o.profiles, modes: o.modes.map((m) => m.name), runs: [],
+    version: 2, reps, loadgen: 'wrk', startedAt: new Date().toISOString(), kernel: release(), vip: VIP, port: PORT, backends,
+    load: o.load, profiles: fixedProfiles ?? [], modes: o.modes.map((m) => m.name), runs: [],
   };
-  const total = o.modes.length * o.profiles.length;
+  const profileCount = fixedProfiles?.length ?? (o.profiles as (u: number) => Profile[])(20).length;
+  const total = (withBaseline ? reps : 0) + reps * o.modes.length * profileCount;
   let step = 0;
-  const measure = async (p: Profile, mode: Mode, options?: Record<string, unknown>) => {
+  const dir = mkdtempSync(join(tmpdir(), 'compare-wrk-'));
+  const script = join(dir, 'count.lua');
+  writeFileSync(script, WRK_SCRIPT);
+  let op: OperatorUnderTest | undefined;
+  let restore = '';
+
+  const measure = async (profile: string, mode: Mode, rep: number, options?: Record<string, unknown>): Promise<ModeRun> => {
     step++;
-    o.onProgress?.({ step, total, profile: p.name, mode: mode.name });
-    const r = toModeRun(p.name, mode.name, await runLoad(o.load), options);
-    results.runs.push(r);
-    o.onProgress?.({ step, total, profile: p.name, mode: mode.name, run: r });
+    o.onProgress?.({ step, total, profile, mode: mode.name });
+    const activeOptions = await activate(mode, options);
+    let r: ModeRun;
+    try {
+      r = toModeRun(profile, mode.name, rep, await runWrk(o.load, script), activeOptions);
+    } finally {
+      await deactivate(mode);
+    }
+    o.onProgress?.({ step, total, profile, mode: mode.name, run: r });
+    return r;
+  };
+
+  const activate = async (mode: Mode, options?: Record<string, unknown>): Promise<Record<string, unknown> | undefined> => {
+    if (mode.kind === 'iptables') {
+      await runOk(restore, ['--noflush', '--wait'], { input: renderKubeProxyRestore(kubeProxyService(backends, mode.affinity)) });
+    } else if (mode.kind === 'nftables') {
+      await runOk('nft', ['-f', '-'], { input: renderNftRuleset(kubeProxyService(backends, mode.affinity), { serviceCIDR: SERVICE_CIDR, nodeIPs: ['192.168.100.1'] }) });
+    } else {
+      if (!op) throw new Error('lab compare: the operator is not running');
+      op.write('service', serviceObjects(VIP, PORT, backends, mode.scheduler, options, mode.affinity));
+      await waitForVirtualServer(mode.scheduler, backends.length, op);
+    }
+    return options;
+  };
+  const deactivate = async (mode: Mode): Promise<void> => {
+    if (mode.kind === 'iptables') {
+      await runOk(restore, ['--noflush', '--wait'], { input: renderKubeProxyTeardown(kubeProxyService(backends, mode.affinity)) });
+    } else if (mode.kind === 'nftables') {
+      await runOk('nft', ['-f', '-'], { input: renderNftTeardown() });
+    } else if (op) {
+      op.remove('service');
+      await waitForNoVirtualServer(op);
+    }
   };
 
   try {
@@ -77,49 +133,51 @@ export async function runCompare(o: CompareOptions): Promise<CompareResults> {
     await ensureNode();
     await Promise.all(backends.map((b) => createPod({ name: b.name, ip: b.ip, port: b.port })));
     await createClient(CLIENT);
-    // Nothing of an earlier operator may intercept the VIP in iptables mode.
+    // Nothing of an earlier operator may intercept the VIP in the kube-proxy modes.
     await cleanUpOperatorState();
-    const iptables = o.modes.filter((m): m is Extract<Mode, { kind: 'iptables' }> => m.kind === 'iptables');
-    if (iptables.length) {
-      const restore = (await detectBackend((c, a, input) => run(c, a, input === undefined ? {} : { input }))).restore;
-      for (const mode of iptables) {
-        const svc = kubeProxyService(backends, mode.affinity);
-        await runOk(restore, ['--noflush', '--wait'], { input: renderKubeProxyRestore(svc) });
-        try {
-          for (const p of o.profiles) {
-            await setProfile(backends, p);
-            await measure(p, mode);
-          }
-        } finally {
-          await runOk(restore, ['--noflush', '--wait'], { input: renderKubeProxyTeardown(svc) });
-        }
-      }
+    if (o.modes.some((m) => m.kind === 'iptables')) {
+      restore = (await detectBackend((c, a, input) => run(c, a, input === undefined ? {} : { input }))).restore;
     }
-    const ipvs = o.modes.filter((m): m is Extract<Mode, { kind: 'ipvs' }> => m.kind === 'ipvs');
-    if (ipvs.length) {
-      const op = new OperatorUnderTest(NODE_NAME);
+    if (o.modes.some((m) => m.kind === 'ipvs')) {
+      op = new OperatorUnderTest(NODE_NAME);
       op.write('cluster', clusterObjects());
-      try {
-        await op.start();
-        for (const mode of ipvs) {
-          for (const p of o.profiles) {
-            await setProfile(backends, p);
-            const options = mode.scheduler === 'wrr' ? weightOptions(backends, speedWeights(p)) : undefined;
-            op.write('service', serviceObjects(VIP, PORT, backends, mode.scheduler, options));
-            await waitForVirtualServer(mode.scheduler, backends.length, op);
-            await measure(p, mode, options);
-            op.remove('service');
-            await waitForNoVirtualServer(op);
-          }
+      await op.start();
+    }
+    let unitMs = 20;
+    if (withBaseline) {
+      await setProfile(backends, { name: 'baseline', summary: '', backends: backends.map(() => ZERO) });
+      const runs: ModeRun[] = [];
+      for (let rep = 1; rep <= reps; rep++) runs.push(await measure('baseline', first, rep, ipvsOptions(first, backends)));
+      const p50Ms = spread(runs.map((x) => x.latencyMs.p50)).median;
+      const scaled = scaleUnit(p50Ms);
+      unitMs = scaled.unitMs;
+      const baseline: Baseline = { mode: first.name, runs, p50Ms, unitMs, dominates: scaled.dominates };
+      results.baseline = baseline;
+    }
+    const profiles = fixedProfiles ?? (o.profiles as (u: number) => Profile[])(unitMs);
+    results.profiles = profiles;
+    for (const p of profiles) {
+      await setProfile(backends, p);
+      for (let rep = 1; rep <= reps; rep++) {
+        for (const mode of o.modes) {
+          const options = mode.kind === 'ipvs' && mode.scheduler === 'wrr' ? weightOptions(backends, speedWeights(p)) : undefined;
+          results.runs.push(await measure(p.name, mode, rep, options));
         }
-      } finally {
-        await op.stopAndCleanUp();
       }
     }
   } finally {
-    await cleanupTopology();
+    try {
+      await op?.stopAndCleanUp();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await cleanupTopology();
+    }
   }
   return results;
+}
+
+function ipvsOptions(mode: Mode, backends: readonly Backend[]): Record<string, unknown> | undefined {
+  return mode.kind === 'ipvs' && mode.scheduler === 'wrr' ? weightOptions(backends, backends.map(() => 1)) : undefined;
 }
 
 function kubeProxyService(backends: readonly Backend[], affinity: boolean): KubeProxyService {
@@ -139,21 +197,12 @@ async function setProfile(backends: readonly Backend[], p: Profile): Promise<voi
   }));
 }
 
-async function runLoad(l: LoadSpec): Promise<LoadResult> {
-  const args = [LOADGEN, '--url', `http://${VIP}:${PORT}/`, '--count', String(l.requests),
-    '--concurrency', String(l.concurrency), '--timeout-ms', String(l.timeoutMs), '--samples'];
-  if (l.keepAlive) args.push('--keep-alive');
-  const r = await netnsExec(CLIENT.name, [process.execPath, ...args]);
-  if (r.code !== 0) throw new Error(`loadgen exited with ${r.code}: ${r.stderr.trim()}`);
-  return JSON.parse(r.stdout) as LoadResult;
-}
-
-function toModeRun(profile: string, mode: string, r: LoadResult, options?: Record<string, unknown>): ModeRun {
-  const samples = r.samples ?? [];
-  return {
-    profile, mode, ...(options ? { options } : {}), requests: r.count, ok: r.ok, errors: r.errors,
-    errorKinds: r.errorKinds, byPod: r.byPod, latencyMs: summarizeLatency(samples), durationMs: r.durationMs, samples,
-  };
+/** One wrk run from the client netns; throws when wrk fails or prints no result. */
+async function runWrk(l: LoadSpec, script: string): Promise<WrkResult> {
+  const r = await netnsExec(CLIENT.name, ['wrk', ...wrkArgs(`http://${VIP}:${PORT}/`, l, script)]);
+  // wrk exits 0 also when interrupted by the script's SIGINT; its result line is what counts.
+  if (!r.stdout.includes('WRK-RESULT ')) throw new Error(`wrk exited with ${r.code}: ${r.stderr.trim()}\n${r.stdout.slice(-1000)}`);
+  return parseWrkOutput(r.stdout);
 }
 
 /** `ipvsadm -Ln -t VIP:PORT` and the operator's VIP address, in one process. */

@@ -10,9 +10,9 @@ export const NODE_NAME = 'lab-node';
 /** The pods' range: traffic from outside it is masqueraded (both modes). */
 export const CLUSTER_CIDR = '10.10.0.0/16';
 
-/** The Service with the scheduler annotation (and its options, when any) plus its EndpointSlice. */
+/** The Service with the scheduler annotation (its options, when any; sessionAffinity ClientIP with `affinity`) plus its EndpointSlice. */
 export function serviceObjects(vip: string, port: number, backends: readonly Backend[], scheduler: string,
-  options?: Record<string, unknown>): object[] {
+  options?: Record<string, unknown>, affinity = false): object[] {
   const annotations: Record<string, string> = { 'ipvs-operator.io/scheduler': scheduler };
   if (options) annotations['ipvs-operator.io/scheduler-options'] = JSON.stringify(options);
   return [
@@ -22,6 +22,7 @@ export function serviceObjects(vip: string, port: number, backends: readonly Bac
       spec: {
         type: 'ClusterIP', clusterIP: vip, clusterIPs: [vip], ipFamilies: ['IPv4'], selector: { app: SERVICE_NAME },
         ports: [{ name: PORT_NAME, port, protocol: 'TCP', targetPort: backends[0]?.port ?? 80 }],
+        ...(affinity ? { sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } } : {}),
       },
     },
     {

@@ -14,6 +14,7 @@ export function formatProgress(p: Progress, elapsedMs: number): string {
   const left = p.step < p.total ? `, ~${clock((elapsedMs / p.step) * (p.total - p.step))} left` : '';
   const r = p.run;
   const what = r ? `${String(r.ok).padStart(5)} ok${r.errors ? ` ${r.errors} err` : ''}  p99 ${r.latencyMs.p99.toFixed(0)} ms` : '';
-  return `[${String(p.step).padStart(String(p.total).length)}/${p.total}] ${bar} ${p.profile.padEnd(13)} ${p.mode.padEnd(17)} ${what}  ` +
+  const mode = r?.rep ? `${p.mode} #${r.rep}` : p.mode;
+  return `[${String(p.step).padStart(String(p.total).length)}/${p.total}] ${bar} ${p.profile.padEnd(13)} ${mode.padEnd(17)} ${what}  ` +
     `${clock(elapsedMs)} elapsed${left}`;
 }

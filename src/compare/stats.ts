@@ -1,6 +1,6 @@
 // Statistics of lab compare: latency percentiles and histograms from per-request samples, and the
 // binomial bound a random proxy's per-backend counts must fall in. pure: no I/O.
-import type { LatencySummary } from './types.js';
+import type { LatencySummary, ModeRun } from './types.js';
 
 /** Nearest-rank percentile (as the lab's loadgen computes it) of ascending `sorted`; 0 when empty. */
 export function percentile(sorted: readonly number[], q: number): number {
@@ -54,4 +54,85 @@ export function binomialBounds(n: number, p: number, alpha: number): { lo: numbe
   let hi = n;
   for (let above = 0; hi > 0 && above + pmf(hi) <= alpha / 2; hi--) above += pmf(hi);
   return { lo, hi };
+}
+
+/** A figure over repetitions: its median and the interval [lo, hi] = [min, max] of the runs. */
+export interface Spread {
+  median: number;
+  lo: number;
+  hi: number;
+}
+
+/** Median and min-max of `values`; zeros when empty. */
+export function spread(values: readonly number[]): Spread {
+  if (!values.length) return { median: 0, lo: 0, hi: 0 };
+  const s = [...values].sort((a, b) => a - b);
+  const mid = s.length >> 1;
+  const median = s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+  return { median: round(median), lo: round(s[0]!), hi: round(s[s.length - 1]!) };
+}
+
+/** One mode under one profile over its repetitions. */
+export interface ModeSummary {
+  profile: string;
+  mode: string;
+  reps: number;
+  requests: number;
+  errors: number;
+  /** Answers per backend name. */
+  byPod: Record<string, Spread>;
+  p50: Spread;
+  p95: Spread;
+  p99: Spread;
+}
+
+/** The summary of the runs of one mode and profile (all of `runs`), for backends `names`. */
+export function summarizeRuns(runs: readonly ModeRun[], names: readonly string[]): ModeSummary {
+  const first = runs[0];
+  if (!first) throw new Error('summarizeRuns: no runs');
+  return {
+    profile: first.profile, mode: first.mode, reps: runs.length, requests: first.requests,
+    errors: runs.reduce((a, r) => a + r.errors, 0),
+    byPod: Object.fromEntries(names.map((n) => [n, spread(runs.map((r) => r.byPod[n] ?? 0))])),
+    p50: spread(runs.map((r) => r.latencyMs.p50)), p95: spread(runs.map((r) => r.latencyMs.p95)),
+    p99: spread(runs.map((r) => r.latencyMs.p99)),
+  };
+}
+
+/** True when the two intervals do not overlap: a difference larger than the spread. */
+export function separated(a: Spread, b: Spread): boolean {
+  return a.hi < b.lo || b.hi < a.lo;
+}
+
+const fmt = (v: number) => (Math.abs(v) >= 100 ? v.toFixed(0) : String(Math.round(v * 10) / 10));
+
+/** `median [lo-hi]`, or the bare value when the interval is a point. */
+export function formatSpread(s: Spread): string {
+  return s.lo === s.hi ? fmt(s.median) : `${fmt(s.median)} [${fmt(s.lo)}-${fmt(s.hi)}]`;
+}
+
+/**
+ * The differences worth calling out in one profile: each mode against the reference modes (the
+ * first one, and rr when present), on p50/p95/p99 and on the last (odd one out) backend's answers,
+ * only where the min-max intervals do not overlap. One sentence each.
+ */
+export function calloutDifferences(summaries: readonly ModeSummary[], names: readonly string[]): string[] {
+  const refs = [summaries[0], summaries.find((s) => s.mode === 'rr')].filter((s, i, a): s is ModeSummary => !!s && a.indexOf(s) === i);
+  const last = names[names.length - 1];
+  const out: string[] = [];
+  for (const ref of refs) {
+    for (const s of summaries) {
+      if (s === ref || (refs.includes(s) && refs.indexOf(s) < refs.indexOf(ref))) continue;
+      for (const k of ['p50', 'p95', 'p99'] as const) {
+        if (separated(s[k], ref[k])) {
+          out.push(`${s.mode} ${k} ${s[k].median < ref[k].median ? 'below' : 'above'} ${ref.mode}: ${formatSpread(s[k])} vs ${formatSpread(ref[k])} ms`);
+        }
+      }
+      if (last && separated(s.byPod[last]!, ref.byPod[last]!)) {
+        out.push(`${s.mode} sends ${last} ${s.byPod[last]!.median < ref.byPod[last]!.median ? 'fewer' : 'more'} requests than ${ref.mode}: ` +
+          `${formatSpread(s.byPod[last]!)} vs ${formatSpread(ref.byPod[last]!)}`);
+      }
+    }
+  }
+  return out;
 }

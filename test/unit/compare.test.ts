@@ -8,11 +8,15 @@ import { CompareUsageError, parseCompareFlags } from '../../src/compare/flags.js
 import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from '../../src/compare/kube-proxy.js';
 import { pngSize, renderPng } from '../../src/compare/png.js';
 import { formatProgress } from '../../src/compare/progress.js';
-import { binomialBounds, logHistogram, summarizeLatency } from '../../src/compare/stats.js';
+import { hashName, nftNames, renderNftRuleset, renderNftTeardown } from '../../src/compare/kube-proxy-nft.js';
+import {
+  binomialBounds, calloutDifferences, formatSpread, logHistogram, separated, spread, summarizeLatency, summarizeRuns,
+} from '../../src/compare/stats.js';
 import { renderTables } from '../../src/compare/table.js';
 import {
-  type CompareResults, type ModeRun, buildProfile, parseModes, parseProfiles, speedWeights,
+  type CompareResults, type ModeRun, buildProfile, parseModes, parseProfiles, scaleUnit, speedWeights,
 } from '../../src/compare/types.js';
+import { WRK_SCRIPT, parseWrkOutput, toModeRun, wrkArgs } from '../../src/compare/wrk.js';
 import { dedent } from '../support/iptables-text.js';
 
 const notesService = (mut: (s: KubeProxyService) => void = () => {}): KubeProxyService => {
@@ -145,10 +149,212 @@ describe('profiles, modes, weights', () => {
     const defaults = { backends: '3', profiles: 'equal', modes: 'rr', requests: '600', concurrency: '8' };
     expect(parseCompareFlags(defaults)).toEqual({
       backends: 3, profiles: 'equal', modes: 'rr', load: { requests: 600, concurrency: 8, keepAlive: false, timeoutMs: 5000 },
+      reps: 3, baseline: true,
     });
+    expect(parseCompareFlags({})).toMatchObject({ profiles: 'equal,one-slow,heterogeneous,stall', modes: 'iptables,nftables,rr,wrr,lc,wlc,sed,nq,sh,mh' });
+    expect(parseCompareFlags({ ...defaults, reps: '5', 'unit-ms': '40', 'no-baseline': true })).toMatchObject({ reps: 5, unitMs: 40, baseline: false });
+    expect(() => parseCompareFlags({ ...defaults, reps: '0' })).toThrow(/--reps must be an integer 1\.\.50/);
     expect(() => parseCompareFlags({ ...defaults, concurrency: '0' })).toThrow(CompareUsageError);
     expect(() => parseCompareFlags({ ...defaults, modes: 'nope' })).toThrow(CompareUsageError);
     expect(() => parseCompareFlags({ ...defaults, requests: '10', concurrency: '11' })).toThrow(/1\.\.10/);
+  });
+
+  it('presets: the notes\' two experiments; explicit flags still win; unknown ones named', () => {
+    expect(parseCompareFlags({ preset: 'notes-100' })).toMatchObject({
+      modes: 'iptables,nftables,rr,lc,sed', profiles: 'equal', load: { requests: 100, concurrency: 1, keepAlive: false },
+    });
+    expect(parseCompareFlags({ preset: 'affinity' }).modes).toBe('iptables-affinity,nftables-affinity,rr-affinity');
+    expect(parseCompareFlags({ preset: 'notes-100', requests: '300', modes: 'rr' })).toMatchObject({ modes: 'rr', load: { requests: 300 } });
+    expect(() => parseCompareFlags({ preset: 'nope' })).toThrow(/unknown preset "nope"; use notes-100, affinity/);
+    expect(parseModes('rr-affinity,nftables-affinity')).toEqual([
+      { name: 'nftables-affinity', kind: 'nftables', affinity: true },
+      { name: 'rr-affinity', kind: 'ipvs', scheduler: 'rr', affinity: true },
+    ]);
+  });
+
+  it('profiles scale to a unit; scaleUnit makes the fast backend 4x the baseline p50 (20..250 ms)', () => {
+    expect(buildProfile('one-slow', 3, 50).backends.map((b) => b.delayMs)).toEqual([50, 50, 500]);
+    expect(buildProfile('stall', 2, 40).backends[1]).toEqual({ delayMs: 40, stallEveryMs: 5000, stallMs: 2000 });
+    expect(parseProfiles('heterogeneous', 3, 40).map((p) => p.backends.map((b) => b.delayMs))).toEqual([[20, 69, 240]]);
+    const cases: Array<[number, { unitMs: number; dominates: boolean }]> = [
+      [2, { unitMs: 20, dominates: true }],
+      [11.2, { unitMs: 45, dominates: true }],
+      [62.5, { unitMs: 250, dominates: true }],
+      [80, { unitMs: 250, dominates: false }],
+    ];
+    for (const [p50, want] of cases) expect({ p50, ...scaleUnit(p50) }).toEqual({ p50, ...want });
+  });
+});
+
+describe('kube-proxy nftables mode ruleset', () => {
+  it('chain names hash as kube-proxy\'s hashAndTruncate (values from its proxier_test.go)', () => {
+    expect(hashName('ns1/svc1/tcp/p80')).toBe('ULMVA6XW-ns1/svc1/tcp/p80');
+    expect(hashName('ns1/svc1/tcp/p80__10.180.0.1/80')).toBe('5OJB2KTY-ns1/svc1/tcp/p80__10.180.0.1/80');
+    expect(hashName('ns4/svc4/tcp/p80__10.180.0.5/80')).toBe('5RFCDDV7-ns4/svc4/tcp/p80__10.180.0.5/80');
+    expect(hashName('ns5/svc5/tcp/p80__10.180.0.3/80')).toBe('GTK6MW7G-ns5/svc5/tcp/p80__10.180.0.3/80');
+    expect(hashName('x'.repeat(300))).toHaveLength(240);
+  });
+
+  it('is the whole ruleset for the notes\' Service: base rules, service-ips map, numgen random vmap, DNAT per endpoint', () => {
+    const base = (cidr: string, node: string) => dedent(`
+      add table ip kube-proxy { comment "rules for kube-proxy" ; }
+
+      add set ip kube-proxy cluster-ips { type ipv4_addr ; comment "Active ClusterIPs" ; }
+      add set ip kube-proxy nodeport-ips { type ipv4_addr ; comment "IPs that accept NodePort traffic" ; }
+
+      add map ip kube-proxy firewall-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "destinations that are subject to LoadBalancerSourceRanges" ; }
+      add map ip kube-proxy no-endpoint-nodeports { type inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to service nodeports with no endpoints" ; }
+      add map ip kube-proxy no-endpoint-services { type ipv4_addr . inet_proto . inet_service : verdict ; comment "vmap to drop or reject packets to services with no endpoints" ; }
+      add map ip kube-proxy service-ips { type ipv4_addr . inet_proto . inet_service : verdict ; comment "ClusterIP, ExternalIP and LoadBalancer IP traffic" ; }
+      add map ip kube-proxy service-nodeports { type inet_proto . inet_service : verdict ; comment "NodePort traffic" ; }
+
+      add chain ip kube-proxy cluster-ips-check
+      add chain ip kube-proxy filter-prerouting-pre-dnat { type filter hook prerouting priority -110 ; }
+      add chain ip kube-proxy filter-output-pre-dnat { type filter hook output priority -110 ; }
+      add chain ip kube-proxy filter-forward { type filter hook forward priority 0 ; }
+      add chain ip kube-proxy filter-input { type filter hook input priority 0 ; }
+      add chain ip kube-proxy filter-output { type filter hook output priority 0 ; }
+      add chain ip kube-proxy firewall-check
+      add chain ip kube-proxy mark-for-masquerade
+      add chain ip kube-proxy masquerading
+      add chain ip kube-proxy nat-output { type nat hook output priority -100 ; }
+      add chain ip kube-proxy nat-postrouting { type nat hook postrouting priority 100 ; }
+      add chain ip kube-proxy nat-prerouting { type nat hook prerouting priority -100 ; }
+      add chain ip kube-proxy nodeport-endpoints-check
+      add chain ip kube-proxy reject-chain { comment "helper for @no-endpoint-services / @no-endpoint-nodeports" ; }
+      add chain ip kube-proxy services
+      add chain ip kube-proxy service-endpoints-check
+
+      add rule ip kube-proxy cluster-ips-check ip daddr @cluster-ips reject comment "Reject traffic to invalid ports of ClusterIPs"
+      add rule ip kube-proxy cluster-ips-check ip daddr { ${cidr} } drop comment "Drop traffic to unallocated ClusterIPs"
+      add rule ip kube-proxy filter-prerouting-pre-dnat ct state new jump firewall-check
+      add rule ip kube-proxy filter-forward ct state new jump service-endpoints-check
+      add rule ip kube-proxy filter-forward ct state new jump cluster-ips-check
+      add rule ip kube-proxy filter-input ct state new jump nodeport-endpoints-check
+      add rule ip kube-proxy filter-input ct state new jump service-endpoints-check
+      add rule ip kube-proxy filter-output ct state new jump service-endpoints-check
+      add rule ip kube-proxy filter-output-pre-dnat ct state new jump firewall-check
+      add rule ip kube-proxy filter-output ct state new jump cluster-ips-check
+      add rule ip kube-proxy firewall-check ip daddr . meta l4proto . th dport vmap @firewall-ips
+      add rule ip kube-proxy mark-for-masquerade mark set mark or 0x4000
+      add rule ip kube-proxy masquerading mark and 0x4000 == 0 return
+      add rule ip kube-proxy masquerading mark set mark xor 0x4000
+      add rule ip kube-proxy masquerading masquerade fully-random
+      add rule ip kube-proxy nat-output jump services
+      add rule ip kube-proxy nat-postrouting jump masquerading
+      add rule ip kube-proxy nat-prerouting jump services
+      add rule ip kube-proxy nodeport-endpoints-check ip daddr @nodeport-ips meta l4proto . th dport vmap @no-endpoint-nodeports
+      add rule ip kube-proxy reject-chain reject
+      add rule ip kube-proxy services ip daddr . meta l4proto . th dport vmap @service-ips
+      add rule ip kube-proxy services ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports
+      XX
+      add element ip kube-proxy nodeport-ips { ${node} }
+      add rule ip kube-proxy service-endpoints-check ip daddr . meta l4proto . th dport vmap @no-endpoint-services
+    `).replace('XX', '');
+    // kube-proxy's baseRules in its proxier_test.go, with its test's service CIDR and node IP.
+    const text = renderNftRuleset(notesService(), { serviceCIDR: '10.200.0.0/16', nodeIPs: ['192.168.10.10'] });
+    const ep1 = 'endpoint-4QS5T2A7-default/svc-clusterip/tcp/svc-webport__10.10.1.3/80';
+    const ep2 = 'endpoint-FP33LDJM-default/svc-clusterip/tcp/svc-webport__10.10.2.4/80';
+    const ep3 = 'endpoint-U2OX22NR-default/svc-clusterip/tcp/svc-webport__10.10.3.3/80';
+    const svc = 'service-TBJA4EUE-default/svc-clusterip/tcp/svc-webport';
+    expect(text).toBe(base('10.200.0.0/16', '192.168.10.10') + dedent(`
+      XX
+      # default/svc-clusterip
+      add chain ip kube-proxy ${ep1}
+      add chain ip kube-proxy ${ep2}
+      add chain ip kube-proxy ${ep3}
+      add chain ip kube-proxy ${svc}
+      add rule ip kube-proxy ${svc} ip daddr 10.200.1.63 ip saddr != 10.10.0.0/16 jump mark-for-masquerade
+      add rule ip kube-proxy ${svc} numgen random mod 3 vmap { 0 : goto ${ep1} , 1 : goto ${ep2} , 2 : goto ${ep3} }
+
+      add rule ip kube-proxy ${ep1} ip saddr 10.10.1.3 jump mark-for-masquerade
+      add rule ip kube-proxy ${ep1} meta l4proto tcp dnat to 10.10.1.3:80
+      add rule ip kube-proxy ${ep2} ip saddr 10.10.2.4 jump mark-for-masquerade
+      add rule ip kube-proxy ${ep2} meta l4proto tcp dnat to 10.10.2.4:80
+      add rule ip kube-proxy ${ep3} ip saddr 10.10.3.3 jump mark-for-masquerade
+      add rule ip kube-proxy ${ep3} meta l4proto tcp dnat to 10.10.3.3:80
+
+      add element ip kube-proxy cluster-ips { 10.200.1.63 }
+      add element ip kube-proxy service-ips { 10.200.1.63 . tcp . 9000 : goto ${svc} }
+    `).replace('XX', ''));
+    expect(renderNftTeardown()).toBe('delete table ip kube-proxy\n');
+  });
+
+  it('sessionAffinity ClientIP: a timeout set per endpoint, checked before numgen, updated before the DNAT', () => {
+    const s = notesService((x) => { x.affinitySeconds = 10800; x.endpoints = x.endpoints.slice(0, 2); });
+    const n = nftNames(s);
+    const lines = renderNftRuleset(s, { serviceCIDR: '10.200.0.0/16', nodeIPs: [] }).split('\n');
+    const svcRules = lines.filter((l) => l.startsWith(`add rule ip kube-proxy ${n.service} `)).map((l) => l.slice(`add rule ip kube-proxy ${n.service} `.length));
+    expect(svcRules).toEqual([
+      'ip daddr 10.200.1.63 ip saddr != 10.10.0.0/16 jump mark-for-masquerade',
+      `ip saddr @${n.affinity[0]} goto ${n.endpoints[0]}`,
+      `ip saddr @${n.affinity[1]} goto ${n.endpoints[1]}`,
+      `numgen random mod 2 vmap { 0 : goto ${n.endpoints[0]} , 1 : goto ${n.endpoints[1]} }`,
+    ]);
+    expect(lines).toContain(`add set ip kube-proxy ${n.affinity[1]} { type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; }`);
+    expect(lines.filter((l) => l.startsWith(`add rule ip kube-proxy ${n.endpoints[0]} `))).toEqual([
+      `add rule ip kube-proxy ${n.endpoints[0]} ip saddr 10.10.1.3 jump mark-for-masquerade`,
+      `add rule ip kube-proxy ${n.endpoints[0]} update @${n.affinity[0]} { ip saddr }`,
+      `add rule ip kube-proxy ${n.endpoints[0]} meta l4proto tcp dnat to 10.10.1.3:80`,
+    ]);
+    expect(() => renderNftRuleset(notesService((x) => { x.endpoints = []; }), { serviceCIDR: '10.200.0.0/16', nodeIPs: [] })).toThrow(/at least one endpoint/);
+  });
+});
+
+describe('wrk', () => {
+  const line = 'WRK-RESULT {"requests":100,"durationUs":2500000,"bad":1,"byPod":{"webpod1":40,"webpod2":59},' +
+    '"errors":{"connect":2,"read":0,"write":0,"status":0,"timeout":1},' +
+    '"latencyUs":{"min":21000,"max":250000,"mean":30500.5,"stdev":9000.1,"q":[[0.5,21000],[1.5,21500],[50,24000],[95,90000],[99,200000]]}}';
+
+  it('arguments: one thread, N connections, the script with its request count and Connection: close without keep-alive', () => {
+    expect(wrkArgs('http://10.200.1.10:80/', { requests: 100, concurrency: 1, keepAlive: false, timeoutMs: 5000 }, '/t/c.lua'))
+      .toEqual(['-t', '1', '-c', '1', '-d', '530s', '--timeout', '5s', '-s', '/t/c.lua', 'http://10.200.1.10:80/', '--', '100', 'close']);
+    expect(wrkArgs('http://x/', { requests: 10, concurrency: 8, keepAlive: true, timeoutMs: 2000 }, 's').slice(-2)).toEqual(['10', 'keep-alive']);
+    expect(WRK_SCRIPT).toContain('wrk.headers["Connection"] = "close"');
+    expect(WRK_SCRIPT).toContain('latency:percentile(p)');
+  });
+
+  it('its result line becomes a ModeRun: counts, errors by kind, percentiles in ms, the distribution', () => {
+    const r = toModeRun('equal', 'rr', 2, parseWrkOutput(`Running 1m test\n  100 requests in 2.50s\n${line}\n`));
+    expect(r).toEqual({
+      profile: 'equal', mode: 'rr', rep: 2, requests: 103, ok: 99, errors: 4, errorKinds: { connect: 2, timeout: 1, 'bad answer': 1 },
+      byPod: { webpod1: 40, webpod2: 59 }, latencyMs: { p50: 24, p95: 90, p99: 200, max: 250, mean: 30.5 }, durationMs: 2500,
+      quantiles: [[0.5, 21], [1.5, 21.5]],
+    });
+    expect(() => parseWrkOutput('Running 1m test\nunable to connect')).toThrow(/no WRK-RESULT line/);
+  });
+});
+
+describe('repetitions and spread', () => {
+  it('spread: median and min-max; separated only when the intervals do not touch', () => {
+    expect(spread([5, 1, 3])).toEqual({ median: 3, lo: 1, hi: 5 });
+    expect(spread([4, 1, 3, 2])).toEqual({ median: 2.5, lo: 1, hi: 4 });
+    expect(spread([])).toEqual({ median: 0, lo: 0, hi: 0 });
+    expect(separated({ median: 2, lo: 1, hi: 3 }, { median: 5, lo: 4, hi: 6 })).toBe(true);
+    expect(separated({ median: 2, lo: 1, hi: 4 }, { median: 5, lo: 4, hi: 6 })).toBe(false);
+    expect(formatSpread({ median: 24.04, lo: 20, hi: 130.2 })).toBe('24 [20-130]');
+    expect(formatSpread({ median: 7, lo: 7, hi: 7 })).toBe('7');
+  });
+
+  it('callouts: each mode against the first and rr, only beyond the spread', () => {
+    const names = ['a', 'b', 'c'];
+    const run = (mode: string, p95: number, c: number): ModeRun => ({
+      profile: 'x', mode, requests: 100, ok: 100, errors: 0, errorKinds: {}, byPod: { a: 50 - c / 2, b: 50 - c / 2, c },
+      latencyMs: { p50: 10, p95, p99: p95 * 2, max: 0, mean: 0 }, durationMs: 1,
+    });
+    const sum = (mode: string, rows: Array<[number, number]>) => summarizeRuns(rows.map(([p95, c]) => run(mode, p95, c)), names);
+    const ipt = sum('iptables', [[100, 33], [120, 30], [90, 36]]);
+    const rr = sum('rr', [[110, 33], [105, 33], [95, 34]]);
+    const lc = sum('lc', [[40, 6], [50, 8], [45, 5]]);
+    expect(calloutDifferences([ipt, rr, lc], names)).toEqual([
+      'lc p95 below iptables: 45 [40-50] vs 100 [90-120] ms',
+      'lc p99 below iptables: 90 [80-100] vs 200 [180-240] ms',
+      'lc sends c fewer requests than iptables: 6 [5-8] vs 33 [30-36]',
+      'lc p95 below rr: 45 [40-50] vs 105 [95-110] ms',
+      'lc p99 below rr: 90 [80-100] vs 210 [190-220] ms',
+      'lc sends c fewer requests than rr: 6 [5-8] vs 33 [33-34]',
+    ]);
+    expect(calloutDifferences([ipt, rr], names)).toEqual([]);
   });
 });
 
@@ -177,14 +383,57 @@ function fixture(): CompareResults {
   };
 }
 
+/** 3 interleaved runs of iptables, nftables and lc under one-slow, with a baseline, latencies as quantiles. */
+function repsFixture(withBaseline: boolean): CompareResults {
+  const f = fixture();
+  const mk = (mode: string, rep: number, pods: [number, number, number], p50: number): ModeRun => ({
+    profile: 'one-slow', mode, rep, requests: 100, ok: 100, errors: 0, errorKinds: {},
+    byPod: { webpod1: pods[0], webpod2: pods[1], webpod3: pods[2] },
+    latencyMs: { p50, p95: p50 * 3, p99: p50 * 6, max: p50 * 8, mean: p50 * 1.2 }, durationMs: 1000,
+    quantiles: [[0.5, p50 / 2], [50.5, p50], [99.5, p50 * 6]],
+  });
+  const runs: ModeRun[] = [];
+  const base: ModeRun[] = [];
+  [0, 1, 2].forEach((i) => {
+    runs.push(mk('iptables', i + 1, [33 + i, 34 - i, 33], 55 + 5 * i));
+    runs.push(mk('lc', i + 1, [44 + i, 46 - i, 10], 28 + 2 * i));
+    base.push({ ...mk('iptables', i + 1, [33 + i, 34 - i, 33 - i + 1], 3 + i), profile: 'baseline' });
+  });
+  base[2]!.byPod = { webpod1: 35, webpod2: 32, webpod3: 33 };
+  return {
+    ...f, version: 2, reps: 3, loadgen: 'wrk', profiles: [buildProfile('one-slow', 3)], modes: ['iptables', 'nftables', 'lc'],
+    runs: runs.map((x) => ({ ...x, mode: x.mode === 'iptables' && x.rep === 9 ? 'nftables' : x.mode })).concat(
+      [0, 1, 2].map((i) => mk('nftables', i + 1, [33, 33, 34], 58 + i))),
+    ...(withBaseline ? { baseline: { mode: 'iptables', runs: base, p50Ms: 4, unitMs: 20, dominates: true } } : {}),
+  };
+}
+
 describe('rendering', () => {
-  it('the table: per profile, counts and shares per backend, percentiles, errors', () => {
+  it('the table: per profile, answers per backend, percentiles, errors (one run: bare values)', () => {
     const text = renderTables(fixture());
-    expect(text).toContain('201 requests per mode and profile, 8 concurrent, keep-alive off; VIP 10.200.1.10:80, 3 backends');
+    expect(text).toContain('201 requests per run, 8 concurrent, keep-alive off; 1 run(s) per mode and profile, interleaved; VIP 10.200.1.10:80, 3 backends');
     expect(text).toContain('profile one-slow: last backend 200 ms, others 20 ms (webpod1 20 ms, webpod2 20 ms, webpod3 200 ms)');
     const lc = text.split('\n').filter((l) => l.startsWith('lc '));
-    expect(lc[1]).toMatch(/^lc\s+90\s+45\.0%\s+88\s+44\.0%\s+22\s+11\.0%\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1$/);
+    expect(lc[1]).toMatch(/^lc\s+90\s+88\s+22\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+1$/);
     expect(text.split('\n').filter((l) => /^mode\s+webpod1\s+webpod2\s+webpod3\s+p50 ms\s+p95 ms\s+p99 ms\s+errors$/.test(l))).toHaveLength(2);
+    expect(text).not.toContain('baseline');
+  });
+
+  it('the table with repetitions and a baseline: median [min-max] cells, the dominance line, callouts', () => {
+    const r = repsFixture(true);
+    const text = renderTables(r);
+    expect(text).toContain('3 run(s) per mode and profile, interleaved');
+    expect(text).toContain('each figure: median over the runs [min-max of the runs]');
+    expect(text).toMatch(/^baseline\s+34 \[33-35\]\s+33 \[32-34\]\s+33 \[33-34\]\s+4 \[3-5\]\s/m); // webpod3: 34, 33, 33
+    expect(text).toContain('profiles scaled to it: unit 20 ms');
+    expect(text).toContain('backend times dominate: the fast backend\'s 20 ms is >= 4x the harness\'s p50');
+    expect(text).toMatch(/^lc\s+45 \[44-46\]\s+45 \[44-46\]\s+10\s+30 \[28-32\]/m); // every run sent 10: a bare value
+    const callouts = text.split('\n').find((l) => l.startsWith('differences larger than the spread (intervals apart): '));
+    expect(callouts).toContain('lc p50 below iptables: 30 [28-32] vs 60 [55-65] ms');
+    expect(callouts).toContain('lc sends webpod3 fewer requests than iptables: 10 vs 33');
+    expect(callouts).not.toContain('webpod1'); // only the odd-one-out (last) backend's share is compared
+    const capped = renderTables({ ...r, baseline: { ...r.baseline!, p50Ms: 80, unitMs: 250, dominates: false } });
+    expect(capped).toContain('WARNING: backend times do NOT dominate');
   });
 
   it('the chart: an SVG with one row per mode and profile, log axis ticks, and a PNG of its size', () => {
@@ -200,6 +449,14 @@ describe('rendering', () => {
     expect(pngSize(png)).toEqual({ width: Number(w), height: Number(h) });
     expect(png.length).toBeGreaterThan(10_000);
     expect(pngSize(Buffer.from('not a png'))).toBeUndefined();
+  });
+
+  it('the chart with repetitions: whiskers over the min-max intervals, the baseline line', () => {
+    const svg = renderChart(repsFixture(true));
+    expect((svg.match(/class="spread"/g) ?? []).length).toBeGreaterThanOrEqual(2 * 3);
+    expect(svg).toContain('baseline (0 ms backends): p50 4 ms; unit 20 ms; backend times dominate');
+    expect(svg).toContain('>nftables random<');
+    expect(svg.match(/<circle /g)).toHaveLength(3 + 1); // one p50 marker per mode row (iptables, nftables, lc; not per run), one in the legend
   });
 
   it('latencyAxis: 1-2-5 bounds around the data, at least a decade', () => {
