@@ -1,14 +1,15 @@
-// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by codec.ts, checked
+// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by requests.ts (attributes in attrs.ts), checked
 // by validate.ts, and exchanged by socket.ts; this file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
+import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './attrs.js';
 import {
-  type IpvsRequest, decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
-  encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest, opRequest,
-  setTimeoutsRequest, zeroRequest,
-} from './codec.js';
+  type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
+  opRequest, setTimeoutsRequest, zeroRequest,
+} from './requests.js';
 import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
 import { IPVS_GENL_NAME } from './constants.js';
-import { Errno, IpvsError } from './errors.js';
+import { Errno } from '../netlink/errors.js';
+import { IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
