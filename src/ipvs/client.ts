@@ -41,8 +41,13 @@ export interface SocketHealth {
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
  * fails (ENOBUFS, an overrun, no answer, closed under us) is never used again: the next call opens
- * a new one and resolves the family again (it changes when ip_vs is reloaded), with backoff
- * between failed reopens; meanwhile calls reject at once.
+ * a new one and resolves the family again, with backoff between failed reopens; meanwhile calls
+ * reject at once. When ip_vs is unloaded (and loaded again) the family goes away (and comes back
+ * with a new id: the controller allocates ids cyclically); generic netlink then answers ENOENT to
+ * every request on the old id. So an ENOENT reply is checked against the family: when it is gone
+ * or changed, the request fails with a `stale-family` error (never a "not found" its caller would
+ * take for an answer) and the next call connects again. `familyId` tells callers that the kernel
+ * table they knew is gone (operator.ts: a full resync, sysctls and timeouts set again).
  */
 export class NetlinkIpvs implements IpvsClient {
   private queue: Promise<unknown> = Promise.resolve();
@@ -100,7 +105,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   /** Exchanges on the working connection; a success after a failure makes the socket healthy again. */
-  private async exchange(make: (c: Connection) => Outgoing[]): Promise<Reply[]> {
+  private async exchange(make: (c: Connection) => Outgoing[]): Promise<{ c: Connection; replies: Reply[] }> {
     const c = await this.connection();
     let replies: Reply[];
     try {
@@ -114,7 +119,7 @@ export class NetlinkIpvs implements IpvsClient {
       this.failing = undefined;
       this.okSince = Date.now();
     }
-    return replies;
+    return { c, replies };
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {
@@ -128,11 +133,40 @@ export class NetlinkIpvs implements IpvsClient {
     return { seq, bytes: encodeRequest(c.familyId, req, seq, c.sock.port), dump: req.dump };
   }
 
+  /**
+   * After an ENOENT on `c`: whether the IPVS family is still the one `c` resolved. When it is not
+   * (ip_vs unloaded, or loaded again under a new id), `c` is dropped and the client is failing
+   * until a new connection resolves the family; resolves with that error's reason.
+   */
+  private async staleFamily(c: Connection): Promise<string | undefined> {
+    let now: number | undefined;
+    try {
+      const seq = c.sock.nextSeq();
+      const [reply] = await c.sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, c.sock.port), dump: false }]);
+      now = reply && !reply.errno && reply.messages[0] ? decodeFamily(reply.messages[0], IpvsError).id : undefined;
+    } catch {
+      now = undefined;
+    }
+    if (now === c.familyId) return undefined;
+    const reason = now === undefined ? `the IPVS family (id ${c.familyId}) is gone: ip_vs unloaded?`
+      : `the IPVS family changed from id ${c.familyId} to ${now}: ip_vs loaded again`;
+    if (this.conn === c) {
+      c.sock.close();
+      this.conn = undefined;
+      this.failing ??= { since: Date.now(), reason, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+    }
+    return reason;
+  }
+
   /** One request; rejects with its IpvsError when the kernel refuses it. */
   private async one(req: IpvsRequest): Promise<Reply> {
     for (let attempt = 0; ; attempt++) {
-      const [reply] = await this.exchange((c) => [this.outgoing(c, req)]);
+      const { c, replies: [reply] } = await this.exchange((conn) => [this.outgoing(conn, req)]);
       if (!reply) throw IpvsError.malformed(req.what, 'no reply');
+      if (reply.errno === Errno.ENOENT) {
+        const stale = await this.staleFamily(c);
+        if (stale) throw new IpvsError(req.what, 0, 'ESTALEFAMILY', stale);
+      }
       if (reply.errno) throw IpvsError.fromErrno(req.what, reply.errno);
       if (!reply.interrupted || attempt >= DUMP_RETRIES) return reply;
     }
@@ -228,10 +262,13 @@ export class NetlinkIpvs implements IpvsClient {
         const req = opRequest(op, keys);
         sent.push({ index, req });
       });
-      const replies = sent.length ? await this.exchange((c) => sent.map((x) => this.outgoing(c, x.req))) : [];
+      if (!sent.length) return results;
+      const { c, replies } = await this.exchange((conn) => sent.map((x) => this.outgoing(conn, x.req)));
+      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.staleFamily(c) : undefined;
       replies.forEach((r, i) => {
         const s = sent[i]!;
-        if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
+        if (stale && r.errno === Errno.ENOENT) results[s.index] = new IpvsError(s.req.what, 0, 'ESTALEFAMILY', stale);
+        else if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
       });
       return results;
     });
