@@ -13,6 +13,7 @@ import { IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
+import { Serial } from '../util/serial.js';
 
 /** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
 const DUMP_RETRIES = 3;
@@ -50,7 +51,7 @@ export interface SocketHealth {
  * table they knew is gone (operator.ts: a full resync, sysctls and timeouts set again).
  */
 export class NetlinkIpvs implements IpvsClient {
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new Serial();
   private conn: Connection | undefined;
   private closed = false;
   private failing: { since: number; reason: string; retryAt: number; waitMs: number } | undefined;
@@ -122,11 +123,6 @@ export class NetlinkIpvs implements IpvsClient {
     return { c, replies };
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
 
   private outgoing(c: Connection, req: IpvsRequest): Outgoing {
     const seq = c.sock.nextSeq();
@@ -173,7 +169,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   info(): Promise<IpvsInfo> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const reply = await this.one(infoRequest());
       if (!reply.messages[0]) throw IpvsError.malformed('get-info', 'empty reply');
       return decodeInfo(reply.messages[0]);
@@ -181,11 +177,11 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   listVirtualServers(): Promise<VirtualServer[]> {
-    return this.serial(async () => (await this.one(listServicesRequest())).messages.map(decodeServiceMessage));
+    return this.queue.run(async () => (await this.one(listServicesRequest())).messages.map(decodeServiceMessage));
   }
 
   listRealServers(vs: VirtualServer): Promise<RealServer[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const invalid = checkDumpDests(vs);
       if (invalid) throw invalid;
       return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family));
@@ -218,7 +214,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   getTimeouts(): Promise<IpvsTimeouts> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const reply = await this.one(getTimeoutsRequest());
       if (!reply.messages[0]) throw IpvsError.malformed('get-config', 'empty reply');
       return decodeTimeouts(reply.messages[0]);
@@ -226,7 +222,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   setTimeouts(t: IpvsTimeouts): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       for (const v of [t.tcp, t.tcpFin, t.udp]) {
         if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
           throw IpvsError.invalidArgument('set-config', `timeout ${v} is not a u32 number of seconds`);
@@ -237,19 +233,19 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   zero(vs?: VirtualServer): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       await this.one(zeroRequest(vs));
     });
   }
 
   flush(): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       await this.one(flushRequest());
     });
   }
 
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const results: OpResult[] = new Array(ops.length).fill(undefined);
       const sent: Array<{ index: number; req: IpvsRequest }> = [];
       const keys = new Map<VirtualServer, Buffer>();
