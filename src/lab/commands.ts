@@ -116,12 +116,12 @@ export const COMMANDS: Record<string, LabCommand> = {
     usage: 'test [--timeout SECONDS] [--memory MB] [jest args...]',
     help: `Runs \`${JEST_KERNEL.join(' ')} [jest args...]\` in the VM\n` +
       '(dist/test/kernel/**/*.test.js: run `npm run build` first; never tsc in the guest).\n' +
-      'Default timeout 40 minutes.',
+      'Default timeout 70 minutes (a quiet machine needs about 25; a busy one, under TCG, several times that).',
     async run(args) {
       const f = parseVmFlags(args, true);
       return runInVm({
         command: [...JEST_KERNEL, ...f.rest], cwd: projectRoot,
-        timeoutMs: f.timeoutMs ?? 40 * 60_000, memoryMb: f.memoryMb ?? 3072,
+        timeoutMs: f.timeoutMs ?? 70 * 60_000, memoryMb: f.memoryMb ?? 3072,
       });
     },
   },
