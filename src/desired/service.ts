@@ -13,7 +13,12 @@
 // - a Service without selector and without EndpointSlices still gets its (empty) virtual servers:
 //   kube-proxy's ServiceChangeTracker ignores the selector, so the VIP drops rather than leaks;
 // - sessionAffinity ClientIP makes it persistent for timeoutSeconds (default 10800);
-// - real servers are masqueraded, as kube-proxy does.
+// - real servers are masqueraded, as kube-proxy does; with `ipvs-operator.io/forwarding: tunnel`
+//   (forwarding.ts) those of external IPs and LB IPs are ipip tunnel destinations (direct server
+//   return), and those virtual servers are listed in the *-LOCAL sets so the iptables path never
+//   marks their packets for masquerading (the client IP must reach the pod). IPVS does not
+//   rewrite the port in tunnel mode: a Service port whose endpoints listen on another port stays
+//   masqueraded, with a TunnelUnsupported problem.
 import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
 import type { PluginContext, PluginEndpoint, Resolution } from '../../plugins/types.js';
 import type { PluginRegistry } from '../../plugins/index.js';
@@ -28,6 +33,7 @@ import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
 import type { DesiredVirtualServer, Problem, SetEntry, SetName, VipKind } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
 import { type HealthCheck, healthCheckOf } from './health-checks.js';
+import { FORWARDING_ANNOTATION, chooseForwarding, tunnelledKind } from './forwarding.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
@@ -114,7 +120,9 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   const spec = obj(service.spec)!;
   const problems = entry.problems;
   const invalid = (message: string) => problems.push({ service: id, reason: 'InvalidField', message });
-  const choice = chooseScheduler(id, obj(service.metadata)?.annotations, env.registry, env.fallback, env.context, problems);
+  const annotations = obj(service.metadata)?.annotations;
+  const choice = chooseScheduler(id, annotations, env.registry, env.fallback, env.context, problems);
+  const forwarding = chooseForwarding(id, obj(annotations), problems);
 
   const ipsField = stringList(spec.clusterIPs, 'spec.clusterIPs');
   const clusterIP = str(spec.clusterIP);
@@ -137,6 +145,10 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   rangesField.errors.forEach(invalid);
   const sourceRanges = rangesField.values;
   entry.vips.push(...new Set([...clusterIPs, ...externalIPs, ...lbIPs]));
+  if (forwarding === 'tunnel' && externalIPs.length === 0 && lbIPs.length === 0) {
+    problems.push({ service: id, reason: 'IneffectiveForwarding',
+      message: `${FORWARDING_ANNOTATION}: tunnel applies to external IPs and load-balancer IPs only, and this Service has none; its ClusterIPs and NodePorts stay masqueraded` });
+  }
 
   const seen = new Set<string>();
   /** Addresses of this node's ready endpoints, over all ports and families (the health check's count). */
@@ -166,6 +178,7 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
     if (nodePort === undefined && sp.nodePort !== undefined && sp.nodePort !== null && sp.nodePort !== 0) {
       problems.push({ service: id, reason: 'InvalidPort', message: `port "${portName}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; no NodePort programmed` });
     }
+    let warnedPort = false;
     for (const family of families) {
       const endpoints = collectEndpoints(slices, portName, protocol, family, env.context.nodeName);
       for (const e of endpoints) if (e.local && e.ready) localReady.add(e.address);
@@ -175,7 +188,7 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
       for (const e of new Set([...cat.cluster, ...cat.local])) {
         if (e.local) entry.sets.push({ set: 'KUBE-LOOP-BACK', family, protocol, port: e.port, address: e.address, source: e.address });
       }
-      const resolved = new Map<readonly PluginEndpoint[], { res: Resolution; dests: RealServer[] }>();
+      const resolved = new Map<readonly PluginEndpoint[], { res: Resolution; dests: RealServer[]; tunnel?: RealServer[] | undefined }>();
       const resolveFor = (eps: PluginEndpoint[]) => {
         let r = resolved.get(eps);
         if (!r) {
@@ -187,8 +200,27 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         }
         return r;
       };
-      const add = (kind: VipKind, address: string, port: number, local: boolean) => {
-        const { res, dests } = resolveFor(local ? cat.local : cat.cluster);
+      /**
+       * The real servers as tunnel destinations, or undefined when some endpoint listens on another
+       * port than the Service's: tunnel mode keeps the packet's port, so those stay masqueraded.
+       */
+      const tunnelDests = (r: { dests: RealServer[]; tunnel?: RealServer[] | undefined }): RealServer[] | undefined => {
+        if (!('tunnel' in r)) {
+          r.tunnel = r.dests.every((rs) => rs.port === port) ? r.dests.map((rs) => ({ ...rs, forward: 'tunnel' as const, tunnelType: 'ipip' as const })) : undefined;
+        }
+        if (!r.tunnel && !warnedPort) {
+          warnedPort = true;
+          problems.push({ service: id, reason: 'TunnelUnsupported',
+            message: `port "${portName}": an endpoint listens on another port than ${port} and IPVS tunnelling keeps the port (no remapping); its external IPs stay masqueraded` });
+        }
+        return r.tunnel;
+      };
+      /** Adds a virtual server; true when its real servers are tunnel destinations. */
+      const add = (kind: VipKind, address: string, port: number, local: boolean): boolean => {
+        const r = resolveFor(local ? cat.local : cat.cluster);
+        const res = r.res;
+        const tunnelled = forwarding === 'tunnel' && tunnelledKind(kind) ? tunnelDests(r) : undefined;
+        const dests = tunnelled ?? r.dests;
         if (res.persistence && !affinity && !warnedPersistence) {
           warnedPersistence = true;
           problems.push({ service: id, reason: 'IneffectiveSchedulerOption',
@@ -201,9 +233,10 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
           ...(affinity ? { timeout, netmask: netmaskFor(family, res.persistence) } : {}),
         });
         const key = virtualServerKey(vs);
-        if (seen.has(key)) return; // e.g. an external IP equal to an LB IP: one virtual server
+        if (seen.has(key)) return tunnelled !== undefined; // e.g. an external IP equal to an LB IP: one virtual server
         seen.add(key);
         entry.vss.push({ vs, dests, origin: { namespace: str(obj(service.metadata)?.namespace) ?? '', name: str(obj(service.metadata)?.name) ?? '', portName, kind, plugin: choice.plugin.name } });
+        return tunnelled !== undefined;
       };
       const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port, ...extra });
 
@@ -212,14 +245,15 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         set('KUBE-CLUSTER-IP', { address: ip });
       }
       for (const ip of externalIPs.filter((a) => familyOf(a) === family)) {
-        add('external-ip', ip, port, extLocal);
+        // A tunnelled one is never marked for masquerading either (render.ts: the *-LOCAL sets RETURN).
+        const tunnelled = add('external-ip', ip, port, extLocal);
         set('KUBE-EXTERNAL-IP', { address: ip });
-        if (extLocal) set('KUBE-EXTERNAL-IP-LOCAL', { address: ip });
+        if (extLocal || tunnelled) set('KUBE-EXTERNAL-IP-LOCAL', { address: ip });
       }
       for (const ip of lbIPs.filter((a) => familyOf(a) === family)) {
-        add('load-balancer', ip, port, extLocal);
+        const tunnelled = add('load-balancer', ip, port, extLocal);
         set('KUBE-LOAD-BALANCER', { address: ip });
-        if (extLocal) set('KUBE-LOAD-BALANCER-LOCAL', { address: ip });
+        if (extLocal || tunnelled) set('KUBE-LOAD-BALANCER-LOCAL', { address: ip });
         const ranges = sourceRanges.filter((r) => parseCidr(r.trim())?.family === family);
         if (ranges.length) set('KUBE-LOAD-BALANCER-FW', { address: ip });
         for (const r of ranges) set('KUBE-LOAD-BALANCER-SOURCE-CIDR', { address: ip, cidr: r.trim() });

@@ -9,6 +9,8 @@
 //     ClusterIP:port (CLUSTER-IP)        -> CLUSTER: sources in clusterCIDRs RETURN, others marked
 //                                           (masqueradeAll: all marked; no CIDRs: none marked)
 //     externalIP:port, LB IP:port        -> EXTERNAL: Local policy RETURN (client IP kept), else marked
+//                                           (tunnel-forwarded ones are in the *-LOCAL sets too: the
+//                                           pod must see the client, and answers it directly)
 //     dst-type LOCAL, not a VIP          -> NODE-PORT: Local NodePorts RETURN, NodePorts marked
 //   nat POSTROUTING -> POSTROUTING
 //     hairpin (LOOP-BACK dst,dst,src)    -> MASQUERADE

@@ -50,8 +50,8 @@ export class OperatorProcess {
   /** `sourceArgs`: e.g. ['--source', 'files:DIR'] or ['--source', 'kube', '--kubeconfig', FILE]. */
   constructor(readonly sourceArgs: string[], readonly addr = '127.0.0.1:10249', readonly extraArgs: string[] = []) {}
 
-  /** Starts it and waits for /readyz. */
-  async start(): Promise<void> {
+  /** Starts it and waits (up to `readyMs`) for /readyz. */
+  async start(readyMs = 120_000): Promise<void> {
     const child = spawn(process.execPath, [CLI, 'run', ...this.sourceArgs, '--node-name', 'lab-node',
       '--metrics-addr', this.addr, '--log-level', 'debug', ...this.extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
     this.child = child;
@@ -73,7 +73,7 @@ export class OperatorProcess {
       await waitFor('operator /readyz', async () => {
         if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
         return (await fetch(`http://${this.addr}/readyz`)).ok;
-      }, 120_000);
+      }, readyMs);
     } catch (e) {
       throw new Error(`${(e as Error).message}; its last log lines: ${JSON.stringify(this.logs.slice(-6))}`);
     }
