@@ -11,6 +11,7 @@
 // process.memoryUsage() + v8.getHeapStatistics(); VmRSS and VmHWM (peak) come from /proc.
 // Prints one JSON object on stdout. Figures only: nothing here is asserted.
 // Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE]
+//        [--node-flags '--max-semi-space-size=2 ...': given to the operator's node]
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -27,6 +28,8 @@ const N = Number(process.argv[3] ?? 10_000);
 const E = Number(process.argv[4] ?? 10);
 const snapAt = process.argv.indexOf('--snapshot');
 const snapshot = snapAt > 0 ? process.argv[snapAt + 1] : undefined;
+const flagsAt = process.argv.indexOf('--node-flags');
+const nodeFlags = flagsAt > 0 ? (process.argv[flagsAt + 1] ?? '').split(' ').filter(Boolean) : [];
 const PER_FILE = 100;
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 const PROBE = fileURLToPath(new URL('./mem-probe.js', import.meta.url));
@@ -70,7 +73,7 @@ const port = await new Promise<number>((resolve) => {
 });
 const probeOut = join(work, 'probe.json');
 const t0 = process.hrtime.bigint();
-const child = spawn(process.execPath, ['--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
+const child = spawn(process.execPath, [...nodeFlags, '--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
   '--dry-run', '--no-iptables', '--metrics-addr', `127.0.0.1:${port}`, '--state-dir', join(work, 'state'), '--log-level', 'warn'], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: { ...process.env, IPVSOP_MEM_PROBE: probeOut, ...(snapshot ? { IPVSOP_HEAP_SNAPSHOT: snapshot } : {}) },
@@ -103,7 +106,7 @@ try {
   const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
   const rs = N * E;
   console.log(JSON.stringify({
-    source: kind, services: N, endpointsPerService: E, readyMs,
+    source: kind, nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
     rssMb: mb(after.rss), rssAtReadyMb: mb(rssReady.rss), peakRssMb: mb(after.hwm),
     heapUsedMb: mb(probe.memory.heapUsed), heapTotalMb: mb(probe.memory.heapTotal), externalMb: mb(probe.memory.external),
     arrayBuffersMb: mb(probe.memory.arrayBuffers),
