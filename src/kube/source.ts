@@ -98,11 +98,12 @@ export class KubeSource implements Source {
     const add = <T extends KubernetesObject>(name: string, path: string, page: (cont: string | undefined) => Promise<KubernetesListObject<T>>,
       handlers: InformerHandlers<T>, fieldSelector?: string, optional = false, trim?: Trim<T>) => {
       const watch = new HealingWatch(kc, healing.idleMs, healing.watchTimeoutSeconds, trim as ((o: unknown) => unknown) | undefined);
-      const list = async () => {
-        const l = await listAllPages(page);
-        return trim ? { ...l, items: l.items.map(trim) } : l;
-      };
-      const lw = new ListWatch<T>(path, watch, list, false, undefined, fieldSelector);
+      // Each page is trimmed as it arrives: the typed items of one page at a time stay alive, not the whole list's.
+      const trimmed = trim ? async (cont: string | undefined) => {
+        const l = await page(cont);
+        return { ...l, items: l.items.map(trim) };
+      } : page;
+      const lw = new ListWatch<T>(path, watch, () => listAllPages(trimmed), false, undefined, fieldSelector);
       this.informers.push(new RestartingInformer<T>(name, lw, handlers, {
         log: this.log, healing, watch, optional, onChange: () => this.updateHealth(),
       }) as unknown as RestartingInformer<KubernetesObject>);
