@@ -1,4 +1,5 @@
 // `npm run bench`: the scale benchmark of issue 8. Host-side parts first (planner, operator RSS,
+// the real operator process's RSS with the kube and the files source (host-process.ts),
 // files-source change cost), then one lab VM run of bench/guest.ts (full syncs against
 // `ipvsadm -R`, single-endpoint changes, periodic resync, restart). Prints a table with each target
 // marked "meets" / "falls short" (never a failure: the exit code is non-zero only when the bench
@@ -41,6 +42,19 @@ if (!process.argv.includes('--no-host')) {
   report.planner = node('host-planner.js', [String(largest), endpoints]);
   progress(`host: operator process RSS at ${largest} Services (files source + FakeIpvs)`);
   report.operatorHost = node('host-operator.js', [join(projectRoot, '.cache', 'bench', 'manifests'), String(largest), endpoints], ['--expose-gc']);
+  report.operatorProcess = [];
+  for (const source of ['kube', 'files']) {
+    progress(`host: the real operator process (run --dry-run) at ${largest} Services, ${source} source`);
+    const p = node('host-process.js', [source, String(largest), endpoints]) as any;
+    // The same process with no Services: what the N Services add is the difference.
+    const idle = node('host-process.js', [source, '0', endpoints]) as any;
+    const endpointsTotal = p.services * p.endpointsPerService;
+    report.operatorProcess.push({ ...p, idle: { rssMb: idle.rssMb, heapUsedMb: idle.heapUsedMb },
+      addedRssBytesPerService: Math.round(((p.rssMb - idle.rssMb) * 2 ** 20) / p.services),
+      addedHeapBytesPerService: Math.round(((p.heapUsedMb - idle.heapUsedMb) * 2 ** 20) / p.services),
+      addedRssBytesPerEndpoint: Math.round(((p.rssMb - idle.rssMb) * 2 ** 20) / endpointsTotal),
+      addedHeapBytesPerEndpoint: Math.round(((p.heapUsedMb - idle.heapUsedMb) * 2 ** 20) / endpointsTotal) });
+  }
 }
 
 const reuse = flag('vm-json', '');
@@ -104,7 +118,7 @@ function renderTable(r: any): string {
     }
     lines.push(`Debounce, excluded above: minSyncPeriod ${r.vm.defaultMinSyncPeriodS} s by default (the runner's minimum interval between syncs); the files source adds 100 ms.`);
   }
-  if (r.planner || r.operatorHost) {
+  if (r.planner || r.operatorHost || r.operatorProcess) {
     lines.push('', `Host (${r.host.cpu}, ${r.host.cpus} CPUs, node ${r.host.node}):`, '');
     row('what', 'value', 'target');
     row('---', '---:', '---');
@@ -113,6 +127,12 @@ function renderTable(r: any): string {
       row(`planIpvs, ${p.services} Services from scratch (${p.ops} ops), median of 5`, s(p.median.planMs), `< 50 ms: ${verdict(p.median.planMs < 50)}`);
       row('  first run (cold JIT)', s(p.first.planMs), '');
       row(`desired state built from the objects (median; first ${s(p.first.buildMs)})`, s(p.median.buildMs), '');
+    }
+    for (const p of r.operatorProcess ?? []) {
+      row(`operator process RSS (peak), ${p.source} source, ${p.services} x ${p.endpointsPerService} (run --dry-run; heap used ${p.heapUsedMb.toFixed(0)} MB)`,
+        `${p.rssMb.toFixed(0)} MB (${p.peakRssMb.toFixed(0)} MB)`, `< 200 MB: ${verdict(p.rssMb < 200)}`);
+      row(`  idle (no Services) ${p.idle.rssMb.toFixed(0)} MB RSS, heap ${p.idle.heapUsedMb.toFixed(0)} MB; added per Service (x ${p.endpointsPerService} endpoints)`,
+        `${(p.addedRssBytesPerService / 1024).toFixed(1)} KB RSS, ${(p.addedHeapBytesPerService / 1024).toFixed(1)} KB heap`, '');
     }
     if (r.operatorHost) {
       const o = r.operatorHost;

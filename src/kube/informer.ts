@@ -20,6 +20,7 @@
 import { STATUS_CODES } from 'node:http';
 import { type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject, type ObjectCache, Watch } from '@kubernetes/client-node';
 import type { LogFn } from '../source/log.js';
+import { trimsEvent } from './trim.js';
 
 /** Delays between restarts: initialMs, doubling up to maxMs, each varied by ±jitter/2 (spreads many nodes' reconnects). */
 export interface Backoff {
@@ -142,13 +143,15 @@ type DoneCallback = (err: unknown) => void;
 
 /**
  * client-node's Watch with an idle timeout, a server-side timeout and bookmarks, and a way to end
- * the open watch as if the server had answered 410 (ListWatch then relists).
+ * the open watch as if the server had answered 410 (ListWatch then relists). `trim` (trim.ts)
+ * replaces each event's object before ListWatch caches it.
  */
 export class HealingWatch extends Watch {
   private active: ((err: unknown) => void) | undefined;
   private readonly live = new Set<AbortController>();
 
-  constructor(kc: KubeConfig, private readonly idleMs: number, private readonly timeoutSeconds: number) {
+  constructor(kc: KubeConfig, private readonly idleMs: number, private readonly timeoutSeconds: number,
+    private readonly trim?: (o: unknown) => unknown) {
     super(kc);
   }
 
@@ -179,7 +182,7 @@ export class HealingWatch extends Watch {
     const controller = await super.watch(path, query, (phase, obj, raw) => {
       if (finished) return;
       arm();
-      callback(phase, obj, raw);
+      callback(phase, this.trim && trimsEvent(phase) ? this.trim(obj) : obj, raw);
     }, finish);
     open.controller = controller;
     if (finished) controller.abort();

@@ -6,8 +6,10 @@
 //   is logged, reported as a Warning Event on the IPVSProxyConfig (once per distinct error) and
 //   returned by problems(), and the last valid config stays in force. A deleted config sends a
 //   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
-// - Objects from the initial list come from client-node's generated API (typed: timestamps are
-//   Dates), later ones from the watch (plain JSON: timestamps are strings).
+// - Services and EndpointSlices are trimmed (trim.ts) before client-node caches them: plain JSON
+//   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
+//   The Node and the config come as client-node hands them: from the initial list typed
+//   (timestamps are Dates), later from the watch (plain JSON: timestamps are strings).
 // - While any informer is down, healthy() is false; nothing is sent until it is back. health()
 //   says since when and why ("endpointslices: 403 Forbidden: ...").
 // - Lists are paginated (`listPageSize` per request); every informer relists periodically and
@@ -23,6 +25,7 @@ import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
+import { type Trim, trimEndpointSlice, trimService } from './trim.js';
 import {
   type Backoff, type Healing, HealingWatch, type InformerHandlers, RestartingInformer, defaultBackoff, defaultHealing, listAllPages,
 } from './informer.js';
@@ -93,9 +96,14 @@ export class KubeSource implements Source {
     const nodeSelector = `metadata.name=${opts.nodeName}`;
     const configSelector = `metadata.name=${CONFIG_NAME}`;
     const add = <T extends KubernetesObject>(name: string, path: string, page: (cont: string | undefined) => Promise<KubernetesListObject<T>>,
-      handlers: InformerHandlers<T>, fieldSelector?: string, optional = false) => {
-      const watch = new HealingWatch(kc, healing.idleMs, healing.watchTimeoutSeconds);
-      const lw = new ListWatch<T>(path, watch, () => listAllPages(page), false, undefined, fieldSelector);
+      handlers: InformerHandlers<T>, fieldSelector?: string, optional = false, trim?: Trim<T>) => {
+      const watch = new HealingWatch(kc, healing.idleMs, healing.watchTimeoutSeconds, trim as ((o: unknown) => unknown) | undefined);
+      // Each page is trimmed as it arrives: the typed items of one page at a time stay alive, not the whole list's.
+      const trimmed = trim ? async (cont: string | undefined) => {
+        const l = await page(cont);
+        return { ...l, items: l.items.map(trim) };
+      } : page;
+      const lw = new ListWatch<T>(path, watch, () => listAllPages(trimmed), false, undefined, fieldSelector);
       this.informers.push(new RestartingInformer<T>(name, lw, handlers, {
         log: this.log, healing, watch, optional, onChange: () => this.updateHealth(),
       }) as unknown as RestartingInformer<KubernetesObject>);
@@ -103,11 +111,11 @@ export class KubeSource implements Source {
     add<V1Service>('services', '/api/v1/services', (_continue) => core.listServiceForAllNamespaces({ limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'service', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'service', type: 'delete', object }),
-    });
+    }, undefined, false, trimService);
     add<V1EndpointSlice>('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', (_continue) => discovery.listEndpointSliceForAllNamespaces({ limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'endpointslice', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'endpointslice', type: 'delete', object }),
-    });
+    }, undefined, false, trimEndpointSlice);
     add<V1Node>('node', '/api/v1/nodes', (_continue) => core.listNode({ fieldSelector: nodeSelector, limit, _continue }), {
       upsert: (object) => this.emit({ kind: 'node', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'node', type: 'delete', object }),

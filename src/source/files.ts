@@ -62,7 +62,7 @@ export interface FilesSourceOptions {
 
 const CONFIG_KEY = 'IPVSProxyConfig//default';
 
-/** An object as last parsed from a file, with its content fingerprint (computed once, at parse). */
+/** An object as last parsed from a file, with its content fingerprint (a digest of its JSON, computed once, at parse). */
 interface Parsed { m: Manifest; fingerprint: string }
 
 /** What one document of a file gave (its objects, and the kinds skipped). */
@@ -79,7 +79,7 @@ const digestOf = (text: string): string => createHash('sha1').update(text).diges
 
 /** Parses a file's text, reusing what `previous` holds of documents whose text is unchanged. */
 function parseFile(text: string, previous: ReadonlyMap<string, DocEntry> | undefined): { errors: string[] } & DocEntry & { docs: Map<string, DocEntry> } {
-  const parsed = (m: Manifest): Parsed => ({ m, fingerprint: JSON.stringify(m.object) });
+  const parsed = (m: Manifest): Parsed => ({ m, fingerprint: digestOf(JSON.stringify(m.object)) });
   const chunks = splitDocuments(text);
   if (chunks) {
     const docs = new Map<string, DocEntry>();
@@ -356,8 +356,11 @@ export class FilesSource implements Source {
     }
     for (const [key, { m, fingerprint }] of next) {
       if (this.sent.get(key)?.fingerprint === fingerprint) continue;
-      const object = structuredClone(m.object) as { metadata: { resourceVersion?: string } };
-      object.metadata.resourceVersion = `files-${++this.version}`;
+      // A new top-level object and metadata (its own resourceVersion; the desired state tells
+      // objects apart by identity and resourceVersion), sharing the rest with the parsed one:
+      // one copy of each object's contents. Nothing downstream mutates objects.
+      const parsedObject = m.object as { metadata: Record<string, unknown> };
+      const object = { ...parsedObject, metadata: { ...parsedObject.metadata, resourceVersion: `files-${++this.version}` } };
       const event = toEvent(m.kind, 'upsert', object);
       this.sent.set(key, { fingerprint, event });
       this.emit(event);

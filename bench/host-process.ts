@@ -1,0 +1,122 @@
+// Host-side part of `npm run bench`: the memory of the real operator process (dist/src/cli/main.js
+// run --dry-run) at N Services x E endpoints, with either source:
+// - kube: this process runs the fake API server (test/support/fake-apiserver.ts, real HTTP)
+//   holding the Node, N Services and N EndpointSlices; the operator's client-node informers list
+//   and watch it as they would a real one;
+// - files: a YAML directory (100 Services per file, Service + EndpointSlice each).
+// The host has no IPVS: the dry run plans against an empty table and keeps what it "wrote" (one
+// table, as the kernel would hold it), printing the ops to stdout (discarded here). iptables is off
+// (--no-iptables): the dry run would run iptables-save on the host. Once /readyz answers (the first
+// sync ended), SIGUSR2 makes bench/mem-probe.js (preloaded) collect garbage and write
+// process.memoryUsage() + v8.getHeapStatistics(); VmRSS and VmHWM (peak) come from /proc.
+// Prints one JSON object on stdout. Figures only: nothing here is asserted.
+// Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE]
+//        [--node-flags '--max-semi-space-size=2 ...': given to the operator's node]
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { stringify } from 'yaml';
+import { FakeApiServer } from '../test/support/fake-apiserver.js';
+import { NODE_NAME, makeCluster, msSince, progress } from './fixtures.js';
+
+const kind = process.argv[2];
+if (kind !== 'kube' && kind !== 'files') throw new Error('usage: host-process.js kube|files [services] [endpoints] [--snapshot FILE]');
+const N = Number(process.argv[3] ?? 10_000);
+const E = Number(process.argv[4] ?? 10);
+const snapAt = process.argv.indexOf('--snapshot');
+const snapshot = snapAt > 0 ? process.argv[snapAt + 1] : undefined;
+const flagsAt = process.argv.indexOf('--node-flags');
+const nodeFlags = flagsAt > 0 ? (process.argv[flagsAt + 1] ?? '').split(' ').filter(Boolean) : [];
+const PER_FILE = 100;
+const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
+const PROBE = fileURLToPath(new URL('./mem-probe.js', import.meta.url));
+
+const work = mkdtempSync(join(tmpdir(), 'ipvsop-mem-'));
+const cluster = makeCluster(N, E);
+let api: FakeApiServer | undefined;
+let sourceArgs: string[];
+if (kind === 'kube') {
+  api = await FakeApiServer.start();
+  api.put('nodes', cluster.node);
+  for (let i = 0; i < N; i++) {
+    api.put('services', cluster.services[i]!);
+    api.put('endpointslices', cluster.slices[i]!);
+  }
+  const kubeconfig = join(work, 'kubeconfig');
+  writeFileSync(kubeconfig, stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'fake',
+    clusters: [{ name: 'fake', cluster: { server: api.url, 'insecure-skip-tls-verify': true } }],
+    users: [{ name: 'bench', user: {} }],
+    contexts: [{ name: 'fake', context: { cluster: 'fake', user: 'bench' } }],
+  }));
+  sourceArgs = ['--source', 'kube', '--kubeconfig', kubeconfig];
+} else {
+  const dir = join(work, 'manifests');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'node.yaml'), stringify(cluster.node));
+  for (let f = 0; f * PER_FILE < N; f++) {
+    const docs: object[] = [];
+    for (let i = f * PER_FILE; i < Math.min(N, (f + 1) * PER_FILE); i++) docs.push(cluster.services[i]!, cluster.slices[i]!);
+    writeFileSync(join(dir, `svc-${String(f).padStart(4, '0')}.yaml`), docs.map((d) => stringify(d)).join('---\n'));
+  }
+  sourceArgs = ['--source', `files:${dir}`];
+}
+
+const port = await new Promise<number>((resolve) => {
+  const s = createServer().listen(0, '127.0.0.1', () => {
+    const a = s.address();
+    s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
+  });
+});
+const probeOut = join(work, 'probe.json');
+const t0 = process.hrtime.bigint();
+const child = spawn(process.execPath, [...nodeFlags, '--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
+  '--dry-run', '--no-iptables', '--metrics-addr', `127.0.0.1:${port}`, '--state-dir', join(work, 'state'), '--log-level', 'warn'], {
+  stdio: ['ignore', 'ignore', 'inherit'],
+  env: { ...process.env, IPVSOP_MEM_PROBE: probeOut, ...(snapshot ? { IPVSOP_HEAP_SNAPSHOT: snapshot } : {}) },
+});
+const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+const status = () => {
+  const text = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  const kb = (k: string) => Number(/(\d+) kB/.exec(text.split('\n').find((l) => l.startsWith(`${k}:`)) ?? '')?.[1] ?? NaN) * 1024;
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+};
+try {
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (msSince(t0) > 1_800_000) throw new Error('operator not ready within 30 min');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const readyMs = msSince(t0);
+  progress(`${kind}: ready after ${(readyMs / 1000).toFixed(1)} s`);
+  const rssReady = status();
+  child.kill('SIGUSR2');
+  for (let i = 0; !existsSync(probeOut); i++) {
+    if (i > 3000) throw new Error('no answer from the memory probe');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await new Promise((r) => setTimeout(r, 200)); // the file is written in one call; let it land
+  const probe = JSON.parse(readFileSync(probeOut, 'utf8')) as { memory: NodeJS.MemoryUsage; heap: { used_heap_size: number; total_heap_size: number } };
+  const after = status();
+  const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
+  const rs = N * E;
+  console.log(JSON.stringify({
+    source: kind, nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
+    rssMb: mb(after.rss), rssAtReadyMb: mb(rssReady.rss), peakRssMb: mb(after.hwm),
+    heapUsedMb: mb(probe.memory.heapUsed), heapTotalMb: mb(probe.memory.heapTotal), externalMb: mb(probe.memory.external),
+    arrayBuffersMb: mb(probe.memory.arrayBuffers),
+    // Whole-process figures divided out (the ~50 MB of an idle node process included).
+    rssBytesPerService: Math.round(after.rss / N), heapBytesPerService: Math.round(probe.memory.heapUsed / N),
+    rssBytesPerEndpoint: Math.round(after.rss / rs), heapBytesPerEndpoint: Math.round(probe.memory.heapUsed / rs),
+  }));
+} finally {
+  child.kill('SIGTERM');
+  await exited;
+  await api?.close();
+  rmSync(work, { recursive: true, force: true });
+}

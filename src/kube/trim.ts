@@ -1,0 +1,95 @@
+// What the informers keep of each object: only the fields the desired state (src/desired/), the
+// Events and the status read, as plain objects. Applied to every listed item and every watch
+// event before client-node's ListWatch caches it, so the cache and DesiredState share one small
+// copy: no managedFields, no last-applied annotation, no typed class instances with Dates.
+// Values are kept as they came (a wrong-typed field still reaches the desired state, which makes
+// it a Problem); only whole fields nobody reads are dropped. The common endpoint conditions object
+// is shared (frozen). pure: no I/O.
+import type { KubernetesObject, V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+
+/** Annotations no reader uses and that can be as large as the object itself. */
+const DROPPED_ANNOTATIONS = new Set(['kubectl.kubernetes.io/last-applied-configuration']);
+
+type Rec = Record<string, unknown>;
+const isRec = (v: unknown): v is Rec => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * A value as the watch's JSON has it: plain objects and arrays, Dates as ISO strings, no
+ * undefined-valued keys (client-node's typed list items set every attribute of their class).
+ */
+export function plain(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(plain);
+  if (v instanceof Date) return v.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  if (!isRec(v)) return v;
+  const out: Rec = {};
+  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = plain(v[k]);
+  return out;
+}
+
+/** metadata: identity, resourceVersion, labels, annotations (minus the dropped ones), deletionTimestamp. */
+export function trimMeta(meta: unknown): Rec | undefined {
+  if (!isRec(meta)) return meta as undefined;
+  const out: Rec = {};
+  for (const k of ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp'] as const) if (meta[k] !== undefined) out[k] = plain(meta[k]);
+  const a = meta.annotations;
+  if (isRec(a)) {
+    const keep = Object.keys(a).filter((k) => !DROPPED_ANNOTATIONS.has(k) && a[k] !== undefined);
+    if (keep.length) out.annotations = Object.fromEntries(keep.map((k) => [k, a[k]]));
+  } else if (a !== undefined) out.annotations = a;
+  return out;
+}
+
+/** A Service: metadata (trimMeta), spec as is, status.loadBalancer only. */
+export function trimService(s: V1Service): V1Service {
+  if (!isRec(s)) return s;
+  const out: Rec = { metadata: trimMeta(s.metadata) };
+  if (s.spec !== undefined) out.spec = plain(s.spec);
+  const status = (s as Rec).status;
+  if (isRec(status) && status.loadBalancer !== undefined) out.status = { loadBalancer: plain(status.loadBalancer) };
+  return out as V1Service;
+}
+
+const sharedConditions = new Map<string, Readonly<Rec>>();
+
+/** Conditions made only of booleans (or absent ones) are one shared frozen object per combination. */
+function conditions(c: unknown): unknown {
+  if (!isRec(c)) return c;
+  const keys = Object.keys(c).filter((k) => c[k] !== undefined);
+  if (!keys.every((k) => (k === 'ready' || k === 'serving' || k === 'terminating') && typeof c[k] === 'boolean')) return plain(c);
+  const key = `${String(c.ready)}/${String(c.serving)}/${String(c.terminating)}`;
+  let shared = sharedConditions.get(key);
+  if (!shared) {
+    const o: Rec = {};
+    for (const k of keys) o[k] = c[k];
+    sharedConditions.set(key, (shared = Object.freeze(o)));
+  }
+  return shared;
+}
+
+/** One endpoint: addresses, conditions, nodeName, zone, hostname, hints, targetRef (kind and name). */
+function trimEndpoint(e: unknown): unknown {
+  if (!isRec(e)) return e;
+  const out: Rec = { addresses: plain(e.addresses) };
+  if (e.conditions !== undefined) out.conditions = conditions(e.conditions);
+  for (const k of ['nodeName', 'zone', 'hostname', 'hints'] as const) if (e[k] !== undefined) out[k] = plain(e[k]);
+  const ref = e.targetRef;
+  if (isRec(ref)) out.targetRef = plain({ kind: ref.kind, name: ref.name });
+  else if (ref !== undefined && ref !== null) out.targetRef = ref;
+  return out;
+}
+
+/** An EndpointSlice: metadata (trimMeta), addressType, ports, endpoints (trimEndpoint each). */
+export function trimEndpointSlice(s: V1EndpointSlice): V1EndpointSlice {
+  if (!isRec(s)) return s;
+  const out: Rec = { metadata: trimMeta(s.metadata), addressType: s.addressType, ports: plain(s.ports) };
+  out.endpoints = Array.isArray(s.endpoints) ? s.endpoints.map(trimEndpoint) : s.endpoints;
+  return out as unknown as V1EndpointSlice;
+}
+
+/** The watch event types whose object is a resource (ERROR carries a Status, BOOKMARK only a resourceVersion). */
+export function trimsEvent(phase: string): boolean {
+  return phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED';
+}
+
+/** A transform for one resource's objects. */
+export type Trim<T extends KubernetesObject> = (o: T) => T;
