@@ -1,6 +1,7 @@
 // `npm run bench`: the scale benchmark of issue 8. Host-side parts first (planner, operator RSS,
 // files-source change cost), then one lab VM run of bench/guest.ts (full syncs against
-// `ipvsadm -R`, single-endpoint changes, periodic resync, restart). Prints a table with each target
+// `ipvsadm -R`, and the whole first sync against the C floor; single-endpoint changes, periodic
+// resync, restart). Prints a table with each target
 // marked "meets" / "falls short" (never a failure: the exit code is non-zero only when the bench
 // itself broke) and writes everything as JSON to bench/results/latest.json.
 //
@@ -86,6 +87,19 @@ function renderTable(r: any): string {
     for (const z of r.vm.sizes) {
       row(String(z.services), `${z.virtualServers} / ${z.realServers}`, String(z.full.ops), s(z.full.ipvsProgrammedMs), s(z.ipvsadm.ms),
         `${z.ratio.toFixed(2)} ${verdict(z.ratio <= 1.0)}`, s(z.full.vipsMs), s(z.full.iptablesMs), s(z.full.totalMs));
+    }
+    if (r.vm.sizes.some((z: any) => z.cFloor)) {
+      lines.push('', 'Whole first sync against the C floor: the same content by C tools in the same guest run, from a clean kernel, ' +
+        'one after the other and summed (`ipvsadm -R`, `ip -batch` of the address adds on a new dummy link, `ipset restore` and ' +
+        '`iptables-restore`/`ip6tables-restore --noflush` of the payloads the operator applied):', '');
+      row('Services', 'VIPs', '`ipvsadm -R`', '`ip -batch`', '`ipset restore`', '`iptables-restore`', 'C floor (sum)', 'whole first sync', 'max of the operator\'s three paths', 'whole / C floor (target <= 1.0, aim 0.5)');
+      row('---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---');
+      for (const z of r.vm.sizes.filter((x: any) => x.cFloor)) {
+        const c = z.cFloor;
+        const longest = Math.max(z.full.ipvsProgrammedMs, z.full.vipsMs, z.full.iptablesMs);
+        row(String(z.services), String(c.vips), s(c.ipvsadmMs), s(c.ipBatchMs), s(c.ipsetMs), s(c.iptablesRestoreMs), s(c.totalMs), s(z.full.totalMs),
+          s(longest), `${z.wholeRatio.toFixed(2)} ${verdict(z.wholeRatio <= 1.0)}`);
+      }
     }
     lines.push('', 'Steady state: single-endpoint changes fed to Operator.handle (minSyncPeriod excluded), periodic resync:', '');
     row('Services', 'changes', 'ops per change per virtual server (target 1)', 'latency p50', 'p99 (target < 5 ms)', 'iptables per change', 'dumps per change', 'periodic resync (0 ops)');
