@@ -106,8 +106,12 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
     }
   });
 
-  it('the same addresses through the netlink package, one request each and all concurrently: same result (timings printed for comparison)', async () => {
+  it('the same addresses through the netlink package, one request each, sequential and 128 in flight: same result (timings printed for comparison)', async () => {
+    // Not all at once: 1 000 requests in flight on the package's socket aborted the process
+    // ("Napi::Error: Error in native callback") in this VM. Its socket errors are collected here.
     const sock = createRtNetlink();
+    const socketErrors: string[] = [];
+    sock.socket.on('error', (e: unknown) => socketErrors.push(String(e)));
     const link = new RtnlVipLink();
     try {
       await link.ensure(BATCH);
@@ -118,11 +122,15 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
         return { data: { family: v6 ? 10 : 2, prefixlen: v6 ? 128 : 32, index, scope: 0, flags: v6 ? { nodad: true as const } : {} }, attrs: { local: bytes, address: bytes } };
       };
       const reqs = ips.map(req);
+      const half = N / 2;
       const t0 = Date.now();
-      for (const r of reqs.slice(0, N / 2)) await sock.newAddress(r.data, r.attrs, { flags: 0x600 });
+      for (const r of reqs.slice(0, half)) await sock.newAddress(r.data, r.attrs, { flags: 0x600 });
       const sequentialMs = Date.now() - t0;
       const t1 = Date.now();
-      await Promise.all(reqs.slice(N / 2).map((r) => sock.newAddress(r.data, r.attrs, { flags: 0x600 })));
+      const rest = reqs.slice(half);
+      for (let i = 0; i < rest.length; i += 128) {
+        await Promise.all(rest.slice(i, i + 128).map((r) => sock.newAddress(r.data, r.attrs, { flags: 0x600 })));
+      }
       const concurrentMs = Date.now() - t1;
       expect(ipO(BATCH)).toEqual(hostRoutes(ips));
       const t2 = Date.now();
@@ -131,11 +139,12 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
       expect(gone.filter((e) => e)).toEqual([]);
       expect(ipO(BATCH)).toEqual([]);
       const t3 = Date.now();
-      await link.addMany(BATCH, ips.slice(0, N / 2));
+      expect((await link.addMany(BATCH, ips.slice(0, half))).filter((e) => e)).toEqual([]);
       const pipelinedAddMs = Date.now() - t3;
-      expect(ipO(BATCH)).toEqual(hostRoutes(ips.slice(0, N / 2)));
-      process.stderr.write(`rtnl ${N / 2} adds: package one at a time ${sequentialMs} ms, package all concurrent ${concurrentMs} ms, ` +
-        `pipelined batch ${pipelinedAddMs} ms; ${N} removals pipelined ${pipelinedMs} ms\n`);
+      expect(ipO(BATCH)).toEqual(hostRoutes(ips.slice(0, half)));
+      expect(socketErrors).toEqual([]);
+      process.stderr.write(`rtnl ${half} adds on an empty link: package one at a time ${sequentialMs} ms; next ${half}: package 128 in flight ${concurrentMs} ms; ` +
+        `the first ${half} again as one pipelined batch ${pipelinedAddMs} ms; ${N} removals pipelined ${pipelinedMs} ms\n`);
     } finally {
       sock.socket.close();
       await link.deleteLink(BATCH);
