@@ -1,8 +1,8 @@
 // Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds (one pipelined
-// batch) and the iptables path at once, then the VIP unbinds (one batch). It decides nothing: what to change was decided by planSync. An op the kernel
-// refuses is returned as a failure for its Service (the others are applied regardless); a VIP or
-// iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects, since
-// it concerns the whole node.
+// batch) and the iptables path at once, then the VIP unbinds (one batch). It decides nothing: what
+// to change was decided by planSync. An op the kernel refuses is returned as a failure for its
+// Service (the others are applied regardless); a VIP or iptables failure, or an op sent to an IPVS
+// family that is gone (ip_vs reloaded), rejects, since it concerns the whole node.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';

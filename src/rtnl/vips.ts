@@ -112,7 +112,7 @@ export class FakeVipLink implements VipLink {
     const checked = addresses.map((a) => invalid(op(a), a));
     if (checked.every((e) => e)) return checked;
     const l = this.links.get(name);
-    // The kernel answers a delete on a missing link with ENODEV before looking at the address.
+    // The real link looks the index up first: a missing link is ENODEV, nothing sent.
     if (!l) throw RtnlError.fromErrno(`delete-address ${name}`, Errno.ENODEV);
     return addresses.map((a, i) => checked[i] ?? (l.delete(canonical(a)) ? undefined : RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL)));
   }
