@@ -92,13 +92,14 @@ function renderTable(r: any): string {
       lines.push('', 'Whole first sync against the C floor: the same content by C tools in the same guest run, from a clean kernel, ' +
         'one after the other and summed (`ipvsadm -R`, `ip -batch` of the address adds on a new dummy link, `ipset restore` and ' +
         '`iptables-restore`/`ip6tables-restore --noflush` of the payloads the operator applied):', '');
-      row('Services', 'VIPs', '`ipvsadm -R`', '`ip -batch`', '`ipset restore`', '`iptables-restore`', 'C floor (sum)', 'whole first sync', 'max of the operator\'s three paths', 'whole / C floor (target <= 1.0, aim 0.5)');
-      row('---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---');
+      row('Services', 'VIPs', '`ipvsadm -R`', '`ip -batch`', '`ipset restore`', '`iptables-restore`', 'C floor (sum)', 'whole first sync', 'before the first write (events, desired state, read, plan)', 'longest of IPVS apply / VIPs / iptables (run at once)', 'whole / C floor (target <= 1.0, aim 0.5)');
+      row('---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---:', '---');
       for (const z of r.vm.sizes.filter((x: any) => x.cFloor)) {
         const c = z.cFloor;
-        const longest = Math.max(z.full.ipvsProgrammedMs, z.full.vipsMs, z.full.iptablesMs);
+        // ipvsProgrammedMs runs from the first event handed over to the end of the IPVS batch; applyMs is the batch alone.
+        const longest = Math.max(z.full.applyMs, z.full.vipsMs, z.full.iptablesMs);
         row(String(z.services), String(c.vips), s(c.ipvsadmMs), s(c.ipBatchMs), s(c.ipsetMs), s(c.iptablesRestoreMs), s(c.totalMs), s(z.full.totalMs),
-          s(longest), `${z.wholeRatio.toFixed(2)} ${verdict(z.wholeRatio <= 1.0)}`);
+          s(z.full.ipvsProgrammedMs - z.full.applyMs), s(longest), `${z.wholeRatio.toFixed(2)} ${verdict(z.wholeRatio <= 1.0)}`);
       }
     }
     lines.push('', 'Steady state: single-endpoint changes fed to Operator.handle (minSyncPeriod excluded), periodic resync:', '');
