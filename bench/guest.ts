@@ -1,7 +1,9 @@
 // The in-VM half of `npm run bench` (run by bench/run.ts through the lab VM; needs root and IPVS):
 // for each size, an in-process Operator on the real kernel — NetlinkIpvs, RtnlVipLink,
-// IptablesRestore, the production classes — fed the SourceEvents a source delivers, then
-// `ipvsadm -R` loading the identical table (saved with `ipvsadm -Sn`) in the same guest run.
+// IptablesRestore, the production classes — fed the SourceEvents a source delivers, then the C
+// floor in the same guest run: `ipvsadm -R` loading the identical table (saved with `ipvsadm -Sn`),
+// `ip -batch` binding the same addresses, `ipset restore` and `iptables-restore` of the payloads the
+// operator applied.
 //
 //   node dist/bench/guest.js OUT.json SIZES CHANGES [ENDPOINTS]
 //
@@ -90,13 +92,17 @@ class MeasuredVips implements VipLink {
   list(name: string) { return this.timed(() => this.inner.list(name)); }
   add(name: string, a: string) { this.added++; return this.timed(() => this.inner.add(name, a)); }
   remove(name: string, a: string) { return this.timed(() => this.inner.remove(name, a)); }
+  addMany(name: string, as: readonly string[]) { this.added += as.length; return this.timed(() => this.inner.addMany(name, as)); }
+  removeMany(name: string, as: readonly string[]) { return this.timed(() => this.inner.removeMany(name, as)); }
 }
 
 class MeasuredIptables implements IptablesSync {
   ms = 0;
   calls = 0;
+  lastDesired: Desired | undefined;
   constructor(readonly inner: IptablesRestore) {}
   async sync(d: Desired, c: ProxyConfig): Promise<void> {
+    this.lastDesired = d;
     const t = process.hrtime.bigint();
     try { await this.inner.sync(d, c); } finally { this.calls++; this.ms += msSince(t); }
   }
@@ -172,6 +178,11 @@ async function main(): Promise<void> {
     const totalMs = msSince(t0);
     const ipvsDoneMs = Number(ipvs.lastApplyEnd - t0) / 1e6;
     if (op.last?.error) throw new Error(`full sync failed: ${op.last.error}`);
+    // The exact payloads the operator's iptables path applied, and the VIPs it bound: the C floor's input.
+    const payloads = restore.last;
+    if (!payloads) throw new Error('the first sync applied no iptables payload');
+    const vipList = await rtnl.list(IFACE);
+    const firstDesired = iptables.lastDesired!;
     const full = {
       services: n, virtualServers: op.last!.ops ? undefined : 0, ops: op.last!.ops, totalMs, ipvsProgrammedMs: ipvsDoneMs,
       applyMs: ipvs.applyMs, vipsMs: vips.ms, vipsAdded: vips.added, iptablesMs: iptables.ms,
@@ -227,18 +238,39 @@ async function main(): Promise<void> {
     progress(`periodic: ${periodic.ops} ops, ${(periodic.ms / 1000).toFixed(1)} s (${periodic.dumps} dumps ${(periodic.dumpMs / 1000).toFixed(1)} s, iptables ${(periodic.iptablesMs / 1000).toFixed(1)} s)`);
     await op.stop();
 
-    // ---- ipvsadm -R loading the identical table
-    progress(`ipvsadm -R of the identical table`);
+    // ---- the C floor: the same content by the C tools, from a clean kernel, one after the other
+    // (timed separately and summed): `ipvsadm -R` of the identical table, `ip -batch` of the address
+    // adds on a fresh dummy link, `ipset restore -exist` and `iptables-restore --noflush` (+ ip6tables)
+    // of the very payloads IptablesRestore applied in the first sync above.
+    progress(`C floor: ipvsadm -R, ip -batch, ipset restore, iptables-restore of the same content`);
     const saved = sh('ipvsadm', ['-Sn']);
     const lines = saved.split('\n').filter(Boolean).length;
     await nl.flush();
-    const tr = process.hrtime.bigint();
-    const r = spawnSync('ipvsadm', ['-R'], { input: saved, encoding: 'utf8', maxBuffer: 1 << 30 });
-    const ipvsadmMs = msSince(tr);
-    if (r.status !== 0) throw new Error(`ipvsadm -R failed: ${r.stderr}`);
+    await iptables.cleanup();
+    await rtnl.deleteLink(IFACE);
+    const timedRun = (what: string, cmd: string, args: string[], input: string): number => {
+      const t = process.hrtime.bigint();
+      const r = spawnSync(cmd, args, { input, encoding: 'utf8', maxBuffer: 1 << 30 });
+      const ms = msSince(t);
+      if (r.status !== 0) throw new Error(`${what} failed: ${r.stderr}`);
+      return ms;
+    };
+    const ipvsadmMs = timedRun('ipvsadm -R', 'ipvsadm', ['-R'], saved);
     const again = sh('ipvsadm', ['-Sn']);
     if (again !== saved) throw new Error('ipvsadm -R did not load the identical table');
-    progress(`ipvsadm -R: ${lines} lines in ${(ipvsadmMs / 1000).toFixed(1)} s; ratio ${(ipvsDoneMs / ipvsadmMs).toFixed(2)}`);
+    const ipBatch = [`link add ${IFACE} type dummy`, `link set ${IFACE} up`,
+      ...vipList.map((a) => (a.includes(':') ? `addr add ${a}/128 dev ${IFACE} nodad` : `addr add ${a}/32 dev ${IFACE}`))].join('\n') + '\n';
+    const ipMs = timedRun('ip -batch', 'ip', ['-batch', '-'], ipBatch);
+    const bound = (await rtnl.list(IFACE)).sort();
+    if (JSON.stringify(bound) !== JSON.stringify([...vipList].sort())) throw new Error('ip -batch did not bind the same addresses');
+    const ipsetMs = payloads.ipset ? timedRun('ipset restore', 'ipset', ['restore', '-exist'], payloads.ipset) : 0;
+    const iptablesRestoreMs = timedRun('iptables-restore', backend.restore, ['--noflush', '--wait=5'], payloads.v4)
+      + (payloads.v6 ? timedRun('ip6tables-restore', backend.restore6, ['--noflush', '--wait=5'], payloads.v6) : 0);
+    const drift = await restore.drift(firstDesired, config).catch((e: unknown) => `drift check failed: ${String(e)}`);
+    const cFloor = { ipvsadmMs, ipBatchMs: ipMs, ipsetMs, iptablesRestoreMs, totalMs: ipvsadmMs + ipMs + ipsetMs + iptablesRestoreMs, vips: vipList.length, drift: drift ?? null };
+    progress(`C floor: ipvsadm -R ${lines} lines ${(ipvsadmMs / 1000).toFixed(1)} s, ip -batch ${vipList.length} addresses ${(ipMs / 1000).toFixed(2)} s, ` +
+      `ipset ${(ipsetMs / 1000).toFixed(2)} s, iptables-restore ${(iptablesRestoreMs / 1000).toFixed(2)} s, sum ${(cFloor.totalMs / 1000).toFixed(1)} s; ` +
+      `IPVS ratio ${(ipvsDoneMs / ipvsadmMs).toFixed(2)}, whole first sync / C floor ${(totalMs / cFloor.totalMs).toFixed(2)}${drift ? `; iptables after the C restore: ${drift}` : ''}`);
 
     // ---- restart with the table already programmed (by ipvsadm -R: the same table the operator wrote)
     let restart: Record<string, unknown> | undefined;
@@ -262,6 +294,7 @@ async function main(): Promise<void> {
       services: n, endpointsPerService: E, virtualServers: saved.split('\n').filter((l) => l.startsWith('-A')).length,
       realServers: saved.split('\n').filter((l) => l.startsWith('-a')).length,
       full, ipvsadm: { ms: ipvsadmMs, lines }, ratio: ipvsDoneMs / ipvsadmMs,
+      cFloor, wholeRatio: totalMs / cFloor.totalMs,
       changes: {
         count: changes.length,
         opsPerChange: changes.map((x) => x.ops),

@@ -6,7 +6,7 @@
 // Output, one change a line, in the forms planSync's text uses (add-service ..., add-vip ...),
 // then the iptables path's restore payloads verbatim. Lines starting with "# " say what the dry
 // run could not read (no IPVS in this kernel, no iptables binary) and what it assumed instead.
-import { Errno } from '../netlink/errors.js';
+import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
@@ -15,7 +15,7 @@ import {
   type IpvsInfo, type IpvsOp, type IpvsTimeouts, type RealServer, type VirtualServer, formatOp, realServerKey,
   virtualServerKey,
 } from '../model/ipvs.js';
-import type { VipLink } from '../rtnl/vips.js';
+import type { VipLink, VipResult } from '../rtnl/vips.js';
 
 /** Where the dry run prints (stdout in the CLI). */
 export type Print = (line: string) => void;
@@ -141,6 +141,20 @@ export class DryRunVipLink implements VipLink {
     if (!have.has(address)) throw IpvsError.fromErrno(`del-vip ${name} ${address}`, Errno.EADDRNOTAVAIL);
     this.print(`del-vip ${name} ${address}`);
     have.delete(address);
+  }
+
+  async addMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
+    await this.addresses(name); // a link that cannot be read fails the whole batch, as the real one's ENODEV
+    const out: VipResult[] = [];
+    for (const a of addresses) out.push(await this.add(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    return out;
+  }
+
+  async removeMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
+    await this.addresses(name);
+    const out: VipResult[] = [];
+    for (const a of addresses) out.push(await this.remove(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    return out;
   }
 
   private async addresses(name: string): Promise<Set<string>> {

@@ -1,8 +1,8 @@
-// Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds and the iptables
-// path at once, then the VIP unbinds. It decides nothing: what to change was decided by planSync. An op the kernel
-// refuses is returned as a failure for its Service (the others are applied regardless); a VIP or
-// iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects, since
-// it concerns the whole node.
+// Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds (one pipelined
+// batch) and the iptables path at once, then the VIP unbinds (one batch). It decides nothing: what
+// to change was decided by planSync. An op the kernel refuses is returned as a failure for its
+// Service (the others are applied regardless); a VIP or iptables failure, or an op sent to an IPVS
+// family that is gone (ip_vs reloaded), rejects, since it concerns the whole node.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
@@ -10,7 +10,7 @@ import { type IpvsError, isStaleFamily } from '../ipvs/errors.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import type { IpvsOp } from '../model/ipvs.js';
 import type { SyncPlan } from '../plan/sync.js';
-import type { VipLink } from '../rtnl/vips.js';
+import type { VipLink, VipResult } from '../rtnl/vips.js';
 import type { TableCache } from './table-cache.js';
 
 /** The kernel interfaces a plan is applied through (real ones, fakes, or dry-run wrappers). */
@@ -18,6 +18,17 @@ export interface ExecutorDeps {
   ipvs: IpvsClient;
   vips: VipLink;
   iptables: IptablesSync;
+}
+
+/**
+ * Records each address of a VIP batch that was done, then throws the first refusal (EEXIST,
+ * EADDRNOTAVAIL, ...): as before batching, a refused VIP fails the sync for the node and the next
+ * sync lists the link again; the batch's other addresses are applied regardless.
+ */
+function keep(results: readonly VipResult[], ips: readonly string[], done: (ip: string) => void): void {
+  results.forEach((e, i) => { if (!e) done(ips[i]!); });
+  const refused = results.find((e) => e);
+  if (refused) throw refused;
 }
 
 /** An op the kernel refused. */
@@ -42,10 +53,7 @@ export async function executeSyncPlan(
   const bound = settle((async () => {
     if (!v) return;
     if (v.ensure) await deps.vips.ensure(v.link);
-    for (const ip of v.add) {
-      await deps.vips.add(v.link, ip);
-      vipsNow.add(ip);
-    }
+    if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
   const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   const failures: OpFailure[] = [];
@@ -63,10 +71,7 @@ export async function executeSyncPlan(
   let unbind: { ok: true } | { ok: false; reason: unknown } = { ok: true };
   if (applied.ok && binds.ok) {
     unbind = await settle((async () => {
-      for (const ip of v?.remove ?? []) {
-        await deps.vips.remove(v!.link, ip);
-        vipsNow.delete(ip);
-      }
+      if (v?.remove.length) keep(await deps.vips.removeMany(v.link, v.remove), v.remove, (ip) => vipsNow.delete(ip));
     })());
   }
   // Whatever failed, the iptables path is waited for: no sync overlaps the next one.

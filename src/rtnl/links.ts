@@ -1,20 +1,21 @@
 // rtnetlink helpers for the VIP interface: a dummy link that holds every virtual server address
 // (IPVS only intercepts traffic to addresses that are local), its /32 and /128 addresses, and its
-// up state — through the `netlink` package's RtNetlinkSocket, no `ip` subprocess.
+// up state — links and dumps through the `netlink` package's RtNetlinkSocket, address adds and
+// deletes in pipelined batches through src/rtnl/socket.ts; no `ip` subprocess.
 // Errors are the package's message-only ones converted once, here, into RtnlError, so isExists /
 // isNotFound work on them as on IPVS errors.
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
-import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import { formatIPv4, formatIPv6 } from '../model/addr.js';
 import { nla, parseAttrs } from '../netlink/framing.js';
 import { Errno } from '../netlink/errors.js';
 import { RtnlError } from './errors.js';
+import { type HostAddress, encodeAddrRequest, parseHostAddress } from './messages.js';
+import { type RouteRequest, RouteSocket } from './socket.js';
 
-const AF_INET = 2;
 const AF_INET6 = 10;
 const IFLA_INFO_KIND = 1;
 const NLM_F_EXCL = 0x200;
 const NLM_F_CREATE = 0x400;
-const RT_SCOPE_UNIVERSE = 0;
 
 /** An address on a link, with its prefix length. */
 export interface LinkAddress {
@@ -33,16 +34,11 @@ function kindOf(linkinfo: Buffer | undefined): string {
   return raw ? raw.toString('utf8').replace(/\0+$/, '') : '';
 }
 
-function addrBytes(op: string, address: string): { family: number; bytes: Buffer; prefix: number } {
-  const v4 = parseIPv4(address);
-  if (v4) return { family: AF_INET, bytes: Buffer.from(v4), prefix: 32 };
-  const v6 = parseIPv6(address);
-  if (v6) return { family: AF_INET6, bytes: Buffer.from(v6), prefix: 128 };
-  throw RtnlError.invalidArgument(op, `${JSON.stringify(address)} is not an IP address`);
-}
-
 /** A route-netlink socket with the few link and address operations the operator needs. */
 export class Rtnl {
+  /** The pipelined socket for address batches, opened on first use. */
+  private batch: RouteSocket | undefined;
+
   private constructor(private readonly sock: RtNetlinkSocket) {}
 
   /** Opens a route-netlink socket in the caller's network namespace. */
@@ -139,27 +135,59 @@ export class Rtnl {
 
   /** Adds `address` as a /32 or /128 (IPv6 without duplicate address detection); EEXIST when present. */
   async addAddress(name: string, address: string): Promise<void> {
-    const op = `add-address ${name} ${address}`;
-    const { family, bytes, prefix } = addrBytes(op, address);
-    const index = await this.requireIndex(op, name);
-    await this.call(op, () => this.sock.newAddress(
-      { family, prefixlen: prefix, index, scope: RT_SCOPE_UNIVERSE, // as kube-proxy's kube-ipvs0 addresses
-        flags: family === AF_INET6 ? { nodad: true } : {} },
-      { local: bytes, address: bytes },
-      { flags: NLM_F_CREATE | NLM_F_EXCL },
-    ));
+    const [err] = await this.addAddresses(name, [address]);
+    if (err) throw err;
   }
 
   /** Removes `address`; EADDRNOTAVAIL when it is not on the link. */
   async deleteAddress(name: string, address: string): Promise<void> {
-    const op = `delete-address ${name} ${address}`;
-    const { family, bytes, prefix } = addrBytes(op, address);
-    const index = await this.requireIndex(op, name);
-    await this.call(op, () => this.sock.delAddress({ family, prefixlen: prefix, index }, { local: bytes, address: bytes }));
+    const [err] = await this.deleteAddresses(name, [address]);
+    if (err) throw err;
+  }
+
+  /**
+   * Adds each address as addAddress does, pipelined (many requests per datagram): one result per
+   * address, in order (undefined = added; EEXIST when present, EINVALARG for a non-IP, which is
+   * never sent). Rejects with ENODEV when the link is missing (nothing sent), or on a socket failure.
+   */
+  addAddresses(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    return this.addressBatch('add', name, addresses);
+  }
+
+  /** Removes each address as deleteAddress does, pipelined; one result per address (EADDRNOTAVAIL when absent). */
+  deleteAddresses(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    return this.addressBatch('del', name, addresses);
+  }
+
+  private async addressBatch(kind: 'add' | 'del', name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    const verb = kind === 'add' ? 'add-address' : 'delete-address';
+    const ops = addresses.map((a) => `${verb} ${name} ${a}`);
+    const results: Array<RtnlError | undefined> = new Array(addresses.length).fill(undefined);
+    const parsed: Array<{ i: number; a: HostAddress }> = [];
+    addresses.forEach((address, i) => {
+      try {
+        parsed.push({ i, a: parseHostAddress(ops[i]!, address) });
+      } catch (e) {
+        results[i] = e as RtnlError;
+      }
+    });
+    if (!parsed.length) return results;
+    const index = await this.requireIndex(`${verb} ${name}`, name);
+    const sock = (this.batch ??= new RouteSocket());
+    const out: RouteRequest[] = parsed.map(({ a }) => {
+      const seq = sock.nextSeq();
+      return { seq, bytes: encodeAddrRequest(kind, index, a, seq, sock.port) };
+    });
+    const errnos = await sock.exchange(out);
+    parsed.forEach(({ i }, k) => {
+      if (errnos[k]) results[i] = RtnlError.fromErrno(ops[i]!, errnos[k]!);
+    });
+    return results;
   }
 
   /** Closes the socket. */
   close(): void {
     this.sock.socket.close();
+    this.batch?.close();
   }
 }

@@ -1,7 +1,12 @@
 // The operator's VIP interface over rtnetlink, and an in-memory fake with the same behaviour.
-import { Errno } from '../netlink/errors.js';
+import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { RtnlError } from './errors.js';
 import { Rtnl } from './links.js';
+import { parseHostAddress } from './messages.js';
+import { formatIPv4, formatIPv6 } from '../model/addr.js';
+
+/** One address's outcome in a batch: undefined when done, else why not. */
+export type VipResult = NetlinkError | undefined;
 
 /** The dummy interface holding the VIPs (rtnetlink in production, a fake in unit tests). */
 export interface VipLink {
@@ -9,8 +14,18 @@ export interface VipLink {
   ensure(name: string): Promise<void>;
   /** Addresses on the link ([] when it does not exist). */
   list(name: string): Promise<string[]>;
+  /** Adds a /32 or /128; EEXIST when present, ENODEV when the link is missing. */
   add(name: string, address: string): Promise<void>;
+  /** Removes an address; EADDRNOTAVAIL when absent. */
   remove(name: string, address: string): Promise<void>;
+  /**
+   * add() for each address, all sent at once: one result per address, in order (undefined = added,
+   * else its RtnlError, e.g. EEXIST); the others are added regardless. Rejects (nothing added) when
+   * the link is missing (ENODEV), or when the socket itself fails.
+   */
+  addMany(name: string, addresses: readonly string[]): Promise<VipResult[]>;
+  /** remove() for each address, all sent at once: one result per address (EADDRNOTAVAIL when absent). */
+  removeMany(name: string, addresses: readonly string[]): Promise<VipResult[]>;
 }
 
 /**
@@ -35,6 +50,12 @@ export class RtnlVipLink implements VipLink {
   }
   remove(name: string, address: string): Promise<void> {
     return this.rtnl.deleteAddress(name, address);
+  }
+  addMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    return this.rtnl.addAddresses(name, addresses);
+  }
+  removeMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    return this.rtnl.deleteAddresses(name, addresses);
   }
   /** Deletes the link (cleanup); false when it did not exist. Refuses a link that is not a dummy. */
   async deleteLink(name: string): Promise<boolean> {
@@ -65,18 +86,56 @@ export class FakeVipLink implements VipLink {
     return [...(this.links.get(name) ?? [])];
   }
   async add(name: string, address: string): Promise<void> {
-    const l = this.links.get(name);
-    if (!l) throw RtnlError.fromErrno(`add-address ${name} ${address}`, Errno.ENODEV);
-    if (l.has(address)) throw RtnlError.fromErrno(`add-address ${name} ${address}`, Errno.EEXIST);
-    l.add(address);
+    const [err] = await this.addMany(name, [address]);
+    if (err) throw err;
   }
   async remove(name: string, address: string): Promise<void> {
-    if (!this.links.get(name)?.delete(address)) throw RtnlError.fromErrno(`delete-address ${name} ${address}`, Errno.EADDRNOTAVAIL);
+    const [err] = await this.removeMany(name, [address]);
+    if (err) throw err;
+  }
+  async addMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    const op = (a: string) => `add-address ${name} ${a}`;
+    const checked = addresses.map((a) => invalid(op(a), a));
+    if (checked.every((e) => e)) return checked;
+    const l = this.links.get(name);
+    if (!l) throw RtnlError.fromErrno(`add-address ${name}`, Errno.ENODEV);
+    return addresses.map((a, i) => {
+      if (checked[i]) return checked[i];
+      const key = canonical(a);
+      if (l.has(key)) return RtnlError.fromErrno(op(a), Errno.EEXIST);
+      l.add(key);
+      return undefined;
+    });
+  }
+  async removeMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+    const op = (a: string) => `delete-address ${name} ${a}`;
+    const checked = addresses.map((a) => invalid(op(a), a));
+    if (checked.every((e) => e)) return checked;
+    const l = this.links.get(name);
+    // The real link looks the index up first: a missing link is ENODEV, nothing sent.
+    if (!l) throw RtnlError.fromErrno(`delete-address ${name}`, Errno.ENODEV);
+    return addresses.map((a, i) => checked[i] ?? (l.delete(canonical(a)) ? undefined : RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL)));
   }
   private refuseForeign(op: string, name: string): void {
     const kind = this.foreign.get(name);
     if (kind !== undefined) throw RtnlError.foreignLink(op, name, kind);
   }
+}
+
+/** RtnlError.invalidArgument for anything but an IP address (the real link never sends it), else undefined. */
+function invalid(op: string, address: string): RtnlError | undefined {
+  try {
+    parseHostAddress(op, address);
+    return undefined;
+  } catch (e) {
+    return e as RtnlError;
+  }
+}
+
+/** The address as the kernel lists it (IPv6 compressed, lower case): '10.0.0.1' and 'FD00::1' stay distinct otherwise. */
+function canonical(address: string): string {
+  const a = parseHostAddress('canonical', address);
+  return a.family === 10 ? formatIPv6(a.bytes) : formatIPv4(a.bytes);
 }
 
 const _real: VipLink = new FakeVipLink();

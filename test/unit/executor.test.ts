@@ -8,6 +8,8 @@ import { executeSyncPlan } from '../../src/operator/executor.js';
 import { TableCache } from '../../src/operator/table-cache.js';
 import { type SyncPlan } from '../../src/plan/sync.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
+import { RtnlError } from '../../src/rtnl/errors.js';
+import { isExists } from '../../src/netlink/errors.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 import type { Desired } from '../../src/desired/types.js';
 
@@ -31,10 +33,10 @@ function parts(order: string[], opts: { failAdd?: boolean; failIptables?: boolea
   const applyIpvs = ipvs.apply.bind(ipvs);
   ipvs.apply = async (ops) => { order.push('ipvs:start'); const r = await applyIpvs(ops); order.push('ipvs:end'); return r; };
   const vips = new FakeVipLink();
-  const add = vips.add.bind(vips);
-  const remove = vips.remove.bind(vips);
-  vips.add = async (l, ip) => { order.push(`vip:add ${ip}`); if (opts.failAdd) throw new Error('EPERM'); return add(l, ip); };
-  vips.remove = async (l, ip) => { order.push(`vip:del ${ip}`); return remove(l, ip); };
+  const addMany = vips.addMany.bind(vips);
+  const removeMany = vips.removeMany.bind(vips);
+  vips.addMany = async (l, ips) => { order.push(`vip:add ${ips.join(' ')}`); if (opts.failAdd) throw new Error('EPERM'); return addMany(l, ips); };
+  vips.removeMany = async (l, ips) => { order.push(`vip:del ${ips.join(' ')}`); return removeMany(l, ips); };
   const iptables: IptablesSync = {
     sync: async () => { order.push('iptables:start'); await new Promise((r) => setTimeout(r, 20)); order.push('iptables:end'); if (opts.failIptables) throw new Error('iptables-restore: exit 4'); },
     cleanup: async () => undefined,
@@ -72,6 +74,30 @@ describe('executeSyncPlan', () => {
     expect([...cache.view.keys()]).toEqual(['TCP 10.200.1.10:80']);
     expect(order).not.toContain('vip:del 10.200.1.99');
     expect(order).toContain('iptables:end');
+  });
+
+  it('binds and unbinds in one batch each; a refused address (EEXIST, EADDRNOTAVAIL) fails the sync, the rest of its batch is applied and recorded', async () => {
+    const order: string[] = [];
+    const deps = parts(order);
+    await deps.vips.ensure('ipvs-op0');
+    await deps.vips.addMany('ipvs-op0', ['10.200.1.11', '10.200.1.98']);
+    order.length = 0;
+    const vipsNow = new Set<string>(['10.200.1.98']);
+    const adds = { link: 'ipvs-op0', ensure: false, add: ['10.200.1.10', '10.200.1.11', '10.200.1.12'], remove: [], version: 1 };
+    const e = await executeSyncPlan(plan({ ops: [], vips: adds }), desired, defaultProxyConfig, deps, new TableCache(), vipsNow).catch((x: unknown) => x);
+    expect(isExists(e)).toBe(true);
+    expect(order.filter((o) => o.startsWith('vip:'))).toEqual(['vip:add 10.200.1.10 10.200.1.11 10.200.1.12']);
+    expect([...vipsNow].sort()).toEqual(['10.200.1.10', '10.200.1.12', '10.200.1.98']);
+    expect((await deps.vips.list('ipvs-op0')).sort()).toEqual(['10.200.1.10', '10.200.1.11', '10.200.1.12', '10.200.1.98']);
+
+    order.length = 0;
+    const removes = { link: 'ipvs-op0', ensure: false, add: [], remove: ['10.200.1.98', '10.200.1.97', '10.200.1.12'], version: 2 };
+    const e2 = await executeSyncPlan(plan({ ops: [], vips: removes }), desired, defaultProxyConfig, deps, new TableCache(), vipsNow).catch((x: unknown) => x);
+    expect(e2).toBeInstanceOf(RtnlError);
+    expect((e2 as RtnlError).code).toBe('EADDRNOTAVAIL');
+    expect(order.filter((o) => o.startsWith('vip:'))).toEqual(['vip:del 10.200.1.98 10.200.1.97 10.200.1.12']);
+    expect([...vipsNow].sort()).toEqual(['10.200.1.10']);
+    expect((await deps.vips.list('ipvs-op0')).sort()).toEqual(['10.200.1.10', '10.200.1.11']);
   });
 
   it('an iptables failure fails the sync after the rest was applied', async () => {
