@@ -219,11 +219,10 @@ export class LabApiServer {
     return o;
   }
 
-  /** Creates an object through admission (defaulting, Service allocation), as a POST does; throws a 409/422 as an Error. */
+  /** Creates an object through admission (defaulting, Service allocation), as a POST does; throws an Error (409 exists, 422 invalid). */
   create(resource: ResourceName, object: object): Obj {
     const o = structuredClone(object) as Obj;
-    if (this.get(resource, o.metadata.name, o.metadata.namespace)) throw new Error(`${resource} "${o.metadata.name}" already exists`);
-    return this.put(resource, this.admit(resource, o, undefined));
+    return this.createFrom(resource, o.metadata?.namespace, o);
   }
 
   /** Deletes an object at once (DELETED, with a new resourceVersion); false when it did not exist. */
@@ -635,6 +634,10 @@ async function readBody(req: IncomingMessage, contentType: string): Promise<unkn
     chunks.push(c as Buffer);
   }
   if (!chunks.length) return undefined;
+  if (contentType.includes('protobuf')) {
+    // kubectl's typed generators (`kubectl create service ...`) send protobuf; only JSON and YAML are decoded here.
+    throw new HttpError(415, 'UnsupportedMediaType', 'the lab API server decodes JSON and YAML bodies only, not protobuf (use kubectl create/apply -f)');
+  }
   const text = Buffer.concat(chunks).toString('utf8');
   if (!text.trim()) return undefined;
   // Server-side apply bodies are YAML (JSON is YAML too); everything else is JSON.

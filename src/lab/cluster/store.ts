@@ -183,8 +183,9 @@ function isDirective(e: unknown): boolean {
 
 function mergeList(target: unknown, patch: unknown[], order: unknown[] | undefined): unknown[] {
   const cur = Array.isArray(target) ? [...target] : [];
-  const sample = [...patch, ...(order ?? [])].find((e) => typeof e === 'object' && e !== null) as Record<string, unknown> | undefined;
-  const mk = MERGE_KEYS.find((k) => sample && k in sample);
+  // kubectl's $setElementOrder entries carry only the merge key: the best witness of which it is.
+  const objs = (order?.length ? order : patch).filter((e): e is Record<string, unknown> => typeof e === 'object' && e !== null);
+  const mk = objs.length ? MERGE_KEYS.find((k) => objs.every((e) => k in e)) : undefined;
   if (!mk) return patch.filter((e) => !isDirective(e));
   const keyOf = (e: unknown) => JSON.stringify((e as Record<string, unknown>)?.[mk]);
   for (const e of patch) {
