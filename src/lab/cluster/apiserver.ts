@@ -559,7 +559,10 @@ export class LabApiServer {
   private patched(current: Obj, body: unknown, contentType: string): Obj {
     const base = structuredClone(current);
     try {
-      if (contentType.startsWith('application/json-patch+json')) return asObject(jsonPatch(base, body));
+      if (contentType.startsWith('application/json-patch+json')) {
+        if (!Array.isArray(body)) throw new HttpError(400, 'BadRequest', 'a JSON patch must be a list of operations');
+        return asObject(jsonPatch(base, body));
+      }
       if (contentType.startsWith('application/strategic-merge-patch+json')) return asObject(strategicMergePatch(base, body));
       if (contentType.startsWith('application/merge-patch+json') || contentType.startsWith('application/apply-patch')) return asObject(mergePatch(base, body));
     } catch (e) {
