@@ -4,7 +4,7 @@
 // token under the RBAC of manifests/. kubectl runs with --validate=false: the server has no
 // OpenAPI documents. Skipped (and said so) where no kubectl is installed.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeSource } from '../../src/kube/source.js';
 import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
+import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { waitFor } from '../support/wait.js';
 
@@ -35,8 +36,7 @@ const d = existsSync(KUBECTL) ? describe : describe.skip;
 d('lab API server process with the real kubectl and the operator source', () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'lab-apiserver-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-      '-days', '1', '-subj', '/CN=lab-apiserver', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+    makeSelfSignedCert(dir, { ips: ['127.0.0.1'], dns: ['localhost'] }, 1);
     writeFileSync(join(dir, 'tokens.csv'), `admin-token,admin,1,"system:masters"\nop-token,${SA},2\n`);
     proc = spawn(process.execPath, [join(root, 'dist/src/lab/cluster/apiserver-main.js'), '--listen', '127.0.0.1:0',
       '--cert', join(dir, 'cert.pem'), '--key', join(dir, 'key.pem'), '--tokens', join(dir, 'tokens.csv'),
