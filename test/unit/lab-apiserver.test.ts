@@ -149,6 +149,9 @@ describe('lab API server: EndpointSlice controller and Pods', () => {
     expect(del.code).toBe(200);
     expect((del.json.metadata as Record<string, unknown>).deletionTimestamp).toEqual(expect.any(String));
     expect((await slices('eps', 'web'))[0]!.endpoints[0]).toMatchObject({ addresses: ['10.10.1.1'], conditions: { ready: false, serving: true, terminating: true } });
+    // A client's update cannot clear the deletion.
+    const relabel = await admin('PUT', '/api/v1/namespaces/eps/pods/p1', { ...pod('p1', 'w1', '10.10.1.1', true), metadata: { name: 'p1', labels: { app: 'web', x: 'y' } } });
+    expect(relabel.json.metadata).toMatchObject({ labels: { x: 'y' }, deletionTimestamp: expect.any(String), deletionGracePeriodSeconds: 30 });
     await admin('DELETE', '/api/v1/namespaces/eps/pods/p1?gracePeriodSeconds=0');
     expect((await admin('GET', '/api/v1/namespaces/eps/pods/p1')).code).toBe(404);
     expect((await slices('eps', 'web'))[0]!.endpoints.map((e) => e.addresses[0])).toEqual(['10.10.1.2']);

@@ -425,11 +425,10 @@ export class LabApiServer {
     } catch (e) {
       throw new HttpError(400, 'BadRequest', (e as Error).message);
     }
-    const bodyName = (body as Obj | undefined)?.metadata?.name;
     const nameForAuthz = route.name ?? (['list', 'watch'].includes(verb) ? fields.find((f) => f.key === 'metadata.name' && f.op === '=')?.values[0] : undefined);
     const attrs: RequestAttributes = { verb, group: route.group, resource: route.plural, ...(route.subresource ? { subresource: route.subresource } : {}),
       ...(route.namespace ? { namespace: route.namespace } : {}), ...(nameForAuthz ? { name: nameForAuthz } : {}) };
-    if (user && !authorize(this.policy(), user, attrs)) throw new HttpError(403, 'Forbidden', forbiddenMessage(user, { ...attrs, ...(attrs.name || !bodyName ? {} : {}) }));
+    if (user && !authorize(this.policy(), user, attrs)) throw new HttpError(403, 'Forbidden', forbiddenMessage(user, attrs));
 
     const resource = resourceAt(route.group, route.version, route.plural);
     if (!resource || this.opts.notServed?.includes(resource)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
@@ -473,8 +472,11 @@ export class LabApiServer {
       if (!Array.isArray(body) && rv && rv !== current.metadata.resourceVersion) throw conflict(resource, name);
     }
     // The status subresource changes only status; the main resource never changes status.
+    // Clients never set or clear deletionTimestamp themselves (the real server ignores them too).
+    const deletion = { deletionTimestamp: current.metadata.deletionTimestamp, deletionGracePeriodSeconds: current.metadata.deletionGracePeriodSeconds };
     next = route.subresource === 'status' ? { ...structuredClone(current), status: next.status }
-      : { ...next, metadata: { ...next.metadata, name, ...(namespace ? { namespace } : {}) }, status: current.status };
+      : { ...next, metadata: { ...next.metadata, ...dropUndefined(deletion), name, ...(namespace ? { namespace } : {}) }, status: current.status };
+    if (!deletion.deletionTimestamp) delete next.metadata.deletionTimestamp;
     if (!route.subresource) next = this.admit(resource, next, current);
     return send(res, 200, this.put(resource, next));
   }
@@ -657,6 +659,10 @@ function asObject(body: unknown): Obj {
   o.metadata ??= { name: '' };
   if (o.metadata.name !== undefined && typeof o.metadata.name !== 'string') throw new HttpError(400, 'BadRequest', 'metadata.name must be a string');
   return o;
+}
+
+function dropUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 
 function conflict(resource: string, name: string): HttpError {
