@@ -205,6 +205,16 @@ describe('lab API server: patches and selectors', () => {
   });
 });
 
+describe('lab API server: Tables for kubectl get (-w)', () => {
+  it('answers a list and a watch asking for Tables with Table objects (one row per watch event)', async () => {
+    const accept = 'application/json;as=Table;v=v1;g=meta.k8s.io,application/json';
+    const get = async (q: string) => (await fetch(`${api.url}/api/v1/namespaces?fieldSelector=metadata.name%3Ddefault${q}`, { headers: { authorization: 'Bearer admin-t', accept } })).text();
+    expect(JSON.parse(await get(''))).toMatchObject({ kind: 'Table', columnDefinitions: [{ name: 'Name' }, { name: 'Age' }], rows: [{ cells: ['default', expect.any(String)] }] });
+    const lines = (await get('&watch=true&timeoutSeconds=1')).trim().split('\n').map((l) => JSON.parse(l) as { type: string; object: { kind: string; rows: unknown[] } });
+    expect(lines).toMatchObject([{ type: 'ADDED', object: { kind: 'Table', rows: [{ cells: ['default', expect.any(String)] }] } }]);
+  });
+});
+
 describe('lab API server: garbage requests get a Status, never a crash', () => {
   it.each([
     ['bad JSON body', 'POST', '/api/v1/namespaces/g/configmaps', '{"metadata":', 'application/json', 400],

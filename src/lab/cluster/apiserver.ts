@@ -64,7 +64,7 @@ type Obj = {
 type WatchType = 'ADDED' | 'MODIFIED' | 'DELETED';
 interface HistoryEntry { rv: number; resource: ResourceName; type: WatchType; object: Obj }
 interface Filter { resource: ResourceName; namespace?: string; fields: Requirement[]; labels: Requirement[] }
-interface Watcher extends Filter { res: ServerResponse; stalled?: boolean }
+interface Watcher extends Filter { res: ServerResponse; stalled?: boolean; /** kubectl get -w: each event carries a one-row Table. */ table?: boolean }
 
 /** An injected failure: matching requests get `status` with a Status body. */
 export interface Fault {
@@ -325,10 +325,11 @@ export class LabApiServer {
 
   private record(resource: ResourceName, type: WatchType, object: Obj): void {
     this.history.push({ rv: this.rv, resource, type, object });
-    let text = `${JSON.stringify({ type, object })}\n`;
-    if (this.corrupt.delete(resource)) text = `${text.slice(0, Math.floor(text.length / 2))}\n`;
+    const corrupt = this.corrupt.delete(resource);
     for (const w of this.watchers) {
-      if (matches(w, resource, object) && !w.stalled) w.res.write(text);
+      if (!matches(w, resource, object) || w.stalled) continue;
+      const text = eventLine(w, type, object);
+      w.res.write(corrupt ? `${text.slice(0, Math.floor(text.length / 2))}\n` : text);
     }
   }
 
@@ -447,7 +448,7 @@ export class LabApiServer {
     const filter: Filter = { resource, ...(namespace ? { namespace } : {}), fields, labels };
     if (verb === 'watch') {
       const timeout = Number(url.searchParams.get('timeoutSeconds') ?? 0);
-      return this.watch(res, { ...filter, res }, url.searchParams.get('resourceVersion') ?? '', timeout > 0 ? timeout : undefined);
+      return this.watch(res, { ...filter, res, ...(wantsTable(req.headers.accept) ? { table: true } : {}) }, url.searchParams.get('resourceVersion') ?? '', timeout > 0 ? timeout : undefined);
     }
     if (verb === 'list') return this.sendList(req, res, url, filter);
     if (verb === 'create') return send(res, 201, this.createFrom(resource, namespace, body));
@@ -592,10 +593,10 @@ export class LabApiServer {
     if (this.stalled.has(w.resource)) {
       w.stalled = true;
     } else if (from === undefined) {
-      for (const o of this.list(w.resource)) if (matches(w, w.resource, o)) res.write(`${JSON.stringify({ type: 'ADDED', object: o })}\n`);
+      for (const o of this.list(w.resource)) if (matches(w, w.resource, o)) res.write(eventLine(w, 'ADDED', o));
     } else {
       for (const h of this.history) {
-        if (h.rv > from && matches(w, h.resource, h.object)) res.write(`${JSON.stringify({ type: h.type, object: h.object })}\n`);
+        if (h.rv > from && matches(w, h.resource, h.object)) res.write(eventLine(w, h.type, h.object));
       }
     }
     this.watchers.add(w);
@@ -623,6 +624,11 @@ export function kubeconfigYaml(url: string, token: string, caFile?: string): str
   const tls = url.startsWith('https') ? (caFile ? `    certificate-authority: ${caFile}\n` : '    insecure-skip-tls-verify: true\n') : '';
   return `apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: ${url}\n${tls}users:\n- name: lab\n  user:\n    token: ${token}\n` +
     'contexts:\n- name: lab\n  context:\n    cluster: lab\n    user: lab\ncurrent-context: lab\n';
+}
+
+/** One watch event line: the object, or for a Table watch a one-row Table of it. */
+function eventLine(w: Watcher, type: WatchType, o: Obj): string {
+  return `${JSON.stringify({ type, object: w.table ? tableOf(w.resource, [o], true) : o })}\n`;
 }
 
 function matches(f: Omit<Filter, 'fields' | 'labels'> & Partial<Filter>, resource: ResourceName, o: Obj): boolean {
