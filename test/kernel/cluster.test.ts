@@ -111,7 +111,7 @@ beforeAll(async () => {
   await programmedEverywhere('10.200.1.10:80', 3);
   timings.ready = Date.now() - t0;
   process.stderr.write(`lab cluster: network ${timings.network} ms, pods ${timings.pods} ms, operators ready ${timings.operators} ms, first Service on every node ${timings.ready} ms\n`);
-}, 900_000);
+}, 1_500_000);
 
 afterAll(async () => {
   await cluster?.down();

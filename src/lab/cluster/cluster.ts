@@ -197,7 +197,7 @@ export class LabCluster {
   }
 
   /** Starts the operator on node `name` as its DaemonSet pod would run; resolves once /readyz answers. */
-  async startOperator(name: string, readyMs = 400_000, extraArgs: readonly string[] = []): Promise<void> {
+  async startOperator(name: string, readyMs = 900_000, extraArgs: readonly string[] = []): Promise<void> {
     if (this.operators.has(name)) throw new Error(`lab cluster: the operator on ${name} runs already`);
     const n = this.node(name);
     const l = this.launch(name);
