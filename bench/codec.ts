@@ -4,7 +4,7 @@
 import { PluginRegistry } from '../plugins/index.js';
 import { DesiredState } from '../src/desired/state.js';
 import { defaultProxyConfig } from '../src/config/types.js';
-import { encodeRequest, opRequest } from '../src/ipvs/codec.js';
+import { encodeRequest, opRequest } from '../src/ipvs/requests.js';
 import type { VirtualServer } from '../src/model/ipvs.js';
 import { planIpvs } from '../src/plan/plan.js';
 import { NODE_NAME, makeCluster, msSince, percentile } from './fixtures.js';

@@ -79,6 +79,12 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const metrics = new Metrics();
+  // A reloaded ip_vs starts with its defaults: the sysctls and the timeouts are set again.
+  let timeouts: { tcp: number; tcpFin: number; udp: number } | undefined;
+  const resetKernel = async () => {
+    for (const p of applySysctls(ipvsSysctls(kernelRelease))) log('warn', 'sysctl not set', { problem: p });
+    if (timeouts) await ipvs.setTimeouts(timeouts).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
+  };
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
   // kube-proxy's health checking (a dry run opens no port): the proxy health server on
   // healthzBindAddress, the health-check NodePorts after each sync (health-edge.ts).
@@ -90,7 +96,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
     registry: o.registry, nodeName: o.nodeName, metrics,
     sourceHealth: () => source.health(),
-    ...(netlink ? { kernelHealth: () => netlink.health() } : {}),
+    ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
+    ...(netlink && !o.dryRun ? { onKernelReset: resetKernel } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
     ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
   });
@@ -99,7 +106,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const applyTimeouts = async (e: SourceEvent) => {
     if (e.kind !== 'config') return;
     const { tcpTimeout: tcp, tcpFinTimeout: tcpFin, udpTimeout: udp } = e.config;
-    if (tcp || tcpFin || udp) await ipvs.setTimeouts({ tcp, tcpFin, udp }).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
+    timeouts = tcp || tcpFin || udp ? { tcp, tcpFin, udp } : undefined;
+    if (timeouts) await ipvs.setTimeouts(timeouts).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
     strictArp = e.config.strictARP;
     if (sourceStarted) await syncStrictArp();
   };

@@ -2,7 +2,7 @@
 // annotated with the Service it serves (asked from the running operator over HTTP, /origins).
 import { applyStrictArp } from '../operator/arp.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
-import { isNotFound } from '../ipvs/errors.js';
+import { isNotFound } from '../netlink/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import { isForeignLink } from '../rtnl/errors.js';
 import { RtnlVipLink } from '../rtnl/vips.js';

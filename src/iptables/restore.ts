@@ -19,6 +19,7 @@ import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from 
 import { findJumps, parseSave } from './save.js';
 import { iptablesDrift, parseSetCounts } from './drift.js';
 import { run } from '../util/proc.js';
+import { Serial } from '../util/serial.js';
 
 /** IptablesRestore's options; every one has a default. */
 export interface IptablesRestoreOptions {
@@ -49,7 +50,7 @@ export class IptablesRestore implements IptablesSync {
   private readonly force: BackendMode | undefined;
   private readonly wait: number;
   private backendP: Promise<Backend> | undefined;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new Serial();
   /** Payloads of the last successful sync. */
   last: AppliedPayloads | undefined;
 
@@ -72,7 +73,7 @@ export class IptablesRestore implements IptablesSync {
 
   /** Makes our sets and chains match `desired`; throws IptablesError when a command fails. Idempotent. */
   sync(desired: Desired, config: ProxyConfig): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const b = await this.backend();
       const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
       const existing = await listSetNames(this.run);
@@ -89,7 +90,7 @@ export class IptablesRestore implements IptablesSync {
 
   /** Why our chains and sets differ from what sync() writes for `desired` (drift.ts); undefined: in step. Read-only. */
   drift(desired: Desired, config: ProxyConfig): Promise<string | undefined> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const b = await this.backend();
       const setCounts = parseSetCounts(await runChecked(this.run, 'ipset', ['list', '-t']));
       const saved = {
@@ -102,7 +103,7 @@ export class IptablesRestore implements IptablesSync {
 
   /** Removes our jumps, chains (both families) and sets; what is already gone is skipped. */
   cleanup(): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const b = await this.backend();
       for (const [save, restore] of [[b.save, b.restore], ...(this.ipv6 ? [[b.save6, b.restore6]] : [])] as const) {
         const payload = renderCleanup(parseSave(await runChecked(this.run, save, [])), this.prefix);
@@ -116,11 +117,6 @@ export class IptablesRestore implements IptablesSync {
     return runChecked(this.run, bin, ['--noflush', `--wait=${this.wait}`], payload);
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(fn, fn);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
 }
 
 /** The production Runner: spawn, feed stdin, collect output. */

@@ -1,17 +1,19 @@
-// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by codec.ts, checked
+// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by requests.ts (attributes in attrs.ts), checked
 // by validate.ts, and exchanged by socket.ts; this file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
+import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './attrs.js';
 import {
-  type IpvsRequest, decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
-  encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest, opRequest,
-  setTimeoutsRequest, zeroRequest,
-} from './codec.js';
+  type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
+  opRequest, setTimeoutsRequest, zeroRequest,
+} from './requests.js';
 import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
 import { IPVS_GENL_NAME } from './constants.js';
-import { Errno, IpvsError } from './errors.js';
+import { Errno } from '../netlink/errors.js';
+import { IpvsError } from './errors.js';
 import { type Outgoing, type Reply, GenlSocket } from './socket.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
+import { Serial } from '../util/serial.js';
 
 /** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
 const DUMP_RETRIES = 3;
@@ -40,11 +42,16 @@ export interface SocketHealth {
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
  * fails (ENOBUFS, an overrun, no answer, closed under us) is never used again: the next call opens
- * a new one and resolves the family again (it changes when ip_vs is reloaded), with backoff
- * between failed reopens; meanwhile calls reject at once.
+ * a new one and resolves the family again, with backoff between failed reopens; meanwhile calls
+ * reject at once. When ip_vs is unloaded (and loaded again) the family goes away (and comes back
+ * with a new id: the controller allocates ids cyclically); generic netlink then answers ENOENT to
+ * every request on the old id. So an ENOENT reply is checked against the family: when it is gone
+ * or changed, the request fails with a `stale-family` error (never a "not found" its caller would
+ * take for an answer) and the next call connects again. `familyId` tells callers that the kernel
+ * table they knew is gone (operator.ts: a full resync, sysctls and timeouts set again).
  */
 export class NetlinkIpvs implements IpvsClient {
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly queue = new Serial();
   private conn: Connection | undefined;
   private closed = false;
   private failing: { since: number; reason: string; retryAt: number; waitMs: number } | undefined;
@@ -99,7 +106,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   /** Exchanges on the working connection; a success after a failure makes the socket healthy again. */
-  private async exchange(make: (c: Connection) => Outgoing[]): Promise<Reply[]> {
+  private async exchange(make: (c: Connection) => Outgoing[]): Promise<{ c: Connection; replies: Reply[] }> {
     const c = await this.connection();
     let replies: Reply[];
     try {
@@ -113,32 +120,56 @@ export class NetlinkIpvs implements IpvsClient {
       this.failing = undefined;
       this.okSince = Date.now();
     }
-    return replies;
+    return { c, replies };
   }
 
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
 
   private outgoing(c: Connection, req: IpvsRequest): Outgoing {
     const seq = c.sock.nextSeq();
     return { seq, bytes: encodeRequest(c.familyId, req, seq, c.sock.port), dump: req.dump };
   }
 
+  /**
+   * After an ENOENT on `c`: whether the IPVS family is still the one `c` resolved. When it is not
+   * (ip_vs unloaded, or loaded again under a new id), `c` is dropped and the client is failing
+   * until a new connection resolves the family; resolves with that error's reason.
+   */
+  private async staleFamily(c: Connection): Promise<string | undefined> {
+    let now: number | undefined;
+    try {
+      const seq = c.sock.nextSeq();
+      const [reply] = await c.sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, c.sock.port), dump: false }]);
+      now = reply && !reply.errno && reply.messages[0] ? decodeFamily(reply.messages[0], IpvsError).id : undefined;
+    } catch {
+      now = undefined;
+    }
+    if (now === c.familyId) return undefined;
+    const reason = now === undefined ? `the IPVS family (id ${c.familyId}) is gone: ip_vs unloaded?`
+      : `the IPVS family changed from id ${c.familyId} to ${now}: ip_vs loaded again`;
+    if (this.conn === c) {
+      c.sock.close();
+      this.conn = undefined;
+      this.failing ??= { since: Date.now(), reason, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+    }
+    return reason;
+  }
+
   /** One request; rejects with its IpvsError when the kernel refuses it. */
   private async one(req: IpvsRequest): Promise<Reply> {
     for (let attempt = 0; ; attempt++) {
-      const [reply] = await this.exchange((c) => [this.outgoing(c, req)]);
+      const { c, replies: [reply] } = await this.exchange((conn) => [this.outgoing(conn, req)]);
       if (!reply) throw IpvsError.malformed(req.what, 'no reply');
+      if (reply.errno === Errno.ENOENT) {
+        const stale = await this.staleFamily(c);
+        if (stale) throw new IpvsError(req.what, 0, 'ESTALEFAMILY', stale);
+      }
       if (reply.errno) throw IpvsError.fromErrno(req.what, reply.errno);
       if (!reply.interrupted || attempt >= DUMP_RETRIES) return reply;
     }
   }
 
   info(): Promise<IpvsInfo> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const reply = await this.one(infoRequest());
       if (!reply.messages[0]) throw IpvsError.malformed('get-info', 'empty reply');
       return decodeInfo(reply.messages[0]);
@@ -146,11 +177,11 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   listVirtualServers(): Promise<VirtualServer[]> {
-    return this.serial(async () => (await this.one(listServicesRequest())).messages.map(decodeServiceMessage));
+    return this.queue.run(async () => (await this.one(listServicesRequest())).messages.map(decodeServiceMessage));
   }
 
   listRealServers(vs: VirtualServer): Promise<RealServer[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const invalid = checkDumpDests(vs);
       if (invalid) throw invalid;
       return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family));
@@ -183,7 +214,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   getTimeouts(): Promise<IpvsTimeouts> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const reply = await this.one(getTimeoutsRequest());
       if (!reply.messages[0]) throw IpvsError.malformed('get-config', 'empty reply');
       return decodeTimeouts(reply.messages[0]);
@@ -191,7 +222,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   setTimeouts(t: IpvsTimeouts): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       for (const v of [t.tcp, t.tcpFin, t.udp]) {
         if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
           throw IpvsError.invalidArgument('set-config', `timeout ${v} is not a u32 number of seconds`);
@@ -202,19 +233,19 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   zero(vs?: VirtualServer): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       await this.one(zeroRequest(vs));
     });
   }
 
   flush(): Promise<void> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       await this.one(flushRequest());
     });
   }
 
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
-    return this.serial(async () => {
+    return this.queue.run(async () => {
       const results: OpResult[] = new Array(ops.length).fill(undefined);
       const sent: Array<{ index: number; req: IpvsRequest }> = [];
       const keys = new Map<VirtualServer, Buffer>();
@@ -227,10 +258,13 @@ export class NetlinkIpvs implements IpvsClient {
         const req = opRequest(op, keys);
         sent.push({ index, req });
       });
-      const replies = sent.length ? await this.exchange((c) => sent.map((x) => this.outgoing(c, x.req))) : [];
+      if (!sent.length) return results;
+      const { c, replies } = await this.exchange((conn) => sent.map((x) => this.outgoing(conn, x.req)));
+      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.staleFamily(c) : undefined;
       replies.forEach((r, i) => {
         const s = sent[i]!;
-        if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
+        if (stale && r.errno === Errno.ENOENT) results[s.index] = new IpvsError(s.req.what, 0, 'ESTALEFAMILY', stale);
+        else if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
       });
       return results;
     });

@@ -17,7 +17,8 @@ import {
   type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatTable,
   makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
-import { Errno, IpvsError } from './errors.js';
+import { Errno } from '../netlink/errors.js';
+import { IpvsError } from './errors.js';
 import { type MutableIpvsTable, applyOp } from './table.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';

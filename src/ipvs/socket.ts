@@ -1,6 +1,6 @@
 // The only file that opens a netlink socket for IPVS. It sends pre-encoded messages, many per
 // datagram, and matches replies to requests by sequence number; everything about their content
-// is codec.ts's business.
+// is requests.ts's and attrs.ts's business.
 //
 // Why not `netlink`'s GenericNetlinkSocket.request(): it sends one datagram per message and
 // waits for each, and reports errors as `Error('Request rejected: CODE')` without the errno.

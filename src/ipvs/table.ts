@@ -4,7 +4,7 @@
 import {
   type IpvsOp, type RealServer, type VirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
-import { Errno } from './errors.js';
+import { Errno } from '../netlink/errors.js';
 
 /** One virtual server and its real servers by realServerKey. */
 export interface MutableEntry {

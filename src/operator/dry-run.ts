@@ -6,7 +6,8 @@
 // Output, one change a line, in the forms planSync's text uses (add-service ..., add-vip ...),
 // then the iptables path's restore payloads verbatim. Lines starting with "# " say what the dry
 // run could not read (no IPVS in this kernel, no iptables binary) and what it assumed instead.
-import { Errno, IpvsError } from '../ipvs/errors.js';
+import { Errno } from '../netlink/errors.js';
+import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
 import type { Runner } from '../iptables/exec.js';

@@ -1,11 +1,12 @@
 // Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds and the iptables
 // path at once, then the VIP unbinds. It decides nothing: what to change was decided by planSync. An op the kernel
 // refuses is returned as a failure for its Service (the others are applied regardless); a VIP or
-// iptables failure rejects, since it concerns the whole node.
+// iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects, since
+// it concerns the whole node.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
-import type { IpvsError } from '../ipvs/errors.js';
+import { type IpvsError, isStaleFamily } from '../ipvs/errors.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import type { IpvsOp } from '../model/ipvs.js';
 import type { SyncPlan } from '../plan/sync.js';
@@ -48,11 +49,13 @@ export async function executeSyncPlan(
   })());
   const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   const failures: OpFailure[] = [];
+  let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {
     applied.value.forEach((error, i) => {
       const op = plan.ops[i]!;
-      if (error) failures.push({ op, error });
+      if (error && isStaleFamily(error)) nodeFault ??= error;
+      else if (error) failures.push({ op, error });
       else cache.record(op);
     });
   }
@@ -69,5 +72,6 @@ export async function executeSyncPlan(
   // Whatever failed, the iptables path is waited for: no sync overlaps the next one.
   const rules = await iptables;
   for (const r of [applied, binds, unbind, rules]) if (!r.ok) throw r.reason;
+  if (nodeFault) throw nodeFault;
   return failures;
 }

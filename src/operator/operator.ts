@@ -66,6 +66,13 @@ export interface OperatorDeps {
   sourceHealth?: () => ComponentHealth;
   /** The kernel socket's health, for /healthz. */
   kernelHealth?: () => ComponentHealth;
+  /**
+   * Which IPVS the client talks to (NetlinkIpvs.familyId; undefined while disconnected): when it
+   * changes, ip_vs was loaded again and its table, timeouts and sysctls start from scratch.
+   */
+  kernelGeneration?: () => number | undefined;
+  /** Called when kernelGeneration changed, before the full resync it causes (sysctls, timeouts). */
+  onKernelReset?: () => Promise<void>;
   /** How long a failure may last before /healthz fails; default health.ts's. */
   healthBoundMs?: number;
   /** The ownership record (record.ts); default: one in memory (tests). */
@@ -126,6 +133,8 @@ export class Operator {
   /** The record in memory differs from the one saved (a save failed). */
   private recordDirty = false;
   private needFull = true;
+  /** kernelGeneration as last seen. */
+  private generation: number | undefined;
   private deadlineTimer: unknown;
   private retryTimer: unknown;
   private pendingSince: number | undefined;
@@ -226,7 +235,9 @@ export class Operator {
     const pendingSince = this.pendingSince;
     this.pendingSince = undefined;
     // A retry follows a failed sync, after which the copy of the kernel may be wrong: read it all.
-    const full = this.needFull || why.retry || !this.everSynced;
+    // So does a reloaded ip_vs (its table is empty, whatever the cache says).
+    const reset = await this.kernelReset();
+    const full = this.needFull || why.retry || !this.everSynced || reset;
     const periodic = why.periodic && !full;
     let plan: SyncPlan | undefined;
     let failures: readonly OpFailure[] = [];
@@ -236,6 +247,9 @@ export class Operator {
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
       const reread = await this.read(full, periodic, changed, due, desired);
+      // The client connected to a new IPVS during the read: a full read was all on it, a partial
+      // one describes a table that is gone.
+      if ((await this.kernelReset()) && !full) throw new Error('ip_vs was loaded again during the read; syncing in full');
       // A periodic sync re-applies the VIP link (a diff against the listed addresses), and the
       // iptables path when it has drifted (a read-only check; a full restore costs tens of seconds
       // at 10 000 Services under TCG), repairing their drift too.
@@ -274,6 +288,23 @@ export class Operator {
       this.finish(t0, plan, failures, full, pendingSince, (e as Error).message);
       throw e;
     }
+  }
+
+  /** Whether the client now talks to another IPVS than at the last look (ip_vs loaded again); then onKernelReset. */
+  private async kernelReset(): Promise<boolean> {
+    const g = this.deps.kernelGeneration?.();
+    if (g === undefined) return false;
+    const before = this.generation;
+    this.generation = g;
+    if (before === undefined || before === g) return false;
+    this.deps.log('warn', 'ip_vs was loaded again (its generic netlink family changed): full resync, sysctls and timeouts set again',
+      { familyBefore: before, familyNow: g });
+    try {
+      await this.deps.onKernelReset?.();
+    } catch (e) {
+      this.deps.log('warn', 'setting up the reloaded ip_vs failed', { error: (e as Error).message });
+    }
+    return true;
   }
 
   /** Whether the iptables path is as the last sync left it (never re-read: false, so it is re-applied). */

@@ -1,6 +1,6 @@
 // rtnetlink errors: a NetlinkError of their own kind, so a failure of the VIP link is never
 // mistaken for an IPVS one (isNotFound / isExists work on both). pure: no I/O.
-import { NetlinkError } from '../ipvs/errors.js';
+import { NetlinkError } from '../netlink/errors.js';
 
 /** An rtnetlink request that failed, or a link the operator refuses to touch. */
 export class RtnlError extends NetlinkError {

@@ -6,7 +6,7 @@
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import { nla, parseAttrs } from '../netlink/framing.js';
-import { Errno } from '../ipvs/errors.js';
+import { Errno } from '../netlink/errors.js';
 import { RtnlError } from './errors.js';
 
 const AF_INET = 2;
@@ -29,7 +29,7 @@ function linkInfo(kind: string): Buffer {
 
 /** The IFLA_INFO_KIND inside an IFLA_LINKINFO payload ('' when absent). */
 function kindOf(linkinfo: Buffer | undefined): string {
-  const raw = linkinfo ? parseAttrs(linkinfo).get(IFLA_INFO_KIND) : undefined;
+  const raw = linkinfo ? parseAttrs(linkinfo, RtnlError).get(IFLA_INFO_KIND) : undefined;
   return raw ? raw.toString('utf8').replace(/\0+$/, '') : '';
 }
 

@@ -1,5 +1,5 @@
 // The operator's VIP interface over rtnetlink, and an in-memory fake with the same behaviour.
-import { Errno } from '../ipvs/errors.js';
+import { Errno } from '../netlink/errors.js';
 import { RtnlError } from './errors.js';
 import { Rtnl } from './links.js';
 

@@ -70,8 +70,10 @@ lab('lab compare', () => {
     });
     for (const r of concurrent.runs) expect({ mode: r.mode, errors: r.errors }).toEqual({ mode: r.mode, errors: 0 });
     const slow = (mode: string) => counts(runOf(concurrent, mode, 'one-slow'))[2]!;
-    // rr ignores load: a third, whatever the backend's speed.
-    expect(Math.abs(slow('rr') - 50)).toBeLessThanOrEqual(1);
+    // rr ignores load: a third of the connections, whatever the backend's speed. wrk stops after
+    // 150 answers, so up to 8 requests still in flight (mostly on the slow backend) go uncounted.
+    expect(slow('rr')).toBeGreaterThanOrEqual(50 - 8);
+    expect(slow('rr')).toBeLessThanOrEqual(51);
     // lc and sed count the slow backend's connections still open: it gets far fewer new ones.
     expect(slow('lc')).toBeLessThan(0.6 * slow('rr'));
     expect(slow('sed')).toBeLessThan(0.6 * slow('rr'));

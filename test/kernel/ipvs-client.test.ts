@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { NetlinkIpvs } from '../../src/ipvs/client.js';
-import { isExists, isInvalidArgument, isNotFound } from '../../src/ipvs/errors.js';
+import { isExists, isInvalidArgument, isNotFound } from '../../src/netlink/errors.js';
 import {
   type IpvsOp, type RealServer, type VirtualServer, SvcFlag, formatRealServer, formatVirtualServer, makeRealServer,
   makeVirtualServer, realServerKey, virtualServerKey,

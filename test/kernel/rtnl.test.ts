@@ -1,7 +1,7 @@
 // rtnetlink helpers against the real kernel, with iproute2 (`ip -j`) as the oracle.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { isExists } from '../../src/ipvs/errors.js';
+import { isExists } from '../../src/netlink/errors.js';
 import { RtnlError, isForeignLink } from '../../src/rtnl/errors.js';
 import { Rtnl } from '../../src/rtnl/links.js';
 import { RtnlVipLink } from '../../src/rtnl/vips.js';

@@ -4,7 +4,8 @@
 // Where they disagree the fake is wrong. Each case starts from an empty table, applies `setup`
 // (which must succeed), then `op`, and checks the answer and the table afterwards.
 // Addresses: VIPs 10.200.1.0/24 and fd00:200::/64, pods 10.10.0.0/16 and fd00:10::/64.
-import { Errno, IpvsError, isExists, isInvalidArgument, isNotFound } from '../../src/ipvs/errors.js';
+import { Errno, isExists, isInvalidArgument, isNotFound } from '../../src/netlink/errors.js';
+import { IpvsError } from '../../src/ipvs/errors.js';
 import type { IpvsClient } from '../../src/ipvs/types.js';
 import {
   type IpvsOp, type IpvsOp as Op, type RealServer, type VirtualServer, formatTable, makeRealServer, makeVirtualServer, realServerKey,

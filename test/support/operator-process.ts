@@ -79,6 +79,11 @@ export class OperatorProcess {
     }
   }
 
+  /** The process id (to SIGSTOP/SIGCONT it in a test), undefined before start. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** Syncs that ended since start (from the log). */
   syncs(): Array<Record<string, unknown>> {
     return this.logs.filter((l) => l.message === 'synced');

@@ -7,8 +7,8 @@ import {
 } from '../../src/model/ipvs.js';
 import {
   decodeDest, decodeInfo, decodeService, decodeServiceMessage, decodeDestMessage, decodeStats, decodeTimeouts,
-  encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsRequest,
-} from '../../src/ipvs/codec.js';
+} from '../../src/ipvs/attrs.js';
+import { encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsRequest } from '../../src/ipvs/requests.js';
 import {
   type NlMessage, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs,
 } from '../../src/netlink/framing.js';

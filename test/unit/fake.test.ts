@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
-import { isExists, isInvalidArgument } from '../../src/ipvs/errors.js';
+import { isExists, isInvalidArgument } from '../../src/netlink/errors.js';
 import { SvcFlag, makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 
 // Address ranges: 10.200.1.0/24 and fd00:200::/64 are Service VIPs, 10.10.0.0/16 and fd00:10::/64

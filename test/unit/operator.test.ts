@@ -196,6 +196,43 @@ describe('the periodic drift check', () => {
   });
 });
 
+describe('ip_vs loaded again under the operator', () => {
+  it('a new kernelGeneration makes the next sync full (the table is empty whatever the cache says), once onKernelReset ran', async () => {
+    const ipvs = new FakeIpvs();
+    let generation: number | undefined = 31;
+    const resets: string[] = [];
+    const log = memoryLog();
+    const op = new Operator(config, {
+      ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), events: { report: async () => undefined }, status: { write: async () => undefined },
+      log, registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+      kernelGeneration: () => generation,
+      onKernelReset: async () => { resets.push(ipvs.dump()); },
+    });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    await op.sync({ periodic: false, retry: false });
+    expect(op.last).toMatchObject({ ops: 0, full: false });
+    // Disconnected for a while (undefined), then a new family id and an empty table.
+    generation = undefined;
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toEqual([]);
+    await ipvs.flush();
+    generation = 32;
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toEqual(['']); // called before the resync, on the empty table
+    expect(op.last).toMatchObject({ full: true, ops: 2, failed: 0 });
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+    expect(log.entries.filter((l) => l.message.startsWith('ip_vs was loaded again'))).toEqual([
+      expect.objectContaining({ level: 'warn', fields: expect.objectContaining({ familyBefore: 31, familyNow: 32 }) }),
+    ]);
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toHaveLength(1);
+    expect(op.last).toMatchObject({ ops: 0, full: false });
+  });
+});
+
 describe('the periodic check of the iptables path', () => {
   it('applies nothing while the chains and sets are in step, and applies them again once they drifted', async () => {
     const host = new FakeHost();

@@ -1,5 +1,6 @@
-// Encode and decode IPVS generic netlink messages. pure: bytes in, values out; the one socket is
-// in socket.ts. Constants follow include/uapi/linux/ip_vs.h as of Linux 6.1 (constants.ts).
+// IPVS generic netlink attributes: virtual and real servers, stats, info and timeouts, encoded and
+// decoded. pure: bytes in, values out. Requests are built in requests.ts; the framing they share
+// with every netlink family is src/netlink/framing.ts; the one socket is in socket.ts. Constants follow include/uapi/linux/ip_vs.h as of Linux 6.1 (constants.ts).
 //
 // One message, as sent and as received (all integers host order = little-endian on x86, except
 // where marked be; every attribute is padded to 4 bytes):
@@ -23,19 +24,18 @@
 // NLMSG_DONE. Every decoder throws only IpvsError, so garbage from the kernel (or a fuzzer) is a
 // typed error, never a RangeError escaping from a Buffer read.
 import type {
-  Family, ForwardMethod, IpvsInfo, IpvsOp, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
+  Family, ForwardMethod, IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
 } from '../model/ipvs.js';
-import { FORWARD_METHODS, formatOp, virtualServerKey } from '../model/ipvs.js';
+import { FORWARD_METHODS } from '../model/ipvs.js';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import {
   AF_INET, AF_INET6, CONN_F_FWD_MASK,
-  Cmd, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP,
-  IPPROTO_UDP, IPVS_GENL_VERSION, InfoAttr, NLM_F_ACK,
-  NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr, TunType,
+  CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP,
+  IPPROTO_UDP, InfoAttr, StatsAttr, SvcAttr, TunType,
 } from './constants.js';
 import { IpvsError } from './errors.js';
 import {
-  type NlMessage, be16, cstring, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs, u16, u32, u8,
+  type NlMessage, be16, cstring, genlAttrs, nla, nlaNested, parseAttrs, u16, u32, u8,
 } from '../netlink/framing.js';
 
 /** parseAttrs that throws IpvsError. */
@@ -43,15 +43,6 @@ const ipvsAttrs = (b: Buffer): Map<number, Buffer> => parseAttrs(b, IpvsError);
 /** genlAttrs that throws IpvsError. */
 const ipvsGenlAttrs = (m: NlMessage): Buffer => genlAttrs(m, IpvsError);
 
-
-/** A request ready to be numbered and sent: its bytes are produced by `encodeRequest`. */
-export interface IpvsRequest {
-  /** Its one-line form, used in errors. */
-  what: string;
-  cmd: number;
-  dump: boolean;
-  attrs: Buffer[];
-}
 
 // ---------------------------------------------------------------- attributes (encode)
 
@@ -163,90 +154,6 @@ export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
     }
   }
   return nlaNested(CmdAttr.DEST, attrs);
-}
-
-// ---------------------------------------------------------------- requests
-
-/**
- * The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. Its
- * `what` (formatOp) is computed when first read. `keys`, shared by the ops of one batch, holds the
- * identity-only SERVICE attribute per virtual server object, so the destinations of one virtual
- * server encode it once (a plan's ops share their VirtualServer object).
- */
-export function opRequest(op: IpvsOp, keys?: Map<VirtualServer, Buffer>): IpvsRequest {
-  let text: string | undefined;
-  const what = () => (text ??= formatOp(op));
-  const key = (): Buffer => {
-    let b = keys?.get(op.vs);
-    if (!b) {
-      b = encodeService(what, op.vs, false);
-      keys?.set(op.vs, b);
-    }
-    return b;
-  };
-  const req = (cmd: number, attrs: Buffer[]): IpvsRequest => ({ get what() { return what(); }, cmd, dump: false, attrs });
-  switch (op.kind) {
-    case 'add-service':
-      return req(Cmd.NEW_SERVICE, [encodeService(what, op.vs, true)]);
-    case 'update-service':
-      return req(Cmd.SET_SERVICE, [encodeService(what, op.vs, true)]);
-    case 'delete-service':
-      return req(Cmd.DEL_SERVICE, [encodeService(what, op.vs, false)]);
-    case 'add-dest':
-      return req(Cmd.NEW_DEST, [key(), encodeDest(what, op.rs, true)]);
-    case 'update-dest':
-      return req(Cmd.SET_DEST, [key(), encodeDest(what, op.rs, true)]);
-    case 'delete-dest':
-      return req(Cmd.DEL_DEST, [key(), encodeDest(what, op.rs, false)]);
-  }
-}
-
-/** GET_SERVICE dump: an empty nested SERVICE attribute, as ipvsadm sends. */
-export function listServicesRequest(): IpvsRequest {
-  return { what: 'dump-services', cmd: Cmd.GET_SERVICE, dump: true, attrs: [nlaNested(CmdAttr.SERVICE, [])] };
-}
-
-/** GET_DEST dump of one virtual server. */
-export function listDestsRequest(vs: VirtualServer): IpvsRequest {
-  const what = `dump-dests ${virtualServerKey(vs)}`;
-  return { what, cmd: Cmd.GET_DEST, dump: true, attrs: [encodeService(what, vs, false)] };
-}
-
-/** GET_INFO. */
-export function infoRequest(): IpvsRequest {
-  return { what: 'get-info', cmd: Cmd.GET_INFO, dump: false, attrs: [] };
-}
-
-/** GET_CONFIG. */
-export function getTimeoutsRequest(): IpvsRequest {
-  return { what: 'get-config', cmd: Cmd.GET_CONFIG, dump: false, attrs: [] };
-}
-
-/** SET_CONFIG; a 0 timeout leaves the kernel's value unchanged. */
-export function setTimeoutsRequest(t: IpvsTimeouts): IpvsRequest {
-  return {
-    what: `set-config tcp=${t.tcp} tcpfin=${t.tcpFin} udp=${t.udp}`,
-    cmd: Cmd.SET_CONFIG,
-    dump: false,
-    attrs: [nla(CmdAttr.TIMEOUT_TCP, u32(t.tcp)), nla(CmdAttr.TIMEOUT_TCP_FIN, u32(t.tcpFin)), nla(CmdAttr.TIMEOUT_UDP, u32(t.udp))],
-  };
-}
-
-/** ZERO of one virtual server's counters, or of all. */
-export function zeroRequest(vs?: VirtualServer): IpvsRequest {
-  const what = vs ? `zero ${virtualServerKey(vs)}` : 'zero';
-  return { what, cmd: Cmd.ZERO, dump: false, attrs: vs ? [encodeService(what, vs, false)] : [] };
-}
-
-/** FLUSH: every virtual server of the network namespace. */
-export function flushRequest(): IpvsRequest {
-  return { what: 'flush', cmd: Cmd.FLUSH, dump: false, attrs: [] };
-}
-
-/** Encodes a request as one netlink message for the family id, with REQUEST|ACK (and DUMP). */
-export function encodeRequest(familyId: number, req: IpvsRequest, seq: number, port: number): Buffer {
-  return encodeGenlMessage(familyId, req.cmd, IPVS_GENL_VERSION,
-    NLM_F_REQUEST | NLM_F_ACK | (req.dump ? NLM_F_DUMP : 0), seq, port, req.attrs);
 }
 
 // ---------------------------------------------------------------- decode

@@ -1,0 +1,99 @@
+// IPVS generic netlink requests: one per op of a plan, the dumps, info, timeouts, zero and flush,
+// and their encoding as one netlink message. pure: values in, bytes out; attributes come from
+// attrs.ts, the message header from src/netlink/framing.ts.
+import type { IpvsOp, IpvsTimeouts, VirtualServer } from '../model/ipvs.js';
+import { formatOp, virtualServerKey } from '../model/ipvs.js';
+import { Cmd, CmdAttr, IPVS_GENL_VERSION, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from './constants.js';
+import { encodeDest, encodeService } from './attrs.js';
+import { encodeGenlMessage, nla, nlaNested, u32 } from '../netlink/framing.js';
+
+/** A request ready to be numbered and sent: its bytes are produced by `encodeRequest`. */
+export interface IpvsRequest {
+  /** Its one-line form, used in errors. */
+  what: string;
+  cmd: number;
+  dump: boolean;
+  attrs: Buffer[];
+}
+
+/**
+ * The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. Its
+ * `what` (formatOp) is computed when first read. `keys`, shared by the ops of one batch, holds the
+ * identity-only SERVICE attribute per virtual server object, so the destinations of one virtual
+ * server encode it once (a plan's ops share their VirtualServer object).
+ */
+export function opRequest(op: IpvsOp, keys?: Map<VirtualServer, Buffer>): IpvsRequest {
+  let text: string | undefined;
+  const what = () => (text ??= formatOp(op));
+  const key = (): Buffer => {
+    let b = keys?.get(op.vs);
+    if (!b) {
+      b = encodeService(what, op.vs, false);
+      keys?.set(op.vs, b);
+    }
+    return b;
+  };
+  const req = (cmd: number, attrs: Buffer[]): IpvsRequest => ({ get what() { return what(); }, cmd, dump: false, attrs });
+  switch (op.kind) {
+    case 'add-service':
+      return req(Cmd.NEW_SERVICE, [encodeService(what, op.vs, true)]);
+    case 'update-service':
+      return req(Cmd.SET_SERVICE, [encodeService(what, op.vs, true)]);
+    case 'delete-service':
+      return req(Cmd.DEL_SERVICE, [encodeService(what, op.vs, false)]);
+    case 'add-dest':
+      return req(Cmd.NEW_DEST, [key(), encodeDest(what, op.rs, true)]);
+    case 'update-dest':
+      return req(Cmd.SET_DEST, [key(), encodeDest(what, op.rs, true)]);
+    case 'delete-dest':
+      return req(Cmd.DEL_DEST, [key(), encodeDest(what, op.rs, false)]);
+  }
+}
+
+/** GET_SERVICE dump: an empty nested SERVICE attribute, as ipvsadm sends. */
+export function listServicesRequest(): IpvsRequest {
+  return { what: 'dump-services', cmd: Cmd.GET_SERVICE, dump: true, attrs: [nlaNested(CmdAttr.SERVICE, [])] };
+}
+
+/** GET_DEST dump of one virtual server. */
+export function listDestsRequest(vs: VirtualServer): IpvsRequest {
+  const what = `dump-dests ${virtualServerKey(vs)}`;
+  return { what, cmd: Cmd.GET_DEST, dump: true, attrs: [encodeService(what, vs, false)] };
+}
+
+/** GET_INFO. */
+export function infoRequest(): IpvsRequest {
+  return { what: 'get-info', cmd: Cmd.GET_INFO, dump: false, attrs: [] };
+}
+
+/** GET_CONFIG. */
+export function getTimeoutsRequest(): IpvsRequest {
+  return { what: 'get-config', cmd: Cmd.GET_CONFIG, dump: false, attrs: [] };
+}
+
+/** SET_CONFIG; a 0 timeout leaves the kernel's value unchanged. */
+export function setTimeoutsRequest(t: IpvsTimeouts): IpvsRequest {
+  return {
+    what: `set-config tcp=${t.tcp} tcpfin=${t.tcpFin} udp=${t.udp}`,
+    cmd: Cmd.SET_CONFIG,
+    dump: false,
+    attrs: [nla(CmdAttr.TIMEOUT_TCP, u32(t.tcp)), nla(CmdAttr.TIMEOUT_TCP_FIN, u32(t.tcpFin)), nla(CmdAttr.TIMEOUT_UDP, u32(t.udp))],
+  };
+}
+
+/** ZERO of one virtual server's counters, or of all. */
+export function zeroRequest(vs?: VirtualServer): IpvsRequest {
+  const what = vs ? `zero ${virtualServerKey(vs)}` : 'zero';
+  return { what, cmd: Cmd.ZERO, dump: false, attrs: vs ? [encodeService(what, vs, false)] : [] };
+}
+
+/** FLUSH: every virtual server of the network namespace. */
+export function flushRequest(): IpvsRequest {
+  return { what: 'flush', cmd: Cmd.FLUSH, dump: false, attrs: [] };
+}
+
+/** Encodes a request as one netlink message for the family id, with REQUEST|ACK (and DUMP). */
+export function encodeRequest(familyId: number, req: IpvsRequest, seq: number, port: number): Buffer {
+  return encodeGenlMessage(familyId, req.cmd, IPVS_GENL_VERSION,
+    NLM_F_REQUEST | NLM_F_ACK | (req.dump ? NLM_F_DUMP : 0), seq, port, req.attrs);
+}

@@ -1,0 +1,88 @@
+// The IPVS module unloaded and loaded again under the running operator (issue 12: "the kernel
+// socket forced to fail -> the operator recovers without a restart"). Reloading ip_vs is a real
+// kernel fault: the generic netlink family goes away, comes back with a new id (ids are allocated
+// cyclically), the table and the /proc/sys/net/ipv4/vs sysctls start from scratch. The operator is
+// paused (SIGSTOP) while the module is swapped so it cannot re-add a virtual server in between;
+// after SIGCONT it must reprogram its Services, set its sysctls again and carry traffic, with no
+// restart. ipvsadm, sysctl and real traffic are the oracles.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { ipvsadmLines } from '../support/ipvsadm.js';
+import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+
+if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
+
+const PODS = ['10.10.1.51', '10.10.1.52'];
+const ADDR = '127.0.0.1:10252';
+const VIP = '10.200.1.55';
+const EXPIRE_NODEST = '/proc/sys/net/ipv4/vs/expire_nodest_conn';
+let dir: ManifestDir | undefined;
+let op: OperatorProcess | undefined;
+
+/** ipvsadm's `tcp tcpfin udp` timeouts. */
+const timeouts = () => /Timeout \(tcp tcpfin udp\): (\d+ \d+ \d+)/.exec(execFileSync('ipvsadm', ['-L', '--timeout'], { encoding: 'utf8' }))?.[1] ?? '';
+
+/** Every ip_vs module loaded (schedulers first, ip_vs last), for modprobe -r. */
+function ipvsModules(): string[] {
+  const mods = readdirSync('/sys/module').filter((m) => m.startsWith('ip_vs'));
+  return [...mods.filter((m) => m !== 'ip_vs'), ...(mods.includes('ip_vs') ? ['ip_vs'] : [])];
+}
+
+beforeAll(async () => {
+  execFileSync('modprobe', ['ip_vs']);
+  execFileSync('ipvsadm', ['-C']);
+  await ensureNode();
+  await Promise.all(PODS.map((ip, i) => createPod({ name: `rld${i + 1}`, ip })));
+  await createClient({ name: 'rldclient', ip: '192.168.100.50' });
+}, 120_000);
+
+afterAll(async () => {
+  if (op?.pid) spawnSync('kill', ['-CONT', String(op.pid)]);
+  await op?.stop();
+  execFileSync('modprobe', ['ip_vs']);
+  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  dir?.dispose();
+  execFileSync('ipvsadm', ['-C']);
+  await cleanupTopology();
+}, 120_000);
+
+describe('ip_vs reloaded under the running operator', () => {
+  it('reprograms its Services, sets its sysctls again and carries traffic, without a restart', async () => {
+    dir = new ManifestDir();
+    dir.write('config', {
+      apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
+      spec: { minSyncPeriod: 0.2, syncPeriod: 2, tcpTimeout: 1200 },
+    }, { apiVersion: 'v1', kind: 'Node', metadata: { name: 'lab-node' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.100.1' }] } });
+    dir.write('reload', service('reload', VIP), slice('reload', PODS));
+    op = new OperatorProcess(dir.args, ADDR);
+    await op.start();
+    const programmed = `TCP ${VIP}:80 rr -> 10.10.1.51:80 w=1, 10.10.1.52:80 w=1`;
+    await waitFor('programmed', () => ipvsadmLines().includes(programmed));
+    expect(readFileSync(EXPIRE_NODEST, 'utf8').trim()).toBe('1');
+    await waitFor('tcp timeout 1200', () => timeouts().startsWith('1200 '));
+
+    const pid = op.pid!;
+    execFileSync('kill', ['-STOP', String(pid)]);
+    execFileSync('ipvsadm', ['-C']);
+    execFileSync('modprobe', ['-r', ...ipvsModules()]);
+    expect(readdirSync('/sys/module').filter((m) => m.startsWith('ip_vs'))).toEqual([]);
+    execFileSync('modprobe', ['ip_vs']);
+    expect(readFileSync(EXPIRE_NODEST, 'utf8').trim()).toBe('0'); // the fresh module's default
+    expect(ipvsadmLines()).toEqual([]);
+    expect(timeouts()).toBe('900 120 300'); // the fresh module's defaults
+    execFileSync('kill', ['-CONT', String(pid)]);
+
+    await waitFor('reprogrammed after the reload', () => ipvsadmLines().includes(programmed), 60_000)
+      .catch((e: unknown) => { throw new Error(`${(e as Error).message}; last log lines: ${JSON.stringify(op!.logs.slice(-8))}`); });
+    await waitFor('tcp timeout set again', () => timeouts().startsWith('1200 '), 30_000);
+    await waitFor('expire_nodest_conn set again', () => readFileSync(EXPIRE_NODEST, 'utf8').trim() === '1', 30_000);
+    const load = await runLoad({ client: 'rldclient', url: `http://${VIP}/`, count: 20 });
+    expect({ ok: load.ok, errors: load.errors, byPod: load.byPod }).toEqual({ ok: 20, errors: 0, byPod: { rld1: 10, rld2: 10 } });
+    expect((await fetch(`http://${ADDR}/healthz`)).status).toBe(200);
+    expect(op.pid).toBe(pid); // the same process all along
+    expect(op.logs.filter((l) => /exit|fatal/i.test(String(l.message)))).toEqual([]);
+    expect(op.logs.find((l) => String(l.message).startsWith('ip_vs was loaded again'))).toMatchObject({ level: 'warn' });
+  }, 180_000);
+});

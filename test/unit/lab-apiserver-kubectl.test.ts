@@ -1,0 +1,162 @@
+// The lab API server as its own process (apiserver-main.js) over HTTPS with a self-signed
+// certificate (openssl), driven by the REAL kubectl (Debian's kubernetes-client, /usr/bin/kubectl)
+// as admin, then read by the operator's real KubeSource with the ipvs-operator ServiceAccount's
+// token under the RBAC of manifests/. kubectl runs with --validate=false: the server has no
+// OpenAPI documents. Skipped (and said so) where no kubectl is installed.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KubeConfig } from '@kubernetes/client-node';
+import { KubeSource } from '../../src/kube/source.js';
+import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
+import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
+import type { SourceEvent } from '../../src/source/types.js';
+import { waitFor } from '../support/wait.js';
+
+const KUBECTL = '/usr/bin/kubectl';
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+const SA = 'system:serviceaccount:ipvs-operator:ipvs-operator';
+let dir: string;
+let proc: ChildProcess;
+let url: string;
+
+/** Runs kubectl as `who`; resolves with its exit code and output (never rejects). */
+function kubectl(who: 'admin' | 'op', ...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return new Promise((resolve) => {
+    execFile(KUBECTL, ['--cache-dir', join(dir, 'cache'), ...args], { env: { ...process.env, KUBECONFIG: join(dir, `${who}.kubeconfig`), HOME: dir }, cwd: root },
+      (e, out, err) => resolve({ code: e ? Number((e as { code?: number }).code ?? 1) : 0, out, err }));
+  });
+}
+
+const d = existsSync(KUBECTL) ? describe : describe.skip;
+
+d('lab API server process with the real kubectl and the operator source', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'lab-apiserver-'));
+    makeSelfSignedCert(dir, { ips: ['127.0.0.1'], dns: ['localhost'] }, 1);
+    writeFileSync(join(dir, 'tokens.csv'), `admin-token,admin,1,"system:masters"\nop-token,${SA},2\n`);
+    proc = spawn(process.execPath, [join(root, 'dist/src/lab/cluster/apiserver-main.js'), '--listen', '127.0.0.1:0',
+      '--cert', join(dir, 'cert.pem'), '--key', join(dir, 'key.pem'), '--tokens', join(dir, 'tokens.csv'),
+      '--rbac', join(root, 'manifests/clusterrole.yaml'), '--rbac', join(root, 'manifests/clusterrolebinding.yaml'),
+      '--service-cidr', '10.200.1.0/24', '--node-port-range', '30000-30002'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const ready = await new Promise<{ ready: boolean; url: string }>((resolve, reject) => {
+      let buf = '';
+      proc.stdout!.on('data', (c: Buffer) => {
+        buf += c.toString();
+        if (buf.includes('\n')) resolve(JSON.parse(buf.split('\n')[0]!) as { ready: boolean; url: string });
+      });
+      proc.on('exit', (code) => reject(new Error(`apiserver exited ${code}`)));
+    });
+    expect(ready.ready).toBe(true);
+    url = ready.url;
+    for (const [who, token] of [['admin', 'admin-token'], ['op', 'op-token']]) {
+      writeFileSync(join(dir, `${who}.kubeconfig`), kubeconfigYaml(url, token!, join(dir, 'cert.pem')));
+    }
+  });
+
+  afterAll(() => {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('serves HTTPS with a verified certificate; kubectl lists an empty cluster', async () => {
+    expect(url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const r = await kubectl('admin', 'get', 'nodes,pods,svc', '-o', 'wide');
+    expect(r).toMatchObject({ code: 0, out: '' });
+    expect(r.err).toContain('No resources found');
+    expect((await kubectl('admin', 'get', 'namespaces', '-o', 'name')).out.split('\n')).toEqual(expect.arrayContaining(['namespace/default', 'namespace/kube-system']));
+  });
+
+  it('kubectl apply of examples/, create of a node and a pod; get -o wide shows allocated ClusterIPs and pod IPs', async () => {
+    const a = await kubectl('admin', 'apply', '--validate=false', '-f', 'examples/services-schedulers.yaml');
+    expect(a).toMatchObject({ code: 0 });
+    expect(a.out).toContain('service/webpod-rr created');
+    const lab = `apiVersion: v1
+kind: Node
+metadata: {name: worker1, labels: {topology.kubernetes.io/zone: z1}}
+status: {addresses: [{type: InternalIP, address: 192.168.10.101}], conditions: [{type: Ready, status: "True"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: webpod-1, namespace: default, labels: {app: webpod}}
+spec: {nodeName: worker1, containers: [{name: whoami, image: whoami, ports: [{name: web, containerPort: 80}]}]}
+status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions: [{type: Ready, status: "True"}]}
+`;
+    writeFileSync(join(dir, 'lab.yaml'), lab);
+    expect(await kubectl('admin', 'create', '--validate=false', '-f', join(dir, 'lab.yaml'))).toMatchObject({ code: 0 });
+    const g = await kubectl('admin', 'get', 'nodes,pods,svc', '-o', 'wide');
+    expect(g.code).toBe(0);
+    expect(g.out).toMatch(/node\/worker1\s+Ready\s+<none>\s+\S+\s+192\.168\.10\.101/);
+    expect(g.out).toMatch(/pod\/webpod-1\s+1\/1\s+Running\s+0\s+\S+\s+10\.10\.1\.3\s+worker1/);
+    expect(g.out).toMatch(/service\/webpod-rr\s+ClusterIP\s+10\.200\.1\.\d+\s+<none>\s+9000\/TCP\s+\S+\s+app=webpod/);
+    const s = await kubectl('admin', 'get', 'endpointslices', '-l', 'kubernetes.io/service-name=webpod-rr', '-o', 'jsonpath={.items[0].endpoints[0].addresses[0]} {.items[0].ports[0].port}');
+    expect(s.out).toBe('10.10.1.3 80');
+  });
+
+  it('kubectl annotate, label, apply again (a changed port), describe, get events', async () => {
+    expect(await kubectl('admin', 'annotate', 'svc', 'webpod-lc', 'ipvs-operator.io/scheduler=sed', '--overwrite')).toMatchObject({ code: 0 });
+    expect(await kubectl('admin', 'label', 'svc', 'webpod-lc', 'team=blue')).toMatchObject({ code: 0 });
+    const j = await kubectl('admin', 'get', 'svc', 'webpod-lc', '-o', 'json');
+    const lc = JSON.parse(j.out) as { metadata: { uid: string; annotations: Record<string, string>; labels: Record<string, string> }; spec: { clusterIP: string } };
+    expect(lc.metadata.annotations['ipvs-operator.io/scheduler']).toBe('sed');
+    expect(lc.metadata.labels.team).toBe('blue');
+    const changed = readFileSync(join(root, 'examples/services-schedulers.yaml'), 'utf8').replace(/port: 9000/g, 'port: 9001');
+    writeFileSync(join(dir, 'changed.yaml'), changed);
+    expect((await kubectl('admin', 'apply', '--validate=false', '-f', join(dir, 'changed.yaml'))).out).toContain('service/webpod-lc configured');
+    const after = JSON.parse((await kubectl('admin', 'get', 'svc', 'webpod-lc', '-o', 'json')).out) as typeof lc & { spec: { ports: Array<{ port: number }> } };
+    expect(after.spec.clusterIP).toBe(lc.spec.clusterIP);
+    expect(after.spec.ports.map((p) => p.port)).toEqual([9001]);
+    // A Warning Event as the operator posts it (its role may create events), shown by get events and describe.
+    const ev = { apiVersion: 'v1', kind: 'Event', metadata: { name: 'webpod-lc.1', namespace: 'default' }, type: 'Warning', reason: 'InvalidAnnotation',
+      message: 'ipvs-operator.io/scheduler: unknown scheduler', involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: 'default', name: 'webpod-lc', uid: lc.metadata.uid },
+      source: { component: 'ipvs-operator' }, firstTimestamp: new Date().toISOString(), lastTimestamp: new Date().toISOString(), count: 1 };
+    writeFileSync(join(dir, 'event.json'), JSON.stringify(ev));
+    expect(await kubectl('op', 'create', '--validate=false', '-f', join(dir, 'event.json'))).toMatchObject({ code: 0 });
+    expect((await kubectl('admin', 'get', 'events')).out).toMatch(/Warning\s+InvalidAnnotation\s+service\/webpod-lc\s+ipvs-operator.io\/scheduler: unknown scheduler/);
+    const desc = await kubectl('admin', 'describe', 'service', 'webpod-lc');
+    expect(desc.code).toBe(0);
+    expect(desc.out).toMatch(/IP:\s+10\.200\.1\.\d+/);
+    expect(desc.out).toMatch(/Endpoints:\s+10\.10\.1\.3:80/);
+    expect(desc.out).toMatch(/Warning\s+InvalidAnnotation/);
+  });
+
+  it('the operator token: list/watch allowed, the rest 403 through kubectl', async () => {
+    expect(await kubectl('op', 'get', 'svc', '-A')).toMatchObject({ code: 0 });
+    expect((await kubectl('op', 'get', 'pods')).err).toContain(`pods is forbidden: User "${SA}" cannot list resource "pods"`);
+    expect((await kubectl('op', 'delete', 'svc', 'webpod-sh')).err).toContain('cannot delete resource "services"');
+    expect((await kubectl('op', 'get', 'ipvsproxyconfigs')).err).toContain('forbidden');
+  });
+
+  it("the operator's KubeSource with the ServiceAccount token sees kubectl's Services with ClusterIPs and the controller's slices", async () => {
+    const kc = new KubeConfig();
+    kc.loadFromString(readFileSync(join(dir, 'op.kubeconfig'), 'utf8'));
+    const events: SourceEvent[] = [];
+    const source = new KubeSource({ kubeConfig: kc, nodeName: 'worker1', backoff: { initialMs: 20, maxMs: 200, jitter: 0 } });
+    try {
+      await source.start((e) => events.push(e));
+      const named = (kind: string, type: string, name: string) => events.filter((e) => e.kind === kind && e.type === type && e.kind !== 'config' && e.object.metadata?.name === name);
+      await waitFor(() => named('service', 'upsert', 'webpod-rr').length > 0, 'the Service webpod-rr', 10_000);
+      const svc = named('service', 'upsert', 'webpod-rr')[0] as { object: { spec: { clusterIP: string } } };
+      expect(svc.object.spec.clusterIP).toMatch(/^10\.200\.1\.\d+$/);
+      await waitFor(() => named('endpointslice', 'upsert', 'webpod-rr-ipv4').length > 0, 'the slice webpod-rr-ipv4', 10_000);
+      const slice = (named('endpointslice', 'upsert', 'webpod-rr-ipv4').at(-1) as { object: { endpoints: Array<{ addresses: string[] }> } }).object;
+      expect(slice.endpoints[0]!.addresses).toEqual(['10.10.1.3']);
+      // A Service deleted with kubectl goes away for the operator too.
+      expect(await kubectl('admin', 'delete', 'svc', 'webpod-sh')).toMatchObject({ code: 0 });
+      await waitFor(() => named('service', 'delete', 'webpod-sh').length > 0, 'the delete of webpod-sh', 10_000);
+    } finally {
+      await source.stop();
+    }
+  });
+
+  it('exits 0 on SIGTERM', async () => {
+    const code = await new Promise<number | null>((resolve) => {
+      proc.on('exit', (c) => resolve(c));
+      proc.kill('SIGTERM');
+    });
+    expect(code).toBe(0);
+  });
+});
