@@ -117,7 +117,7 @@ afterAll(async () => {
   await cluster?.down();
   await new Promise((r) => (forwarder ? forwarder.close(r) : r(undefined)));
   await api?.close();
-}, 120_000);
+}, 300_000);
 
 describe('lab cluster: 1 control plane + 3 workers, the operator on each from its DaemonSet', () => {
   it('runs the DaemonSet\'s container: args with $(NODE_NAME), NET_ADMIN+NET_RAW only, the node\'s own state dir', async () => {
@@ -134,7 +134,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     // Each node's own IPVS table (per netns), and its own ownership record (hostPath /run/ipvs-operator).
     const tables = await Promise.all(cluster.nodes.map((n) => ipvsOn(n.name)));
     for (const t of tables) expect(t).toContain('TCP  10.200.1.10:80 rr');
-  }, 60_000);
+  }, 300_000);
 
   it('ClusterIP from a pod on every node reaches every webpod, the client pod\'s IP preserved at the backend', async () => {
     for (const [i, n] of cluster.nodes.entries()) {
@@ -143,7 +143,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect({ node: n.name, errors: r.errors, byPod: r.byPod, byPeer: r.byPeer })
         .toEqual({ node: n.name, errors: 0, byPod: { 'webpod-1': 3, 'webpod-2': 3, 'webpod-3': 3 }, byPeer: { [client.ipv4]: 9 } });
     }
-  }, 120_000);
+  }, 300_000);
 
   it('NodePort on every node from the external client, source NAT to the node as kube-proxy does it', async () => {
     api.put('services', service('webpod-np', '10.200.1.20', { nodePort: 30000 }));
@@ -158,7 +158,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(Object.keys(r.byPeer).every((peer) => peer === n.ipv4 || peer === n.podGateway)).toBe(true);
       expect(r.byPeer[EXTERNAL.ipv4]).toBeUndefined();
     }
-  }, 180_000);
+  }, 300_000);
 
   it('a Service created and deleted while another keeps serving without one failed request', async () => {
     const steady = runLoad({ client: 'net-pod-1', url: 'http://10.200.1.10/json', count: 400, concurrency: 2 });
@@ -174,7 +174,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     expect(after.ok).toBe(0);
     const s = await steady;
     expect({ errors: s.errors, ok: s.ok }).toEqual({ errors: 0, ok: 400 });
-  }, 180_000);
+  }, 300_000);
 
   it('UDP: a DNS-style query through a ClusterIP from a pod on every node, one answer per query', async () => {
     api.put('services', service('dns', '10.200.1.53', { protocol: 'UDP', port: 53, targetPort: 53 }));
@@ -186,5 +186,5 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect({ client: client.name, ok: r.ok, errors: r.errors, pods: Object.keys(r.byPod).sort(), byPeer: r.byPeer })
         .toEqual({ client: client.name, ok: 6, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 6 } });
     }
-  }, 180_000);
+  }, 300_000);
 });

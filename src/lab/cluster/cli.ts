@@ -10,12 +10,12 @@
 // agent to tear everything down and exit; the VM then powers off. <dir> = .cache/lab/cluster.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { labCacheDir, projectRoot } from '../paths.js';
-import { LabCluster, apiRequest, type ApiAccess } from './cluster.js';
-import { BRIDGE_V4, EXTERNAL, POD_CIDR } from './nodes.js';
+import { kubeconfigYaml } from './apiserver.js';
+import { CLUSTER_RUN_DIR, LabCluster, startApiServer, type ApiAccess } from './cluster.js';
+import { EXTERNAL, POD_CIDR } from './nodes.js';
 
 /** Where the host and the agent meet (inside the project: the guest sees it read-write). */
 export const CLUSTER_DIR = join(labCacheDir, 'cluster');
@@ -33,46 +33,28 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
   ];
 }
 
-interface AgentState { cluster: LabCluster; api: ApiAccess; stop: () => Promise<void> }
-
-/** The interim API server: test/support's FakeApiServer in this process, forwarded onto the bridge. */
-async function startApi(): Promise<{ access: ApiAccess; stop: () => Promise<void>; attach: () => Promise<Server> }> {
-  const { FakeApiServer } = await import('../../../test/support/fake-apiserver.js');
-  const api = await FakeApiServer.start();
-  const target = new URL(api.url);
-  const access: ApiAccess = { url: `http://${BRIDGE_V4}:6443` };
-  let forwarder: Server | undefined;
-  return {
-    access,
-    attach: async () => {
-      forwarder = createServer((c) => {
-        const u = connect(Number(target.port), target.hostname);
-        c.pipe(u).pipe(c);
-        c.on('error', () => u.destroy());
-        u.on('error', () => c.destroy());
-      });
-      await new Promise<void>((r) => forwarder!.listen(6443, BRIDGE_V4, r));
-      return forwarder;
-    },
-    stop: async () => {
-      await new Promise((r) => (forwarder ? forwarder.close(r) : r(undefined)));
-      await api.close();
-    },
-  };
-}
+interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
 
 async function bringUp(nodes: number, log: (l: string) => void): Promise<AgentState> {
-  const api = await startApi();
-  const cluster = await LabCluster.up({ nodes, api: api.access, log });
-  await api.attach();
+  const t0 = Date.now();
+  const cluster = await LabCluster.up({ nodes, api: { url: 'https://0.0.0.0' }, log });
+  log(`network of ${nodes} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  const apiServer = await startApiServer(cluster.nodes[0]!);
+  cluster.api = apiServer.access;
+  const kubeconfig = join(CLUSTER_RUN_DIR, 'apiserver', 'admin.kubeconfig');
+  writeFileSync(kubeconfig, kubeconfigYaml(apiServer.access.url, apiServer.access.adminToken!, join(CLUSTER_RUN_DIR, 'apiserver', 'cert.pem')));
+  log(`API server ${apiServer.access.url} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await cluster.registerNodes();
-  await apiRequest(api.access, 'POST', '/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', {
+  for (const ns of ['default', 'ipvs-operator']) await cluster.apply('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } as { metadata: { name: string } });
+  await cluster.apply('/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', {
     apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
     spec: { defaultScheduler: 'rr', clusterCIDRs: [POD_CIDR] },
-  });
-  await Promise.all(demoPods(cluster.nodes.map((n) => n.name)).map((p) => cluster.addPod(p)));
+  } as { metadata: { name: string } });
+  await Promise.all(demoPods(cluster.nodes.map((n) => n.name)).map((p) => cluster.addPod({ ...p, register: true })));
+  log(`pods in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await cluster.startOperators();
-  return { cluster, api: api.access, stop: async () => { await cluster.down(); await api.stop(); } };
+  log(`operators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return { cluster, api: apiServer.access, kubeconfig, stop: async () => { await cluster.down(); await apiServer.stop(); } };
 }
 
 function statusText(s: AgentState): string {
@@ -100,8 +82,7 @@ async function serve(s: AgentState, argv: string[]): Promise<{ code: number; std
   }
   if (cmd === 'kubectl') {
     const { run } = await import('../proc.js');
-    return run('kubectl', [`--server=${s.api.url}`, '--insecure-skip-tls-verify=true', ...(s.api.adminToken ? [`--token=${s.api.adminToken}`] : []), ...rest],
-      { env: { ...process.env, KUBECONFIG: '/dev/null' } }).catch((e: Error) => ({ code: 127, stdout: '', stderr: `${e.message}\n` }));
+    return run('kubectl', rest, { env: { ...process.env, KUBECONFIG: s.kubeconfig } }).catch((e: Error) => ({ code: 127, stdout: '', stderr: `${e.message}\n` }));
   }
   return { code: 2, stdout: '', stderr: `unknown request ${JSON.stringify(cmd)}\n` };
 }

@@ -5,6 +5,9 @@
 // netns; nothing global is loaded but kernel modules. The API server is not started here: the
 // caller says where the nodes reach it (ApiAccess) and registers objects through apiRequest().
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,11 +16,12 @@ import { run, runOk, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, launchFromDaemonSet, type Launch } from './daemonset.js';
 import {
-  BRIDGE, EXTERNAL, NODE_SYSCTLS, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
+  BRIDGE, EXTERNAL, NODE_SYSCTLS, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
 } from './nodes.js';
 
 const POD_SERVER = fileURLToPath(new URL('./pod.js', import.meta.url));
+const APISERVER = fileURLToPath(new URL('./apiserver-main.js', import.meta.url));
 const OPERATOR_CLI = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
 export const DAEMONSET_FILE = join(projectRoot, 'manifests', 'daemonset.yaml');
 /** Where nodes keep their "host" files (hostPath volumes, logs, kubeconfig): one directory each. */
@@ -51,6 +55,8 @@ export interface LabPod extends PodPlan {
   labels: Record<string, string>;
   /** The server process (undefined for a client-only pod). */
   server: ChildProcess | undefined;
+  /** The namespace of its Pod object, when it was registered with the API server. */
+  registered?: string;
 }
 
 interface OperatorRun {
@@ -59,16 +65,78 @@ interface OperatorRun {
   exited: Promise<number | null>;
 }
 
-/** Sends one request to the API server with the admin token; the parsed body, or throws with the Status message. */
-export async function apiRequest(api: ApiAccess, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
+/** Sends one request to the API server with the admin token; the parsed body, or throws (with `status`) with the Status message. */
+export function apiRequest(api: ApiAccess, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> {
   const headers: Record<string, string> = { accept: 'application/json' };
-  if (body !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+  const data = body !== undefined ? JSON.stringify(body) : undefined;
+  if (data !== undefined) headers['content-type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
   if (api.adminToken) headers.authorization = `Bearer ${api.adminToken}`;
-  const res = await fetch(`${api.url}${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) });
-  const text = await res.text();
-  const parsed = text ? JSON.parse(text) as Record<string, unknown> : {};
-  if (!res.ok) throw Object.assign(new Error(`${method} ${path}: ${res.status} ${String(parsed.message ?? text)}`), { status: res.status });
-  return parsed;
+  const url = new URL(`${api.url}${path}`);
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const req = send(url, { method, headers, ...(api.caPem ? { ca: api.caPem } : {}), timeout: 30_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (d: string) => { text += d; });
+      res.on('end', () => {
+        let parsed: Record<string, unknown> = {};
+        try {
+          parsed = text ? JSON.parse(text) as Record<string, unknown> : {};
+        } catch {
+          parsed = { message: text };
+        }
+        const code = res.statusCode ?? 0;
+        if (code >= 200 && code < 300) resolve(parsed);
+        else reject(Object.assign(new Error(`${method} ${path}: ${code} ${String(parsed.message ?? text)}`), { status: code }));
+      });
+    });
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer in 30 s`)));
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+/** The lab API server process (src/lab/cluster/apiserver-main.ts) and how to reach it. */
+export interface ApiServerProcess { access: ApiAccess; child: ChildProcess; stop(): Promise<void> }
+
+/**
+ * Starts the API server inside the control-plane node's netns, on 0.0.0.0:6443 over HTTPS (a
+ * self-signed certificate for the node's address), with two tokens: an admin (system:masters)
+ * for the cluster's own writes and kubectl, and the ipvs-operator ServiceAccount's, authorized by
+ * manifests/clusterrole.yaml + clusterrolebinding.yaml. Resolves once it listens.
+ */
+export async function startApiServer(controlPlane: NodePlan): Promise<ApiServerProcess> {
+  const dir = join(CLUSTER_RUN_DIR, 'apiserver');
+  mkdirSync(dir, { recursive: true });
+  const { makeSelfSignedCert } = await import('./tls.js');
+  const cert = makeSelfSignedCert(dir, { ips: [controlPlane.ipv4, '127.0.0.1'], dns: ['kubernetes', 'kubernetes.default', 'localhost'] });
+  const adminToken = randomBytes(16).toString('hex');
+  const operatorToken = randomBytes(16).toString('hex');
+  const tokens = join(dir, 'tokens.csv');
+  writeFileSync(tokens, `${adminToken},kubernetes-admin,uid-admin,"system:masters"
+${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-operator
+`, { mode: 0o600 });
+  const child = spawn('ip', ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
+    '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
+    '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
+    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.unref();
+  let err = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });
+  await new Promise<void>((resolveReady, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`lab cluster: the API server is not ready after 600 s: ${err}`)), 600_000);
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      if (out.includes('"ready":true')) { clearTimeout(timer); resolveReady(); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`lab cluster: the API server exited (${code}): ${err}`)); });
+  });
+  child.stdout!.destroy();
+  return {
+    access: { url: `https://${controlPlane.ipv4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), operatorToken, adminToken },
+    child,
+    stop: () => stopChild(child),
+  };
 }
 
 /** Runs `ip -batch -` (in netns `ns` when given); `force` keeps going past errors. */
@@ -85,7 +153,7 @@ export class LabCluster {
   private readonly log: (line: string) => void;
   private daemonSet: unknown;
 
-  private constructor(readonly nodes: NodePlan[], readonly api: ApiAccess, private readonly daemonSetFile: string, log?: (line: string) => void) {
+  private constructor(readonly nodes: NodePlan[], public api: ApiAccess, private readonly daemonSetFile: string, log?: (line: string) => void) {
     this.log = log ?? (() => undefined);
   }
 
@@ -182,7 +250,7 @@ export class LabCluster {
     if (url.protocol === 'http:') {
       writeFileSync(join(root, 'kubeconfig'), JSON.stringify({
         apiVersion: 'v1', kind: 'Config', 'current-context': 'lab',
-        clusters: [{ name: 'lab', cluster: { server: this.api.url } }],
+        clusters: [{ name: 'lab', cluster: { server: this.api.url, 'insecure-skip-tls-verify': true } }],
         users: [{ name: 'ipvs-operator', user: this.api.operatorToken ? { token: this.api.operatorToken } : {} }],
         contexts: [{ name: 'lab', context: { cluster: 'lab', user: 'ipvs-operator' } }],
       }));
@@ -258,7 +326,7 @@ export class LabCluster {
    * (default true), and its Pod object when the API server serves pods (Pod-lite: the
    * EndpointSlice controller follows its labels, node and readiness).
    */
-  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; namespace?: string }): Promise<LabPod> {
+  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; namespace?: string; register?: boolean }): Promise<LabPod> {
     if (this.pods.has(o.name) || existsSync(`/run/netns/${o.name}`)) throw new Error(`lab cluster: pod ${o.name} exists already`);
     const n = this.node(o.node);
     const used = new Set([...this.pods.values()].filter((p) => p.node === n.name).map((p) => Number(p.ipv4.split('.')[3])));
@@ -269,6 +337,8 @@ export class LabCluster {
     await ipBatch(podNodeLines(plan, n), n.name);
     await ipBatch(podLines(plan, n), plan.name);
     if (o.serve ?? true) pod.server = await startServer(plan.name, o.ports ?? [80], o.udpPorts ?? [53]);
+    if (o.register) pod.registered = o.namespace ?? 'default';
+    if (o.register) await this.apply(`/api/v1/namespaces/${o.namespace ?? 'default'}/pods`, this.podObject(o.name, o.namespace) as { metadata: { name: string } });
     return pod;
   }
 
@@ -293,6 +363,7 @@ export class LabCluster {
     if (!p) return;
     this.pods.delete(name);
     await stopChild(p.server);
+    if (p.registered) await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${p.registered}/pods/${name}`).catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
     if (existsSync(`/run/netns/${name}`)) await runOk('ip', ['netns', 'del', name]);
   }
 
