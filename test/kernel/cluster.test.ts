@@ -173,7 +173,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     const after = await runLoad({ client: 'net-pod-2', url: 'http://10.200.1.11/json', count: 2, timeoutMs: 1000 });
     expect(after.ok).toBe(0);
     const s = await steady;
-    expect({ errors: s.errors, ok: s.ok }).toEqual({ errors: 0, ok: 400 });
+    expect({ errors: s.errors, ok: s.ok, errorKinds: s.errorKinds }).toEqual({ errors: 0, ok: 400, errorKinds: {} });
   }, 300_000);
 
   it('UDP: a DNS-style query through a ClusterIP from a pod on every node, one answer per query', async () => {
