@@ -71,6 +71,24 @@ export const COMMANDS: Record<string, LabCommand> = {
       throw new UsageError('image takes one subcommand: build or smoke');
     },
   },
+  cluster: {
+    summary: 'a kind-like cluster in the VM: nodes, pods, the operator on each from its DaemonSet (src/lab/cluster/)',
+    usage: 'cluster up [--nodes N] | cluster down | cluster status | cluster exec <node|pod|external> -- <cmd...> | cluster kubectl -- <args...>',
+    help: 'up: boots one long-lived VM (detached) whose agent builds N node netns (default 4: myk8s-control-plane and\n' +
+      'myk8s-worker..3) on the bridge 172.18.0.0/16, pods 10.10.<node>.0/24, the external client netns, the API\n' +
+      'server and the operator on every node from manifests/daemonset.yaml; it prints the boot-to-ready time.\n' +
+      'status/exec/kubectl are answered by that agent (requests through .cache/lab/cluster/); down stops it all\n' +
+      'and powers the VM off. Build first (npm run build).',
+    async run(args) {
+      const { clusterCommand } = await import('./cluster/cli.js');
+      try {
+        return await clusterCommand(args);
+      } catch (e) {
+        if (e instanceof Error && /^(--nodes|cluster takes)/.test(e.message)) throw new UsageError(e.message);
+        throw e;
+      }
+    },
+  },
   compare: {
     summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/compare/)',
     usage: COMPARE_USAGE.replace(/^lab /, ''),
