@@ -21,5 +21,13 @@ export default {
       transform: {},
       testMatch: ['<rootDir>/dist/test/kernel/**/*.test.js'],
     },
+    {
+      // The multi-node lab cluster's scenarios (issue 13, in progress): `npm run test:cluster`,
+      // not yet part of `npm test` (one scenario still fails 1 request in 400 under load).
+      displayName: 'cluster',
+      testEnvironment: 'node',
+      transform: {},
+      testMatch: ['<rootDir>/dist/test/cluster/**/*.test.js'],
+    },
   ],
 };
