@@ -1,0 +1,186 @@
+// The one pipelined netlink socket, for every family the project speaks (IPVS over generic
+// netlink: src/ipvs/socket.ts; addresses over rtnetlink: src/rtnl/socket.ts). It sends pre-encoded
+// messages, many per datagram, and matches replies to requests by sequence number; what the
+// messages say is the family's business. Errors are of the kind the family names (IpvsError,
+// RtnlError).
+//
+// Why not the `netlink` package's request(): it sends one datagram per message and waits for
+// each, and reports errors as `Error('Request rejected: CODE')` without the errno. The kernel
+// processes every message of one datagram in order inside sendmsg() and queues one ACK
+// (NLMSG_ERROR) per message, so a batch costs one syscall per chunk instead of a round trip per
+// op. The receive buffer bounds how many ACKs may be queued at once (each ACK skb costs about
+// 1 KiB of SO_RCVBUF truesize): chunks of CHUNK messages, one chunk in flight, keep well inside it.
+import { RawNetlinkSocket } from 'netlink';
+import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP_INTR } from '../ipvs/constants.js';
+import { type NlMessage, decodeErrno, decodeMessages } from './framing.js';
+import { NetlinkError, type NetlinkErrorClass } from './errors.js';
+
+/** Messages per datagram (and in flight): their ACKs fit SO_RCVBUF with room to spare. */
+export const CHUNK = 128;
+const BUFFER_BYTES = 4 << 20;
+const REPLY_TIMEOUT_MS = 30_000;
+
+/** The answer to one request: the data messages, and the errno of its ACK or DONE (0 = ok). */
+export interface Reply {
+  errno: number;
+  messages: NlMessage[];
+  /** Set when a dump was interrupted by a concurrent change (NLM_F_DUMP_INTR): retry it. */
+  interrupted: boolean;
+}
+
+interface Pending {
+  dump: boolean;
+  reply: Reply;
+  done: (r: Reply) => void;
+}
+
+/** A message to send: its bytes, numbered with `seq`, and whether it is a dump. */
+export interface Outgoing {
+  seq: number;
+  bytes: Buffer;
+  dump: boolean;
+}
+
+/** A netlink socket with pipelined, sequence-matched request/reply. */
+export class NetlinkSocket {
+  private readonly raw: RawNetlinkSocket;
+  private readonly pending = new Map<number, Pending>();
+  private seq = Math.floor(Math.random() * 0x7fffffff) + 1;
+  private failure: NetlinkError | undefined;
+  private closed = false;
+
+  /** `protocol`: NETLINK_GENERIC (16), NETLINK_ROUTE (0), ...; `E`: the kind of error it fails with. */
+  constructor(protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
+    this.raw = new RawNetlinkSocket(protocol, { recvBufferSize: BUFFER_BYTES, sendBufferSize: BUFFER_BYTES });
+    this.raw.on('message', (buf) => this.receive(buf));
+    this.raw.on('truncatedMessage', () => this.fail(this.malformed('receive', 'truncated netlink datagram')));
+    this.raw.on('error', (err) => this.fail(this.fromPackage('socket', err)));
+    this.raw.unref();
+    this.port = this.raw.address().port;
+  }
+
+  /** Why the socket failed (it is then never used again), or undefined while it works. */
+  get failed(): NetlinkError | undefined {
+    return this.failure;
+  }
+
+  /** The socket's netlink port id (what the kernel addresses replies to), read once at open. */
+  readonly port: number;
+
+  /** A fresh sequence number. */
+  nextSeq(): number {
+    this.seq = (this.seq % 0xfffffffe) + 1;
+    return this.seq;
+  }
+
+  /**
+   * Sends the messages in chunks of CHUNK per datagram and resolves with one Reply per message,
+   * in order. Rejects only when the socket itself fails (ENOBUFS, close, no answer in 30 s).
+   */
+  async exchange(out: readonly Outgoing[]): Promise<Reply[]> {
+    const replies: Reply[] = [];
+    for (let i = 0; i < out.length; i += CHUNK) {
+      replies.push(...(await this.exchangeChunk(out.slice(i, i + CHUNK))));
+    }
+    return replies;
+  }
+
+  private exchangeChunk(chunk: readonly Outgoing[]): Promise<Reply[]> {
+    if (this.closed) return Promise.reject(this.malformed('send', 'socket closed'));
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<Reply[]>((resolve, reject) => {
+      const replies: Reply[] = new Array(chunk.length);
+      let left = chunk.length;
+      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)), REPLY_TIMEOUT_MS);
+      const finish = (err?: NetlinkError) => {
+        clearTimeout(timer);
+        for (const o of chunk) this.pending.delete(o.seq);
+        if (this.pending.size === 0) this.rawCall(() => this.raw.unref());
+        if (err) reject(err); else resolve(replies);
+      };
+      chunk.forEach((o, i) => {
+        this.pending.set(o.seq, {
+          dump: o.dump,
+          reply: { errno: 0, messages: [], interrupted: false },
+          done: (r) => {
+            replies[i] = r;
+            if (--left === 0) finish();
+          },
+        });
+      });
+      this.onFailure = finish;
+      // A descriptor closed under us makes the package throw synchronously: a socket failure too.
+      this.rawCall(() => {
+        this.raw.ref();
+        this.raw.send(Buffer.concat(chunk.map((o) => o.bytes)), { port: 0 }, (error) => {
+          if (error) this.fail(this.fromPackage('send', error));
+        });
+      });
+    });
+  }
+
+  private onFailure: ((err: NetlinkError) => void) | undefined;
+
+  /** Calls into the raw socket; what it throws fails this socket with an NetlinkError instead. */
+  private rawCall(fn: () => void): void {
+    try {
+      fn();
+    } catch (e) {
+      if (!this.failure) this.fail(this.fromPackage('socket', e));
+    }
+  }
+
+  private fail(err: NetlinkError): void {
+    this.failure = err;
+    const cb = this.onFailure;
+    this.onFailure = undefined;
+    cb?.(err);
+  }
+
+  private receive(buf: Buffer): void {
+    let msgs: NlMessage[];
+    try {
+      msgs = decodeMessages(buf, this.E);
+    } catch (e) {
+      this.fail(e as NetlinkError);
+      return;
+    }
+    try {
+      for (const m of msgs) this.dispatch(m);
+    } catch (e) {
+      this.fail(e instanceof NetlinkError ? e : this.malformed('receive', String(e)));
+    }
+  }
+
+  private dispatch(m: NlMessage): void {
+    const p = this.pending.get(m.seq);
+    if (!p) return; // a late reply to a request that already failed, or someone else's
+    if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
+    if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
+      // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
+      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E) : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
+      this.pending.delete(m.seq);
+      p.done(p.reply);
+    } else if (m.type === NLMSG_OVERRUN) {
+      this.fail(this.malformed('receive', 'netlink overrun'));
+    } else {
+      p.reply.messages.push(m);
+    }
+  }
+
+  private malformed(op: string, message: string): NetlinkError {
+    return NetlinkError.malformed.call(this.E, op, message);
+  }
+
+  private fromPackage(op: string, err: unknown): NetlinkError {
+    return NetlinkError.fromPackageError.call(this.E, op, err);
+  }
+
+  /** Closes the socket; pending requests reject. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.fail(this.malformed('close', 'socket closed'));
+    this.rawCall(() => this.raw.close());
+  }
+}
