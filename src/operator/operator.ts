@@ -238,6 +238,8 @@ export class Operator {
     // So does a reloaded ip_vs (its table is empty, whatever the cache says).
     const reset = await this.kernelReset();
     const full = this.needFull || why.retry || !this.everSynced || reset;
+    // Taken now: a configuration that arrives during this sync asks for the next one in full.
+    this.needFull = false;
     const periodic = why.periodic && !full;
     let plan: SyncPlan | undefined;
     let failures: readonly OpFailure[] = [];
@@ -278,7 +280,6 @@ export class Operator {
         }
       }
       await this.report();
-      this.needFull = false;
       this.failingSince = undefined;
       this.everSynced = true;
       this.finish(t0, plan, failures, full, pendingSince);

@@ -196,6 +196,32 @@ describe('the periodic drift check', () => {
   });
 });
 
+describe('a configuration change during a sync', () => {
+  it('makes the next sync full: the request is not cleared by the sync it arrived under', async () => {
+    // A kernel that lets the test deliver an event in the middle of a sync, as the source can.
+    class SlowRead extends FakeIpvs {
+      during: (() => void) | undefined;
+      override async listVirtualServers() { this.step(); return super.listVirtualServers(); }
+      override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) { this.step(); return super.listRealServers(vs); }
+      override async apply(ops: Parameters<FakeIpvs['apply']>[0]) { this.step(); return super.apply(ops); }
+      private step() { this.during?.(); this.during = undefined; }
+    }
+    const { op, ipvs, log } = setup(new SlowRead());
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    await op.sync();
+    expect(op.last).toMatchObject({ full: false });
+    (ipvs as SlowRead).during = () => op.handle({ kind: 'config', type: 'upsert', config: { ...config, defaultScheduler: 'lc' } });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4'], '2') });
+    await op.sync();
+    expect(log.entries.some((l) => l.message === 'configuration changed; full resync')).toBe(true);
+    await op.sync();
+    expect(op.last).toMatchObject({ full: true, failed: 0 });
+    expect(ipvs.dump().split('\n')[0]).toMatch(/ lc$/);
+  });
+});
+
 describe('ip_vs loaded again under the operator', () => {
   it('a new kernelGeneration makes the next sync full (the table is empty whatever the cache says), once onKernelReset ran', async () => {
     const ipvs = new FakeIpvs();
