@@ -11,6 +11,7 @@ import { Errno } from '../netlink/errors.js';
 import { RtnlError } from './errors.js';
 import { type HostAddress, encodeAddrRequest, parseHostAddress } from './messages.js';
 import { type RouteRequest, RouteSocket } from './socket.js';
+import { Serial } from '../util/serial.js';
 
 const AF_INET6 = 10;
 const IFLA_INFO_KIND = 1;
@@ -34,35 +35,80 @@ function kindOf(linkinfo: Buffer | undefined): string {
   return raw ? raw.toString('utf8').replace(/\0+$/, '') : '';
 }
 
-/** A route-netlink socket with the few link and address operations the operator needs. */
+/** How long one request on the package socket may wait for its reply. */
+const REPLY_TIMEOUT_MS = 30_000;
+
+/** The package socket and a promise that rejects when it reports a socket error (ENOBUFS, ...). */
+interface PackageSocket {
+  sock: RtNetlinkSocket;
+  failed: Promise<never>;
+  broken: boolean;
+}
+
+function openPackageSocket(): PackageSocket {
+  const sock = createRtNetlink();
+  const s: PackageSocket = { sock, failed: undefined as unknown as Promise<never>, broken: false };
+  s.failed = new Promise<never>((_, reject) => {
+    // Without a listener the package's 'error' (e.g. ENOBUFS when replies overflow the receive
+    // buffer) is thrown inside its native callback and aborts the process.
+    sock.socket.on('error', (e) => { s.broken = true; reject(RtnlError.fromPackageError('socket', e)); });
+  });
+  s.failed.catch(() => undefined);
+  return s;
+}
+
+/**
+ * A route-netlink socket with the few link and address operations the operator needs. Requests
+ * on the package socket go one at a time: the package's native code aborts the process on any
+ * receive error, and replies to many requests at once overflow the receive buffer (ENOBUFS; 100
+ * concurrent get-link requests did on the host), while one request's dump is paced by the kernel.
+ * A socket that failed (a socket error, or no reply in 30 s) fails its request and is replaced by
+ * a fresh one at the next request, as the IPVS client reconnects.
+ */
 export class Rtnl {
   /** The pipelined socket for address batches, opened on first use. */
   private batch: RouteSocket | undefined;
+  private pkg: PackageSocket;
+  private readonly queue = new Serial();
 
-  private constructor(private readonly sock: RtNetlinkSocket) {}
+  private constructor() {
+    this.pkg = openPackageSocket();
+  }
 
   /** Opens a route-netlink socket in the caller's network namespace. */
   static open(): Rtnl {
-    return new Rtnl(createRtNetlink());
+    return new Rtnl();
   }
 
-  private async call<T>(op: string, fn: () => Promise<T>): Promise<T> {
+  /** Runs one request of the package socket (reopened first if it failed), as RtnlError on failure. */
+  private call<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
+    return this.queue.run(() => this.callNow(op, fn));
+  }
+
+  private async callNow<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
+    if (this.pkg.broken) {
+      this.pkg.sock.socket.close();
+      this.pkg = openPackageSocket();
+    }
+    const pkg = this.pkg;
     try {
-      return await fn();
+      return await Promise.race([fn(pkg.sock, { timeout: REPLY_TIMEOUT_MS }), pkg.failed]);
     } catch (e) {
-      throw RtnlError.fromPackageError(op, e);
+      const err = RtnlError.fromPackageError(op, e);
+      // No errno: the socket itself failed (or timed out), not the request; replace it.
+      if (err.errno === 0) pkg.broken = true;
+      throw err;
     }
   }
 
   /** The interface index of `name`, or undefined when there is no such link. */
   async linkIndex(name: string): Promise<number | undefined> {
     try {
-      const [link] = await this.sock.getLink({}, { ifname: name });
+      const [link] = await this.call(`get-link ${name}`, (sock, o) => sock.getLink({}, { ifname: name }, o));
       return link?.data.index;
     } catch (e) {
-      const err = RtnlError.fromPackageError(`get-link ${name}`, e);
-      if (err.code === 'ENODEV') return undefined;
-      throw err;
+      if ((e as RtnlError).code === 'ENODEV') return undefined;
+      throw e;
     }
   }
 
@@ -72,12 +118,11 @@ export class Rtnl {
    */
   async linkKind(name: string): Promise<string | undefined> {
     try {
-      const [link] = await this.sock.getLink({}, { ifname: name });
+      const [link] = await this.call(`get-link ${name}`, (sock, o) => sock.getLink({}, { ifname: name }, o));
       return link ? kindOf(link.attrs.linkinfo) : undefined;
     } catch (e) {
-      const err = RtnlError.fromPackageError(`get-link ${name}`, e);
-      if (err.code === 'ENODEV') return undefined;
-      throw err;
+      if ((e as RtnlError).code === 'ENODEV') return undefined;
+      throw e;
     }
   }
 
@@ -85,8 +130,8 @@ export class Rtnl {
   async ensureDummy(name: string): Promise<number> {
     const existing = await this.linkIndex(name);
     if (existing !== undefined) return existing;
-    await this.call(`create-dummy ${name}`, () => this.sock.newLink({}, { ifname: name, linkinfo: linkInfo('dummy') },
-      { flags: NLM_F_CREATE | NLM_F_EXCL }));
+    await this.call(`create-dummy ${name}`, (sock, o) => sock.newLink({}, { ifname: name, linkinfo: linkInfo('dummy') },
+      { ...o, flags: NLM_F_CREATE | NLM_F_EXCL }));
     const index = await this.linkIndex(name);
     if (index === undefined) throw RtnlError.fromErrno(`create-dummy ${name}`, Errno.ENODEV);
     return index;
@@ -95,12 +140,12 @@ export class Rtnl {
   /** Sets the link up. ENODEV (isNotFound is false: code ENODEV) when it does not exist. */
   async setUp(name: string): Promise<void> {
     const index = await this.requireIndex(`set-up ${name}`, name);
-    await this.call(`set-up ${name}`, () => this.sock.setLink({ index, flags: { up: true }, change: { up: true } }, {}));
+    await this.call(`set-up ${name}`, (sock, o) => sock.setLink({ index, flags: { up: true }, change: { up: true } }, {}, o));
   }
 
   /** Whether the link is administratively up. */
   async isUp(name: string): Promise<boolean> {
-    const [link] = await this.call(`get-link ${name}`, () => this.sock.getLink({}, { ifname: name }));
+    const [link] = await this.call(`get-link ${name}`, (sock, o) => sock.getLink({}, { ifname: name }, o));
     return !!link?.data.flags?.up;
   }
 
@@ -108,7 +153,7 @@ export class Rtnl {
   async deleteLink(name: string): Promise<boolean> {
     const index = await this.linkIndex(name);
     if (index === undefined) return false;
-    await this.call(`delete-link ${name}`, () => this.sock.delLink({ index }, {}));
+    await this.call(`delete-link ${name}`, (sock, o) => sock.delLink({ index }, {}, o));
     return true;
   }
 
@@ -121,7 +166,7 @@ export class Rtnl {
   /** The link's addresses (both families), in kernel order. */
   async listAddresses(name: string): Promise<LinkAddress[]> {
     const index = await this.requireIndex(`list-addresses ${name}`, name);
-    const all = await this.call(`list-addresses ${name}`, () => this.sock.getAddresses());
+    const all = await this.call(`list-addresses ${name}`, (sock, o) => sock.getAddresses(undefined, undefined, o));
     const out: LinkAddress[] = [];
     for (const m of all) {
       if (m.data.index !== index) continue;
@@ -173,7 +218,8 @@ export class Rtnl {
     });
     if (!parsed.length) return results;
     const index = await this.requireIndex(`${verb} ${name}`, name);
-    const sock = (this.batch ??= new RouteSocket());
+    if (this.batch?.failed) this.batch.close();
+    const sock = (this.batch = this.batch && !this.batch.failed ? this.batch : new RouteSocket());
     const out: RouteRequest[] = parsed.map(({ a }) => {
       const seq = sock.nextSeq();
       return { seq, bytes: encodeAddrRequest(kind, index, a, seq, sock.port) };
@@ -187,7 +233,7 @@ export class Rtnl {
 
   /** Closes the socket. */
   close(): void {
-    this.sock.socket.close();
+    this.pkg.sock.socket.close();
     this.batch?.close();
   }
 }

@@ -26,6 +26,11 @@ export class RouteSocket {
     return this.sock.port;
   }
 
+  /** Why the socket failed (it is then replaced), or undefined while it works. */
+  get failed(): Error | undefined {
+    return this.sock.failed;
+  }
+
   /** A fresh sequence number. */
   nextSeq(): number {
     return this.sock.nextSeq();
