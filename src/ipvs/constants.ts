@@ -1,6 +1,6 @@
 // Numbers of the IPVS generic netlink family, copied from include/uapi/linux/ip_vs.h (Linux 6.1;
-// unchanged since 5.2 added the tunnel attributes) and of netlink itself (linux/netlink.h,
-// linux/genetlink.h). Names follow the header so they can be grepped side by side. pure.
+// unchanged since 5.2 added the tunnel attributes); netlink's own are in src/netlink/constants.ts.
+// Names follow the header so they can be grepped side by side. pure.
 
 export const IPVS_GENL_NAME = 'IPVS';
 export const IPVS_GENL_VERSION = 1;
@@ -107,31 +107,3 @@ export const AF_INET6 = 10;
 export const IPPROTO_TCP = 6;
 export const IPPROTO_UDP = 17;
 export const IPPROTO_SCTP = 132;
-
-/** Netlink message types (linux/netlink.h). */
-export const NLMSG_ERROR = 2;
-export const NLMSG_DONE = 3;
-export const NLMSG_OVERRUN = 4;
-
-/** Netlink message flags. */
-export const NLM_F_REQUEST = 0x1;
-export const NLM_F_MULTI = 0x2;
-export const NLM_F_ACK = 0x4;
-export const NLM_F_DUMP_INTR = 0x10;
-export const NLM_F_DUMP = 0x300;
-
-/** Netlink attribute type bits. */
-export const NLA_F_NESTED = 0x8000;
-export const NLA_F_NET_BYTEORDER = 0x4000;
-export const NLA_TYPE_MASK = ~(NLA_F_NESTED | NLA_F_NET_BYTEORDER) & 0xffff;
-
-/** Generic netlink controller (linux/genetlink.h). */
-export const GENL_ID_CTRL = 0x10;
-export const CTRL_CMD_GETFAMILY = 3;
-export const CTRL_ATTR_FAMILY_ID = 1;
-export const CTRL_ATTR_FAMILY_NAME = 2;
-export const CTRL_ATTR_VERSION = 3;
-
-export const NLMSG_HDRLEN = 16;
-export const GENL_HDRLEN = 4;
-export const NLA_HDRLEN = 4;

@@ -3,7 +3,8 @@
 // attrs.ts, the message header from src/netlink/framing.ts.
 import type { IpvsOp, IpvsTimeouts, VirtualServer } from '../model/ipvs.js';
 import { formatOp, virtualServerKey } from '../model/ipvs.js';
-import { Cmd, CmdAttr, IPVS_GENL_VERSION, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from './constants.js';
+import { Cmd, CmdAttr, IPVS_GENL_VERSION } from './constants.js';
+import { NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
 import { encodeDest, encodeService } from './attrs.js';
 import { encodeGenlMessage, nla, nlaNested, u32 } from '../netlink/framing.js';
 

@@ -5,7 +5,7 @@
 import {
   CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION, CTRL_CMD_GETFAMILY, GENL_HDRLEN, GENL_ID_CTRL,
   NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST,
-} from '../ipvs/constants.js';
+} from './constants.js';
 import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 
 /** A netlink message: header fields and the payload after the 16-byte nlmsghdr. */

@@ -11,7 +11,7 @@
 // op. The receive buffer bounds how many ACKs may be queued at once (each ACK skb costs about
 // 1 KiB of SO_RCVBUF truesize): chunks of CHUNK messages, one chunk in flight, keep well inside it.
 import { RawNetlinkSocket } from 'netlink';
-import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP_INTR } from '../ipvs/constants.js';
+import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP_INTR } from './constants.js';
 import { type NlMessage, decodeErrno, decodeMessages } from './framing.js';
 import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 

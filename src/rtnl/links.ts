@@ -8,6 +8,7 @@ import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
 import { formatIPv4, formatIPv6 } from '../model/addr.js';
 import { nla, parseAttrs } from '../netlink/framing.js';
 import { Errno } from '../netlink/errors.js';
+import { NLM_F_CREATE, NLM_F_EXCL } from '../netlink/constants.js';
 import { RtnlError } from './errors.js';
 import { type HostAddress, encodeAddrRequest, parseHostAddress } from './messages.js';
 import { type RouteRequest, RouteSocket } from './socket.js';
@@ -15,8 +16,6 @@ import { Serial } from '../util/serial.js';
 
 const AF_INET6 = 10;
 const IFLA_INFO_KIND = 1;
-const NLM_F_EXCL = 0x200;
-const NLM_F_CREATE = 0x400;
 
 /** An address on a link, with its prefix length. */
 export interface LinkAddress {

@@ -5,7 +5,7 @@
 //   ifaddrmsg (8)  family u8 | prefixlen u8 | flags u8 | scope u8 | index u32
 //   IFA_LOCAL      4 or 16 address bytes
 //   IFA_ADDRESS    the same bytes (a /32 or /128 has no peer: iproute2 sends both, so do we)
-import { NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST } from '../ipvs/constants.js';
+import { NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST } from '../netlink/constants.js';
 import { parseIPv4, parseIPv6 } from '../model/addr.js';
 import { nla } from '../netlink/framing.js';
 import { RtnlError } from './errors.js';

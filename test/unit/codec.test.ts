@@ -12,7 +12,8 @@ import { encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsReq
 import {
   type NlMessage, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs,
 } from '../../src/netlink/framing.js';
-import { Cmd, CmdAttr, DestAttr, InfoAttr, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, StatsAttr, SvcAttr } from '../../src/ipvs/constants.js';
+import { Cmd, CmdAttr, DestAttr, InfoAttr, StatsAttr, SvcAttr } from '../../src/ipvs/constants.js';
+import { NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../../src/netlink/constants.js';
 import { IpvsError } from '../../src/ipvs/errors.js';
 
 const services: Array<[string, VirtualServer]> = [
