@@ -49,7 +49,10 @@ COPY --from=build /src/crds ./crds
 # `ipvs-operator <command>` on the PATH, for the DaemonSet and for `kubectl exec ... ipvs-operator status`.
 # A wrapper, not a symlink: main.js runs main() only when process.argv[1] is main.js itself, and
 # through a symlink argv[1] is the link's path. The --help run checks the image at build time.
-RUN printf '#!/bin/sh\nexec node /app/dist/src/cli/main.js "$@"\n' > /usr/local/bin/ipvs-operator \
+# --optimize-for-size: V8 grows the heap less eagerly and gives memory back sooner (at 10 000
+# Services x 10 endpoints, 227 MB RSS after the first sync instead of 276 MB; README
+# "Performance"). A command-line flag: Node 20 refuses it in NODE_OPTIONS (exit 9).
+RUN printf '#!/bin/sh\nexec node --optimize-for-size /app/dist/src/cli/main.js "$@"\n' > /usr/local/bin/ipvs-operator \
  && chmod 0755 /usr/local/bin/ipvs-operator \
  && ipvs-operator --help | grep -q '^usage: ipvs-operator'
 ENTRYPOINT ["ipvs-operator"]

@@ -4,6 +4,7 @@
 // scheduler annotations against the plugins' option schemas.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from '@jest/globals';
 import { parse } from 'yaml';
 import type { V1Service } from '@kubernetes/client-node';
@@ -13,6 +14,7 @@ import { handlesService } from '../../src/desired/service.js';
 import { SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION } from '../../src/desired/scheduler.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { type K8sDoc, readDocs, validateDoc, yamlFiles } from '../support/k8s-validate.js';
+import { IMAGE_NODE_FLAGS } from '../../src/lab/cluster/cluster.js';
 
 const files = ['crds', 'manifests', 'examples'].flatMap((d) => yamlFiles(d));
 const docs = (prefix: string): K8sDoc[] => files.filter((f) => f.startsWith(prefix)).flatMap((f) => readDocs(f));
@@ -109,6 +111,28 @@ describe('manifests/', () => {
     for (const d of all.filter((x) => ['ServiceAccount', 'DaemonSet'].includes(String(x.object.kind)))) {
       expect((d.object.metadata as { namespace?: string }).namespace).toBe(name);
     }
+  });
+});
+
+describe('how the shipped artifacts start node', () => {
+  // Node refuses some flags in NODE_OPTIONS and exits 9 before any code runs (it did with
+  // --optimize-for-size in the DaemonSet, which would have crash-looped every node).
+  it('every NODE_OPTIONS a manifest or example sets is accepted by node', () => {
+    const containers = files.flatMap((f) => readDocs(f)).map((d) => d.object as { spec?: { template?: { spec?: { containers?: Array<{ env?: Array<{ name: string; value?: string }> }> } } } })
+      .flatMap((o) => o.spec?.template?.spec?.containers ?? []);
+    expect(containers.length).toBeGreaterThan(0);
+    for (const value of containers.flatMap((c) => c.env ?? []).filter((e) => e.name === 'NODE_OPTIONS').map((e) => e.value ?? '')) {
+      const r = spawnSync(process.execPath, ['-e', '0'], { env: { ...process.env, NODE_OPTIONS: value }, encoding: 'utf8' });
+      expect({ value, status: r.status, stderr: r.stderr }).toEqual({ value, status: 0, stderr: '' });
+    }
+  });
+
+  it("the image's ipvs-operator wrapper runs node with the flags the lab nodes use, and node accepts them", () => {
+    const line = readFileSync('Dockerfile', 'utf8').split('\n').find((l) => l.includes('> /usr/local/bin/ipvs-operator'))!;
+    const flags = /exec node ((?:--\S+ )*)\/app\/dist\/src\/cli\/main\.js/.exec(line)?.[1]?.trim().split(' ').filter(Boolean);
+    expect(flags).toEqual(IMAGE_NODE_FLAGS);
+    const r = spawnSync(process.execPath, [...IMAGE_NODE_FLAGS, '-e', '0'], { encoding: 'utf8' });
+    expect({ status: r.status, stderr: r.stderr }).toEqual({ status: 0, stderr: '' });
   });
 });
 

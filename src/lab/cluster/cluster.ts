@@ -23,6 +23,8 @@ import {
 const POD_SERVER = fileURLToPath(new URL('./pod.js', import.meta.url));
 const APISERVER = fileURLToPath(new URL('./apiserver-main.js', import.meta.url));
 const OPERATOR_CLI = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
+/** The node flags of the image's `ipvs-operator` wrapper (Dockerfile), so a lab node runs the operator as the image does. */
+export const IMAGE_NODE_FLAGS = ['--optimize-for-size'];
 export const DAEMONSET_FILE = join(projectRoot, 'manifests', 'daemonset.yaml');
 /** Where nodes keep their "host" files (hostPath volumes, logs, kubeconfig): one directory each. */
 export const CLUSTER_RUN_DIR = '/run/lab-cluster';
@@ -271,7 +273,7 @@ export class LabCluster {
     const l = this.launch(name);
     l.argv.push(...extraArgs);
     const serviceAccount = this.writeCredentials(name);
-    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program: [process.execPath, OPERATOR_CLI], serviceAccount });
+    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program: [process.execPath, ...IMAGE_NODE_FLAGS, OPERATOR_CLI], serviceAccount });
     writeFileSync(join(this.nodeRoot(name), 'operator.sh'), script);
     const log = createWriteStream(join(this.nodeRoot(name), 'operator.log'), { flags: 'a' });
     const child = spawn('ip', ['netns', 'exec', name, 'sh', join(this.nodeRoot(name), 'operator.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });
