@@ -34,26 +34,25 @@ function kindOf(linkinfo: Buffer | undefined): string {
   return raw ? raw.toString('utf8').replace(/\0+$/, '') : '';
 }
 
+/** A link as the package returns it. */
+type LinkMessage = Awaited<ReturnType<RtNetlinkSocket['getLink']>>[number];
+
 /** How long one request on the package socket may wait for its reply. */
 const REPLY_TIMEOUT_MS = 30_000;
 
-/** The package socket and a promise that rejects when it reports a socket error (ENOBUFS, ...). */
-interface PackageSocket {
-  sock: RtNetlinkSocket;
-  failed: Promise<never>;
-  broken: boolean;
-}
-
-function openPackageSocket(): PackageSocket {
-  const sock = createRtNetlink();
-  const s: PackageSocket = { sock, failed: undefined as unknown as Promise<never>, broken: false };
-  s.failed = new Promise<never>((_, reject) => {
-    // Without a listener the package's 'error' (e.g. ENOBUFS when replies overflow the receive
-    // buffer) is thrown inside its native callback and aborts the process.
-    sock.socket.on('error', (e) => { s.broken = true; reject(RtnlError.fromPackageError('socket', e)); });
+/** The package socket; `failed` rejects when it reports a socket error, `broken` marks it for replacement. */
+class PackageSocket {
+  readonly sock = createRtNetlink();
+  broken = false;
+  // An 'error' event without a listener would throw. (A receive error never gets here: the
+  // package's native code aborts the process first, which is why requests go one at a time.)
+  readonly failed = new Promise<never>((_, reject) => {
+    this.sock.socket.on('error', (e) => { this.broken = true; reject(RtnlError.fromPackageError('socket', e)); });
   });
-  s.failed.catch(() => undefined);
-  return s;
+
+  constructor() {
+    this.failed.catch(() => undefined);
+  }
 }
 
 /**
@@ -67,12 +66,10 @@ function openPackageSocket(): PackageSocket {
 export class Rtnl {
   /** The pipelined socket for address batches, opened on first use. */
   private batch: RouteSocket | undefined;
-  private pkg: PackageSocket;
+  private pkg = new PackageSocket();
   private readonly queue = new Serial();
 
-  private constructor() {
-    this.pkg = openPackageSocket();
-  }
+  private constructor() {}
 
   /** Opens a route-netlink socket in the caller's network namespace. */
   static open(): Rtnl {
@@ -87,7 +84,7 @@ export class Rtnl {
   private async callNow<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
     if (this.pkg.broken) {
       this.pkg.sock.socket.close();
-      this.pkg = openPackageSocket();
+      this.pkg = new PackageSocket();
     }
     const pkg = this.pkg;
     try {
@@ -100,15 +97,20 @@ export class Rtnl {
     }
   }
 
-  /** The interface index of `name`, or undefined when there is no such link. */
-  async linkIndex(name: string): Promise<number | undefined> {
+  /** The link `name`, or undefined when there is no such link. */
+  private async getLink(name: string): Promise<LinkMessage | undefined> {
     try {
       const [link] = await this.call(`get-link ${name}`, (sock, o) => sock.getLink({}, { ifname: name }, o));
-      return link?.data.index;
+      return link;
     } catch (e) {
       if ((e as RtnlError).code === 'ENODEV') return undefined;
       throw e;
     }
+  }
+
+  /** The interface index of `name`, or undefined when there is no such link. */
+  async linkIndex(name: string): Promise<number | undefined> {
+    return (await this.getLink(name))?.data.index;
   }
 
   /**
@@ -116,13 +118,8 @@ export class Rtnl {
    * lo or a physical NIC), or undefined when there is no such link.
    */
   async linkKind(name: string): Promise<string | undefined> {
-    try {
-      const [link] = await this.call(`get-link ${name}`, (sock, o) => sock.getLink({}, { ifname: name }, o));
-      return link ? kindOf(link.attrs.linkinfo) : undefined;
-    } catch (e) {
-      if ((e as RtnlError).code === 'ENODEV') return undefined;
-      throw e;
-    }
+    const link = await this.getLink(name);
+    return link ? kindOf(link.attrs.linkinfo) : undefined;
   }
 
   /** Creates a dummy link `name` when missing (an existing link of that name is kept); returns its index. */
@@ -217,13 +214,17 @@ export class Rtnl {
     });
     if (!parsed.length) return results;
     const index = await this.requireIndex(`${verb} ${name}`, name);
-    if (this.batch?.failed) this.batch.close();
-    const sock = (this.batch = this.batch && !this.batch.failed ? this.batch : new RouteSocket());
+    if (this.batch?.failed) {
+      this.batch.close();
+      this.batch = undefined;
+    }
+    const sock = (this.batch ??= new RouteSocket());
     const out: RouteRequest[] = parsed.map(({ a }) => {
       const seq = sock.nextSeq();
       return { seq, bytes: encodeAddrRequest(kind, index, a, seq, sock.port) };
     });
-    const errnos = await sock.exchange(out);
+    // On the same queue: one chunk in flight on this Rtnl, whoever calls (the receive buffer's bound).
+    const errnos = await this.queue.run(() => sock.exchange(out));
     parsed.forEach(({ i }, k) => {
       if (errnos[k]) results[i] = RtnlError.fromErrno(ops[i]!, errnos[k]!);
     });
