@@ -7,7 +7,7 @@ import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
 import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
-import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, buildImage, smokeImage } from './image.js';
+import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, IMAGE_ROOT, buildImage, exportImage, smokeImage } from './image.js';
 import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
@@ -44,10 +44,11 @@ function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
 export const COMMANDS: Record<string, LabCommand> = {
   image: {
     summary: 'build the operator image (docker or podman) and smoke-test it',
-    usage: 'image build [--tag TAG] [--engine docker|podman] [--local-base] | image smoke [--tag TAG] [--engine docker|podman]',
+    usage: 'image build [--tag TAG] [--engine docker|podman] [--local-base] | image smoke|export [--tag TAG] [--engine docker|podman]',
     help: 'build: docker/podman build of the Dockerfile (--local-base: no registry; a Debian trixie base made with\n' +
       'debootstrap and imported into podman). smoke: runs the built image as a user first does (--help of every\n' +
       'command, explain and run --dry-run on examples/lab, status without IPVS) and checks each answer.\n' +
+      `export: unpacks the image's filesystem into ${IMAGE_ROOT.replace(projectRoot + '/', '')} (the lab cluster runs one node's operator from it).\n` +
       `Default tag ${DEFAULT_IMAGE_TAG}.`,
     async run(args) {
       const { values, positionals } = parseArgs({
@@ -68,7 +69,12 @@ export const COMMANDS: Record<string, LabCommand> = {
         log(`image smoke: ${results.length - failed} passed, ${failed} failed`);
         return failed ? 1 : 0;
       }
-      throw new UsageError('image takes one subcommand: build or smoke');
+      if (positionals.length === 1 && positionals[0] === 'export') {
+        if (values['local-base']) throw new UsageError('--local-base is a build flag');
+        await exportImage(values.tag!, engine, IMAGE_ROOT, log);
+        return 0;
+      }
+      throw new UsageError('image takes one subcommand: build, smoke or export');
     },
   },
   cluster: {

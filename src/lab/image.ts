@@ -9,7 +9,7 @@
 // (the container's are set to the host's own), and behind a TLS-intercepting proxy the build
 // stage trusts the host's CA bundle (mounted read-only and named by NODE_EXTRA_CA_CERTS for the
 // build stage only; the shipped stage never has it).
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RunResult, run, runInherit, runOk } from './proc.js';
@@ -132,4 +132,25 @@ export async function smokeImage(tag: string, engineWanted: Engine | undefined, 
   const status = await exec(['status']);
   check('status says the kernel has no IPVS', status.code === 1 && status.stderr.includes('this kernel has no IPVS'), `exit ${status.code}: ${status.stderr.slice(0, 300)}`);
   return results;
+}
+
+/** Where `image export` unpacks the image's filesystem (gitignored): a lab cluster node can run the operator from it. */
+export const IMAGE_ROOT = join(projectRoot, '.cache', 'image', 'rootfs');
+
+/**
+ * Unpacks the built image's filesystem into `dir` (replacing what was there): `create` a
+ * container without starting it, `export` its filesystem, untar. Returns the directory.
+ */
+export async function exportImage(tag: string, engineWanted: Engine | undefined, dir: string, log: (line: string) => void): Promise<string> {
+  const engine = await chooseEngine(engineWanted, log);
+  const id = (await runOk(engine, ['create', ...(engine === 'podman' ? await podmanFlags() : []), tag])).trim();
+  try {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    await runOk('sh', ['-c', `${engine} export '${id}' | tar -C '${dir}' -x`]);
+  } finally {
+    await run(engine, ['rm', id]);
+  }
+  log(`image export: ${tag} unpacked into ${dir}`);
+  return dir;
 }

@@ -89,6 +89,22 @@ describe('the DaemonSet container as a lab node process', () => {
     expect(script).toMatch(/exec env .*NODE_NAME='myk8s-worker2'.* 'setpriv' '--bounding-set=-all,\+net_admin,\+net_raw' .*'\/usr\/bin\/node' '\/p\/main.js' 'run' '--source=kube'/);
   });
 
+  it('runs the container from an image\'s filesystem: an overlay over it, every mount under it, the command found in it (chroot)', () => {
+    const l = launchFromDaemonSet(DS, POD);
+    const script = containerScript(l, { nodeRoot: '/n', program: [l.argv[0]!], serviceAccount: '/sa', image: { rootfs: '/img', dir: '/n/c' }, files: ['/n/kubeconfig'] });
+    const lines = script.split('\n');
+    const overlay = lines.indexOf("mount -t overlay overlay -o 'lowerdir=/img,upperdir=/n/c/upper,workdir=/n/c/work' '/n/c/root' || cp -a '/img/.' '/n/c/root'");
+    expect(overlay).toBeGreaterThan(0);
+    expect(lines.slice(overlay + 1, overlay + 4)).toEqual(["mount -t proc proc '/n/c/root/proc'", "mount --rbind /dev '/n/c/root/dev'", "mount --rbind /sys '/n/c/root/sys'"]);
+    // Every mount after the overlay lands inside the container's root, never on the node's own paths.
+    const targets = lines.filter((x) => x.startsWith('mount --bind ')).map((x) => x.split(' ').pop());
+    expect(targets.length).toBeGreaterThan(3);
+    expect(targets.every((t) => t!.startsWith("'/n/c/root/"))).toBe(true);
+    expect(script).toContain("mount -o remount,bind,ro '/n/c/root/proc/sys'");
+    expect(script).toContain("mount --bind '/n/kubeconfig' '/n/c/root/n/kubeconfig'\nmount -o remount,bind,ro '/n/c/root/n/kubeconfig'");
+    expect(lines.filter(Boolean).pop()).toMatch(/^exec 'chroot' '\/n\/c\/root' env .*NODE_NAME='myk8s-worker2'.* 'setpriv' .*'--no-new-privs' 'ipvs-operator' 'run' '--source=kube'/);
+  });
+
   it.each([
     [{ kind: 'Deployment' }, /expected a DaemonSet/],
     [{ kind: 'DaemonSet', spec: { template: { spec: { hostNetwork: true, containers: [{}] } } } }, /no command/],

@@ -131,34 +131,56 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
  * the kept capabilities. `nodeRoot` stands for the node's `/`: hostPath P is nodeRoot + P.
  * `program` replaces argv[0] (the image's entry point); `serviceAccount` is a directory holding
  * token, ca.crt and namespace, mounted where client libraries look (undefined: none).
+ * With `image`, the container's `/` is the image's filesystem (`image.rootfs`, e.g. unpacked by
+ * `lab image export`) under a writable overlay in `image.dir`, as a container runtime gives it:
+ * every mount goes under it, it gets its own /proc, /dev and /sys, and `program` is looked up
+ * inside it (chroot); `files` (paths on the node) are then mounted at the same path inside it.
  */
-export function containerScript(l: Launch, o: { nodeRoot: string; program: readonly string[]; serviceAccount?: string | undefined }): string {
+export function containerScript(l: Launch, o: { nodeRoot: string; program: readonly string[]; serviceAccount?: string | undefined; image?: { rootfs: string; dir: string } | undefined; files?: readonly string[] }): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const lines = ['set -e'];
+  const root = o.image ? `${o.image.dir}/root` : '';
+  if (o.image) {
+    const { rootfs, dir } = o.image;
+    lines.push(`mkdir -p ${q(`${dir}/upper`)} ${q(`${dir}/work`)} ${q(root)}`,
+      // (where overlayfs refuses the lower filesystem, a private copy does the same job, slower)
+      `mount -t overlay overlay -o ${q(`lowerdir=${rootfs},upperdir=${dir}/upper,workdir=${dir}/work`)} ${q(root)} || cp -a ${q(`${rootfs}/.`)} ${q(root)}`,
+      `mount -t proc proc ${q(`${root}/proc`)}`, `mount --rbind /dev ${q(`${root}/dev`)}`, `mount --rbind /sys ${q(`${root}/sys`)}`);
+  }
   for (const h of l.hostPaths) {
     // The node's own copy of a hostPath, except read-only system paths every node shares (/lib/modules).
     const src = h.readOnly && h.type === 'Directory' ? h.hostPath : `${o.nodeRoot}${h.hostPath}`;
+    const target = `${root}${h.mountPath}`;
     if (h.type === 'FileOrCreate' || h.type === 'File') {
-      lines.push(`mkdir -p "$(dirname ${q(src)})" "$(dirname ${q(h.mountPath)})"`, `touch ${q(src)} ${q(h.mountPath)}`);
+      lines.push(`mkdir -p "$(dirname ${q(src)})" "$(dirname ${q(target)})"`, `touch ${q(src)} ${q(target)}`);
     } else {
-      lines.push(`mkdir -p ${q(src)} ${q(h.mountPath)}`);
+      lines.push(`mkdir -p ${q(src)} ${q(target)}`);
     }
-    lines.push(`mount --bind ${q(src)} ${q(h.mountPath)}`);
-    if (h.readOnly) lines.push(`mount -o remount,bind,ro ${q(h.mountPath)}`);
+    lines.push(`mount --bind ${q(src)} ${q(target)}`);
+    if (h.readOnly) lines.push(`mount -o remount,bind,ro ${q(target)}`);
   }
   for (const e of l.emptyDirs) {
     const size = e.sizeLimit ? `,size=${quantityBytes(e.sizeLimit)}` : '';
-    lines.push(`mkdir -p ${q(e.mountPath)}`, `mount -t tmpfs -o mode=1777${size} emptydir ${q(e.mountPath)}`);
+    lines.push(`mkdir -p ${q(`${root}${e.mountPath}`)}`, `mount -t tmpfs -o mode=1777${size} emptydir ${q(`${root}${e.mountPath}`)}`);
   }
   if (o.serviceAccount) {
-    lines.push(`mkdir -p ${SERVICE_ACCOUNT_DIR}`, `mount --bind ${q(o.serviceAccount)} ${SERVICE_ACCOUNT_DIR}`,
-      `mount -o remount,bind,ro ${SERVICE_ACCOUNT_DIR}`);
+    const sa = o.image ? q(`${root}${SERVICE_ACCOUNT_DIR}`) : SERVICE_ACCOUNT_DIR;
+    lines.push(`mkdir -p ${sa}`, `mount --bind ${q(o.serviceAccount)} ${sa}`, `mount -o remount,bind,ro ${sa}`);
+  }
+  // Files the container reads at the node's own path (a lab kubeconfig), read-only.
+  for (const f of o.files ?? []) {
+    if (!o.image) continue;
+    lines.push(`mkdir -p "$(dirname ${q(`${root}${f}`)})"`, `touch ${q(`${root}${f}`)}`, `mount --bind ${q(f)} ${q(`${root}${f}`)}`, `mount -o remount,bind,ro ${q(`${root}${f}`)}`);
   }
   // An unprivileged container sees /proc/sys read-only, even with hostNetwork.
-  if (l.capabilities !== undefined) lines.push('mount --bind /proc/sys /proc/sys', 'mount -o remount,bind,ro /proc/sys');
+  if (l.capabilities !== undefined) {
+    const sys = o.image ? q(`${root}/proc/sys`) : '/proc/sys';
+    lines.push(`mount --bind ${sys} ${sys}`, `mount -o remount,bind,ro ${sys}`);
+  }
   const caps = l.capabilities === undefined ? [] : ['setpriv', `--bounding-set=-all${l.capabilities.map((c) => `,+${c}`).join('')}`,
     `--inh-caps=-all${l.capabilities.map((c) => `,+${c}`).join('')}`, '--no-new-privs'];
   const env = Object.entries(l.env).map(([k, v]) => `${k}=${q(v)}`);
-  lines.push(`exec env ${env.join(' ')} ${[...caps, ...o.program, ...l.argv.slice(1)].map(q).join(' ')}`);
+  const chroot = o.image ? ['chroot', root] : [];
+  lines.push(`exec ${[...chroot.map(q), 'env'].join(' ')} ${env.join(' ')} ${[...caps, ...o.program, ...l.argv.slice(1)].map(q).join(' ')}`);
   return `${lines.join('\n')}\n`;
 }
