@@ -1,5 +1,6 @@
-// `npm test`: the unit tests on the host, then the kernel tests in the lab VM, then one plain
-// closing line `tests: N passed, N failed, N skipped` summed from both jest runs' JSON results.
+// `npm test`: the unit tests on the host, then the kernel tests in the lab VM, then the lab
+// cluster's scenarios in a second VM boot, then one plain
+// closing line `tests: N passed, N failed, N skipped` summed from the jest runs' JSON results.
 // Exits non-zero when any test failed or either run did not complete.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -24,6 +25,9 @@ const only = process.argv[2];
 const runs: Array<[string, string[]]> = [
   ['unit', [process.execPath, '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'unit']],
   ['kernel', [process.execPath, 'dist/src/lab/cli.js', 'test']],
+  // The multi-node lab cluster (test/cluster/): its own VM boot, one jest file, in band.
+  ['cluster', [process.execPath, 'dist/src/lab/cli.js', 'run', '--timeout', '2400', '--memory', '3072', '--', process.execPath,
+    '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'cluster', '--runInBand', '--testTimeout=1200000']],
 ];
 let passed = 0;
 let failed = 0;

@@ -5,8 +5,14 @@
 // tests and the study notes' kind lab.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server } from 'node:net';
-import { LabCluster, apiRequest, type ApiAccess } from '../../src/lab/cluster/cluster.js';
+import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../src/lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../src/lab/cluster/nodes.js';
+import { projectRoot } from '../../src/lab/paths.js';
+import { join } from 'node:path';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { IMAGE_ROOT } from '../../src/lab/image.js';
+import { run } from '../../src/lab/proc.js';
+import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from '../../src/compare/kube-proxy.js';
 import { runLoad } from '../../src/lab/topology.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/operator-process.js';
@@ -20,34 +26,67 @@ let cluster: LabCluster;
 const access: ApiAccess = { url: `http://${BRIDGE_V4}:6443` };
 const WORKERS = ['myk8s-worker', 'myk8s-worker2', 'myk8s-worker3'];
 const WEBPODS = ['webpod-1', 'webpod-2', 'webpod-3'];
+/** The node whose operator runs from the built image's filesystem, when `lab image export` made one (CI does). */
+const IMAGE_NODE = 'myk8s-worker3';
+const imageRootfs = existsSync(join(IMAGE_ROOT, 'usr', 'local', 'bin', 'ipvs-operator')) ? IMAGE_ROOT : undefined;
+
+type Proto = 'TCP' | 'UDP' | 'SCTP';
+interface SvcPort { name: string; port: number; targetPort: number; protocol?: Proto; nodePort?: number }
 
 /** A ClusterIP/NodePort Service of `app`'s pods. */
-function service(name: string, clusterIP: string, o: { app?: string; nodePort?: number; protocol?: 'TCP' | 'UDP'; port?: number; targetPort?: number } = {}): object {
+function service(name: string, clusterIP: string, o: { app?: string; nodePort?: number; protocol?: Proto; port?: number; targetPort?: number } = {}): object {
   const protocol = o.protocol ?? 'TCP';
+  return serviceOf(name, {
+    type: o.nodePort ? 'NodePort' : 'ClusterIP', clusterIPs: [clusterIP], selector: { app: o.app ?? 'webpod' },
+    ports: [{ name: protocol === 'UDP' ? 'dns' : 'http', port: o.port ?? 80, protocol, targetPort: o.targetPort ?? 80, ...(o.nodePort ? { nodePort: o.nodePort } : {}) }],
+  });
+}
+
+/** A Service with any spec: clusterIP/ipFamilies follow clusterIPs; the rest is passed through. */
+function serviceOf(name: string, spec: { clusterIPs: string[]; ports: SvcPort[]; type?: string } & Record<string, unknown>, annotations?: Record<string, string>): object {
+  const families = spec.clusterIPs.map((ip) => (ip.includes(':') ? 'IPv6' : 'IPv4'));
+  const external = spec.type === 'NodePort' || spec.type === 'LoadBalancer';
   return {
     apiVersion: 'v1', kind: 'Service',
-    metadata: { name, namespace: 'default' },
+    metadata: { name, namespace: 'default', ...(annotations ? { annotations } : {}) },
     spec: {
-      type: o.nodePort ? 'NodePort' : 'ClusterIP', clusterIP, clusterIPs: [clusterIP], ipFamilies: ['IPv4'],
-      selector: { app: o.app ?? 'webpod' }, externalTrafficPolicy: o.nodePort ? 'Cluster' : undefined,
-      ports: [{ name: protocol === 'UDP' ? 'dns' : 'http', port: o.port ?? 80, protocol, targetPort: o.targetPort ?? 80, ...(o.nodePort ? { nodePort: o.nodePort } : {}) }],
+      type: 'ClusterIP', selector: { app: 'webpod' }, clusterIP: spec.clusterIPs[0], ipFamilies: families,
+      ipFamilyPolicy: families.length > 1 ? 'RequireDualStack' : 'SingleStack', ...(external ? { externalTrafficPolicy: 'Cluster' } : {}),
+      ...spec, ports: spec.ports.map((p) => ({ protocol: 'TCP', ...p })),
     },
   };
 }
 
 /** The EndpointSlice of a Service over pods (what an EndpointSlice controller writes for ready pods). */
-function endpointSlice(svc: string, pods: string[], o: { protocol?: 'TCP' | 'UDP'; port?: number } = {}): object {
+function endpointSlice(svc: string, pods: string[], o: { protocol?: Proto; port?: number } = {}): object {
   const protocol = o.protocol ?? 'TCP';
+  return sliceOf(svc, pods.map((p) => ({ pod: p })), { ports: [{ name: protocol === 'UDP' ? 'dns' : 'http', port: o.port ?? 80, protocol }] });
+}
+
+/** An EndpointSlice with per-endpoint conditions, any ports, either family. */
+function sliceOf(svc: string, eps: Array<{ pod: string; ready?: boolean; terminating?: boolean }>, o: { ports: Array<{ name: string; port: number; protocol?: Proto }>; family?: 'IPv4' | 'IPv6'; suffix?: string }): object {
+  const family = o.family ?? 'IPv4';
   return {
     apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-    metadata: { name: `${svc}-lab`, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
-    addressType: 'IPv4',
-    ports: [{ name: protocol === 'UDP' ? 'dns' : 'http', port: o.port ?? 80, protocol }],
-    endpoints: pods.map((p) => {
-      const pod = cluster.pods.get(p)!;
-      return { addresses: [pod.ipv4], nodeName: pod.node, targetRef: { kind: 'Pod', namespace: 'default', name: p }, conditions: { ready: true, serving: true, terminating: false } };
+    metadata: { name: `${svc}-${o.suffix ?? 'lab'}`, namespace: 'default', labels: { 'kubernetes.io/service-name': svc } },
+    addressType: family,
+    ports: o.ports.map((p) => ({ protocol: 'TCP', ...p })),
+    endpoints: eps.map((e) => {
+      const pod = cluster.pods.get(e.pod)!;
+      const ready = e.ready ?? true;
+      return {
+        addresses: [family === 'IPv6' ? pod.ipv6 : pod.ipv4], nodeName: pod.node, targetRef: { kind: 'Pod', namespace: 'default', name: e.pod },
+        conditions: { ready, serving: ready || (e.terminating ?? false), terminating: e.terminating ?? false },
+      };
     }),
   };
+}
+
+/** curl in a netns: the HTTP status (0 when no answer) and the body. */
+async function curl(from: string, url: string, extra: string[] = []): Promise<{ status: number; body: string }> {
+  const r = await cluster.exec(from, ['curl', '-s', '-g', '-m', '3', ...extra, '-w', '\n%{http_code}', url]);
+  const cut = r.stdout.lastIndexOf('\n');
+  return { status: Number(r.stdout.slice(cut + 1)) || 0, body: r.stdout.slice(0, Math.max(cut, 0)) };
 }
 
 /** `ipvsadm -Ln` in a node's netns. */
@@ -56,13 +95,16 @@ async function ipvsOn(node: string): Promise<string> {
   return r.stdout;
 }
 
+/** The number of real servers of `vip` in a node's table (undefined: no such virtual server). */
+async function realServers(node: string, vip: string): Promise<number | undefined> {
+  const block = (await ipvsOn(node)).split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${vip} `));
+  return block === undefined ? undefined : (block.match(/->\s+[\d[]/g) ?? []).length;
+}
+
 /** Waits until every node's IPVS table has `vip` with `n` real servers. */
 async function programmedEverywhere(vip: string, n: number): Promise<void> {
-  await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} with ${n} real servers on ${node.name}`, async () => {
-    const table = await ipvsOn(node.name);
-    const block = table.split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${vip} `));
-    return block !== undefined && (block.match(/->\s+\d/g) ?? []).length === n;
-  }, 60_000, 300)));
+  await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} with ${n} real servers on ${node.name}`,
+    async () => (await realServers(node.name, vip)) === n, 60_000, 300)));
 }
 
 /** Waits until no node has `vip`. */
@@ -76,6 +118,22 @@ function udpQuery(from: string, host: string, port: number, count: number): Prom
       if (r.code !== 0) throw new Error(`udp-query exited ${r.code}: ${r.stderr}`);
       return JSON.parse(r.stdout) as { ok: number; errors: number; byPod: Record<string, number>; byPeer: Record<string, number> };
     });
+}
+
+/** The IPVSProxyConfig "default" of the cluster, with `extra` spec fields. */
+function proxyConfig(extra: Record<string, unknown> = {}): object {
+  return {
+    apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
+    spec: { defaultScheduler: 'rr', clusterCIDRs: ['10.10.0.0/16', 'fd00:10:10::/48'], minSyncPeriod: 0.2, syncPeriod: 30, ...extra },
+  };
+}
+
+/** kube-proxy's iptables mode for one ClusterIP Service port (src/compare/kube-proxy.ts), as on a node beside the operator. */
+function kubeProxyService(name: string, clusterIP: string, pods: string[]): KubeProxyService {
+  return {
+    namespace: 'default', name, portName: 'http', clusterIP, port: 80, clusterCIDR: '10.10.0.0/16',
+    endpoints: pods.map((p) => ({ ip: cluster.pods.get(p)!.ipv4, port: 80 })),
+  };
 }
 
 const timings: Record<string, number> = {};
@@ -95,18 +153,17 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => forwarder.listen(6443, BRIDGE_V4, r));
   await cluster.registerNodes();
-  await apiRequest(access, 'POST', '/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', {
-    apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
-    spec: { defaultScheduler: 'rr', clusterCIDRs: ['10.10.0.0/16'], minSyncPeriod: 0.2, syncPeriod: 30 },
-  });
+  await apiRequest(access, 'POST', '/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', proxyConfig());
   await Promise.all([
-    ...WEBPODS.map((p, i) => cluster.addPod({ name: p, node: WORKERS[i]!, labels: { app: 'webpod' } })),
+    ...WEBPODS.map((p, i) => cluster.addPod({ name: p, node: WORKERS[i]!, labels: { app: 'webpod' }, ports: [80, 8080], sctpPorts: [9999] })),
     ...cluster.nodes.map((n, i) => cluster.addPod({ name: `net-pod-${i}`, node: n.name, serve: false })),
   ]);
   timings.pods = Date.now() - t0;
   api.put('services', service('webpod', '10.200.1.10'));
   api.put('endpointslices', endpointSlice('webpod', WEBPODS));
-  await cluster.startOperators();
+  process.stderr.write(imageRootfs ? `lab cluster: ${IMAGE_NODE} runs the operator from the image's filesystem (${imageRootfs})\n`
+    : 'lab cluster: no exported image (npm run image -- build --local-base, then image export): every node runs the operator from the working tree\n');
+  await cluster.startOperators(imageRootfs ? { rootfs: imageRootfs, nodes: [IMAGE_NODE] } : undefined);
   timings.operators = Date.now() - t0;
   await programmedEverywhere('10.200.1.10:80', 3);
   timings.ready = Date.now() - t0;
@@ -130,6 +187,16 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       const status = (await cluster.exec(n.name, ['cat', `/proc/${pid}/status`])).stdout;
       // CAP_NET_ADMIN (12) and CAP_NET_RAW (13): 0x3000.
       expect(/CapEff:\s*(\w+)/.exec(status)?.[1]).toBe('0000000000003000');
+      // Its filesystem: the image's (Debian trixie, /app, the image's own node) on the image node, else the guest's.
+      const root = (await cluster.exec(n.name, ['readlink', `/proc/${pid}/root`])).stdout.trim();
+      const osRelease = (await cluster.exec(n.name, ['cat', `/proc/${pid}/root/etc/os-release`])).stdout;
+      const cmdline = (await cluster.exec(n.name, ['cat', `/proc/${pid}/cmdline`])).stdout.split('\0');
+      if (imageRootfs && n.name === IMAGE_NODE) {
+        expect({ root, trixie: osRelease.includes('VERSION_CODENAME=trixie'), cmdline: cmdline.slice(0, 3) })
+          .toEqual({ root: join(cluster.nodeRoot(n.name), 'container', 'root'), trixie: true, cmdline: ['node', '--optimize-for-size', '/app/dist/src/cli/main.js'] });
+      } else {
+        expect({ root, cmdline: cmdline.slice(1, 3) }).toEqual({ root: '/', cmdline: ['--optimize-for-size', join(projectRoot, 'dist', 'src', 'cli', 'main.js')] });
+      }
     }
     // Each node's own IPVS table (per netns), and its own ownership record (hostPath /run/ipvs-operator).
     const tables = await Promise.all(cluster.nodes.map((n) => ipvsOn(n.name)));
@@ -187,4 +254,271 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
         .toEqual({ client: client.name, ok: 6, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 6 } });
     }
   }, 300_000);
+
+  it('SCTP: associations through a ClusterIP from a pod on every node, one answer each, the client\'s IP preserved', async () => {
+    api.put('services', serviceOf('sctp', { clusterIPs: ['10.200.1.37'], ports: [{ name: 'sctp', port: 9999, targetPort: 9999, protocol: 'SCTP' }] }));
+    api.put('endpointslices', sliceOf('sctp', WEBPODS.map((pod) => ({ pod })), { ports: [{ name: 'sctp', port: 9999, protocol: 'SCTP' }] }));
+    await programmedEverywhere('10.200.1.37:9999', 3);
+    expect(await ipvsOn('myk8s-worker2')).toContain('SCTP 10.200.1.37:9999 rr');
+    for (const [i] of cluster.nodes.entries()) {
+      const client = cluster.pods.get(`net-pod-${i}`)!;
+      const r = await cluster.exec(client.name, ['python3', SCTP_TOOL, 'query', '--host', '10.200.1.37', '--port', '9999', '--count', '6']);
+      expect({ client: client.name, code: r.code, stderr: r.stderr }).toEqual({ client: client.name, code: 0, stderr: '' });
+      const q = JSON.parse(r.stdout) as { ok: number; errorKinds: Record<string, number>; byPod: Record<string, number>; byPeer: Record<string, number> };
+      expect({ client: client.name, ok: q.ok, errorKinds: q.errorKinds, byPod: q.byPod, byPeer: q.byPeer })
+        .toEqual({ client: client.name, ok: 6, errorKinds: {}, byPod: { 'webpod-1': 2, 'webpod-2': 2, 'webpod-3': 2 }, byPeer: { [client.ipv4]: 6 } });
+    }
+  }, 300_000);
+
+  it('multiport: two ports of one Service, each to its own target port on every pod', async () => {
+    api.put('services', serviceOf('webpod-mp', { clusterIPs: ['10.200.1.40'], ports: [{ name: 'http', port: 80, targetPort: 80 }, { name: 'alt', port: 8081, targetPort: 8080 }] }));
+    api.put('endpointslices', sliceOf('webpod-mp', WEBPODS.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }, { name: 'alt', port: 8080 }] }));
+    await programmedEverywhere('10.200.1.40:80', 3);
+    await programmedEverywhere('10.200.1.40:8081', 3);
+    for (const url of ['http://10.200.1.40/json', 'http://10.200.1.40:8081/json']) {
+      const r = await runLoad({ client: 'net-pod-3', url, count: 6 });
+      expect({ url, errors: r.errors, byPod: r.byPod }).toEqual({ url, errors: 0, byPod: { 'webpod-1': 2, 'webpod-2': 2, 'webpod-3': 2 } });
+    }
+    // The real servers of the second port are the pods' 8080.
+    expect((await ipvsOn('myk8s-worker')).split(/\n(?=TCP)/).find((b) => b.includes('10.200.1.40:8081'))).toContain(`${cluster.pods.get('webpod-1')!.ipv4}:8080`);
+  }, 300_000);
+
+  it('hairpin: a pod reaching its own Service is answered, by itself too (KUBE-LOOP-BACK masquerade)', async () => {
+    const r = await runLoad({ client: 'webpod-2', url: 'http://10.200.1.10/json', count: 9 });
+    expect({ errors: r.errors, byPod: r.byPod }).toEqual({ errors: 0, byPod: { 'webpod-1': 3, 'webpod-2': 3, 'webpod-3': 3 } });
+    // Its own answers came back through the node (masqueraded to the pod gateway), not pod-to-self.
+    const own = cluster.pods.get('webpod-2')!;
+    expect(r.byPeer).toEqual({ [own.ipv4]: 6, [cluster.node(own.node).podGateway]: 3 });
+  }, 300_000);
+
+  it('externalTrafficPolicy Local LoadBalancer: only nodes with a local pod answer its NodePort, with the client IP; the health-check NodePort says which', async () => {
+    api.put('services', serviceOf('webpod-lb', {
+      type: 'LoadBalancer', clusterIPs: ['10.200.1.21'], externalTrafficPolicy: 'Local', healthCheckNodePort: 32100,
+      loadBalancerSourceRanges: [`${EXTERNAL.ipv4}/32`], ports: [{ name: 'http', port: 80, targetPort: 80, nodePort: 30002 }],
+    }));
+    // status is the cloud's: an ingress IP on the nodes' network.
+    const lb = api.get('services', 'webpod-lb', 'default')!;
+    api.put('services', { ...lb, status: { loadBalancer: { ingress: [{ ip: '172.18.0.200' }] } } });
+    api.put('endpointslices', endpointSlice('webpod-lb', WEBPODS));
+    for (const n of cluster.nodes) {
+      await waitFor(`NodePort 30002 on ${n.name}`, async () => (await ipvsOn(n.name)).includes(`TCP  ${n.ipv4}:30002 rr`), 60_000, 300);
+    }
+    const controlPlane = cluster.nodes.find((n) => n.role === 'control-plane')!;
+    for (const n of cluster.nodes) {
+      const local = [...cluster.pods.values()].filter((p) => p.node === n.name && WEBPODS.includes(p.name)).map((p) => p.name);
+      const r = await runLoad({ client: EXTERNAL.name, url: `http://${n.ipv4}:30002/json`, count: 4, timeoutMs: 1500 });
+      if (local.length === 0) expect({ node: n.name, ok: r.ok }).toEqual({ node: n.name, ok: 0 });
+      else expect({ node: n.name, errors: r.errors, pods: Object.keys(r.byPod), byPeer: r.byPeer }).toEqual({ node: n.name, errors: 0, pods: local, byPeer: { [EXTERNAL.ipv4]: 4 } });
+      // kube-proxy's health check answer, probed from outside as a cloud load balancer does.
+      await waitFor(`health check on ${n.name}`, async () => (await curl(EXTERNAL.name, `http://${n.ipv4}:32100/healthz`)).status !== 0, 60_000, 500);
+      const h = await curl(EXTERNAL.name, `http://${n.ipv4}:32100/healthz`);
+      expect({ node: n.name, status: h.status, body: JSON.parse(h.body) as unknown }).toEqual({
+        node: n.name, status: local.length > 0 ? 200 : 503,
+        body: { service: { namespace: 'default', name: 'webpod-lb' }, localEndpoints: local.length, serviceProxyHealthy: true },
+      });
+    }
+    expect(controlPlane).toBeDefined();
+    // The ingress IP, routed by the "cloud" to myk8s-worker2: only its pod, the client IP kept.
+    const via = cluster.node('myk8s-worker2');
+    await cluster.exec(EXTERNAL.name, ['ip', 'route', 'replace', '172.18.0.200/32', 'via', via.ipv4]);
+    await cluster.exec(EXTERNAL.name, ['ip', 'addr', 'add', '172.18.0.101/32', 'dev', 'eth0']);
+    const allowed = await runLoad({ client: EXTERNAL.name, url: 'http://172.18.0.200/json', count: 4 });
+    expect({ errors: allowed.errors, byPod: allowed.byPod, byPeer: allowed.byPeer }).toEqual({ errors: 0, byPod: { 'webpod-2': 4 }, byPeer: { [EXTERNAL.ipv4]: 4 } });
+    // loadBalancerSourceRanges: the same client from an address outside the range is dropped.
+    const denied = await curl(EXTERNAL.name, 'http://172.18.0.200/json', ['--interface', '172.18.0.101']);
+    expect(denied.status).toBe(0);
+    // ... while the NodePort itself stays open to it (the ranges guard the ingress IP only, as in kube-proxy).
+    expect((await curl(EXTERNAL.name, `http://${via.ipv4}:30002/json`, ['--interface', '172.18.0.101'])).status).toBe(200);
+  }, 300_000);
+
+  it('internalTrafficPolicy Local: a pod reaches only its own node\'s endpoints; a node without one answers nothing', async () => {
+    api.put('services', serviceOf('webpod-itp', { clusterIPs: ['10.200.1.31'], internalTrafficPolicy: 'Local', ports: [{ name: 'http', port: 80, targetPort: 80 }] }));
+    api.put('endpointslices', endpointSlice('webpod-itp', WEBPODS));
+    await Promise.all(cluster.nodes.map((n) => waitFor(`10.200.1.31 with its local endpoints on ${n.name}`,
+      async () => (await realServers(n.name, '10.200.1.31:80')) === (WORKERS.includes(n.name) ? 1 : 0) || (!WORKERS.includes(n.name) && (await realServers(n.name, '10.200.1.31:80')) === undefined), 60_000, 300)));
+    for (const [i, n] of cluster.nodes.entries()) {
+      const r = await runLoad({ client: `net-pod-${i}`, url: 'http://10.200.1.31/json', count: 3, timeoutMs: 1500 });
+      const local = WEBPODS.filter((p) => cluster.pods.get(p)!.node === n.name);
+      expect({ node: n.name, ok: r.ok, pods: Object.keys(r.byPod) }).toEqual({ node: n.name, ok: local.length ? 3 : 0, pods: local });
+    }
+  }, 300_000);
+
+  it('externalIPs: reached from the external client through the node it is routed to, masqueraded (externalTrafficPolicy Cluster)', async () => {
+    api.put('services', serviceOf('webpod-eip', { clusterIPs: ['10.200.1.32'], externalIPs: ['172.18.0.150'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }));
+    api.put('endpointslices', endpointSlice('webpod-eip', WEBPODS));
+    await programmedEverywhere('172.18.0.150:80', 3);
+    const via = cluster.node('myk8s-worker3');
+    await cluster.exec(EXTERNAL.name, ['ip', 'route', 'replace', '172.18.0.150/32', 'via', via.ipv4]);
+    const r = await runLoad({ client: EXTERNAL.name, url: 'http://172.18.0.150/json', count: 6 });
+    expect({ errors: r.errors, pods: Object.keys(r.byPod).sort() }).toEqual({ errors: 0, pods: WEBPODS });
+    expect(r.byPeer[EXTERNAL.ipv4]).toBeUndefined();
+  }, 300_000);
+
+  it('sessionAffinity ClientIP: 100 requests of one client stick to one pod; the timeout is the persistence', async () => {
+    api.put('services', serviceOf('webpod-aff', {
+      clusterIPs: ['10.200.1.33'], sessionAffinity: 'ClientIP', sessionAffinityConfig: { clientIP: { timeoutSeconds: 30 } },
+      ports: [{ name: 'http', port: 80, targetPort: 80 }],
+    }));
+    api.put('endpointslices', endpointSlice('webpod-aff', WEBPODS));
+    await programmedEverywhere('10.200.1.33:80', 3);
+    for (const n of cluster.nodes) expect(await ipvsOn(n.name)).toMatch(/TCP {2}10\.200\.1\.33:80 rr persistent 30/);
+    for (const i of [1, 2]) {
+      const r = await runLoad({ client: `net-pod-${i}`, url: 'http://10.200.1.33/json', count: 100, concurrency: 2 });
+      expect({ client: i, errors: r.errors, pods: Object.values(r.byPod) }).toEqual({ client: i, errors: 0, pods: [100] });
+    }
+  }, 300_000);
+
+  it('IPv6 and dual-stack Services carry traffic on both families, the client\'s IPv6 address preserved', async () => {
+    const v6 = (p: string) => cluster.pods.get(p)!.ipv6;
+    api.put('services', serviceOf('webpod-ds', { clusterIPs: ['10.200.1.34', 'fd00:10:200::34'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }));
+    api.put('endpointslices', sliceOf('webpod-ds', WEBPODS.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }], suffix: 'v4' }));
+    api.put('endpointslices', sliceOf('webpod-ds', WEBPODS.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }], family: 'IPv6', suffix: 'v6' }));
+    await programmedEverywhere('10.200.1.34:80', 3);
+    await programmedEverywhere('[fd00:10:200::34]:80', 3);
+    expect(await ipvsOn('myk8s-worker')).toContain(`[${v6('webpod-3')}]:80`);
+    for (const url of ['http://10.200.1.34/json', 'http://[fd00:10:200::34]/json']) {
+      const client = cluster.pods.get('net-pod-2')!;
+      const r = await runLoad({ client: client.name, url, count: 6 });
+      const self = url.includes('[') ? client.ipv6 : client.ipv4;
+      expect({ url, errors: r.errors, byPod: r.byPod, byPeer: r.byPeer }).toEqual({ url, errors: 0, byPod: { 'webpod-1': 2, 'webpod-2': 2, 'webpod-3': 2 }, byPeer: { [self]: 6 } });
+    }
+  }, 300_000);
+
+  it('a scheduler annotation changed live under traffic: every node switches, not one request fails', async () => {
+    const steady = runLoad({ client: 'net-pod-3', url: 'http://10.200.1.10/json', count: 300, concurrency: 2 });
+    api.put('services', serviceOf('webpod', { clusterIPs: ['10.200.1.10'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }, { 'ipvs-operator.io/scheduler': 'lc' }));
+    await Promise.all(cluster.nodes.map((n) => waitFor(`lc on ${n.name}`, async () => (await ipvsOn(n.name)).includes('TCP  10.200.1.10:80 lc'), 60_000, 300)));
+    api.put('services', service('webpod', '10.200.1.10'));
+    await Promise.all(cluster.nodes.map((n) => waitFor(`rr on ${n.name}`, async () => (await ipvsOn(n.name)).includes('TCP  10.200.1.10:80 rr'), 60_000, 300)));
+    const s = await steady;
+    expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 300, errorKinds: {} });
+  }, 300_000);
+
+  it('a broken annotation is an Event on its Service (kubectl describe shows it) and the Service is still served', async () => {
+    api.put('services', serviceOf('webpod-bad', { clusterIPs: ['10.200.1.35'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }, { 'ipvs-operator.io/scheduler': 'no-such-scheduler' }));
+    api.put('endpointslices', endpointSlice('webpod-bad', WEBPODS));
+    await programmedEverywhere('10.200.1.35:80', 3);
+    await waitFor('an UnknownScheduler Event from every node', async () => {
+      const hosts = api.list('events').filter((e) => (e.involvedObject as { name?: string } | undefined)?.name === 'webpod-bad' && e.reason === 'UnknownScheduler')
+        .map((e) => (e.source as { host?: string } | undefined)?.host);
+      return cluster.nodes.every((n) => hosts.includes(n.name));
+    }, 60_000, 500);
+    // Debian's kubectl against the API server (a kubeconfig and cache on the guest's tmpfs: its / is read-only).
+    const home = mkdtempSync('/tmp/kubectl-');
+    writeFileSync(join(home, 'config'), JSON.stringify({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'lab', clusters: [{ name: 'lab', cluster: { server: api.url } }],
+      users: [{ name: 'admin', user: {} }], contexts: [{ name: 'lab', context: { cluster: 'lab', user: 'admin' } }],
+    }));
+    // (asynchronously: the API server answering it lives in this process's event loop)
+    const d = await run('kubectl', ['--request-timeout=60s', 'describe', 'service', 'webpod-bad'],
+      { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') } });
+    expect({ code: d.code, stderr: d.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(d.stdout).toMatch(/Warning\s+UnknownScheduler\s+.*no-such-scheduler/);
+    expect((await runLoad({ client: 'net-pod-1', url: 'http://10.200.1.35/json', count: 3 })).errors).toBe(0);
+  }, 300_000);
+
+  it('beside kube-proxy\'s iptables mode: the labelled Service is the operator\'s, the unlabelled one kube-proxy\'s, both served on every node', async () => {
+    // The examples/coexist configuration: only Services labelled service-proxy-name=ipvs-operator.
+    api.put('ipvsproxyconfigs', proxyConfig({ serviceProxyName: 'ipvs-operator', healthzBindAddress: '0.0.0.0:10266' }));
+    const rr = serviceOf('webpod-rr', { clusterIPs: ['10.200.1.36'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }) as { metadata: Record<string, unknown> };
+    api.put('services', { ...rr, metadata: { ...rr.metadata, labels: { 'service.kubernetes.io/service-proxy-name': 'ipvs-operator' } } });
+    api.put('endpointslices', endpointSlice('webpod-rr', WEBPODS));
+    await programmedEverywhere('10.200.1.36:80', 3);
+    await goneEverywhere('10.200.1.10:80');
+    // kube-proxy's rules for the unlabelled webpod, node by node (the chains `lab compare` renders).
+    const kp = kubeProxyService('webpod', '10.200.1.10', WEBPODS);
+    for (const n of cluster.nodes) {
+      const r = await cluster.exec(n.name, ['iptables-restore', '--noflush'], renderKubeProxyRestore(kp));
+      expect({ node: n.name, code: r.code, stderr: r.stderr }).toEqual({ node: n.name, code: 0, stderr: '' });
+    }
+    try {
+      for (const [i, n] of cluster.nodes.entries()) {
+        const client = cluster.pods.get(`net-pod-${i}`)!;
+        // The notes' experiment, both Services on the same pods: kube-proxy picks at random, rr in turn.
+        const [viaKubeProxy, viaOperator] = await Promise.all([
+          runLoad({ client: client.name, url: 'http://10.200.1.10/json', count: 30 }),
+          runLoad({ client: client.name, url: 'http://10.200.1.36/json', count: 30 }),
+        ]);
+        // (30 random picks miss one of 3 pods with probability 3 x (2/3)^30, about 1.6e-5)
+        expect({ node: n.name, errors: viaKubeProxy.errors, pods: Object.keys(viaKubeProxy.byPod).sort(), byPeer: viaKubeProxy.byPeer })
+          .toEqual({ node: n.name, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 30 } });
+        expect({ node: n.name, errors: viaOperator.errors, byPod: viaOperator.byPod }).toEqual({ node: n.name, errors: 0, byPod: { 'webpod-1': 10, 'webpod-2': 10, 'webpod-3': 10 } });
+        // kube-proxy's connections went through its DNAT, never IPVS.
+        expect(await ipvsOn(n.name)).not.toContain(' 10.200.1.10:80 ');
+      }
+      const nat = (await cluster.exec('myk8s-worker', ['iptables-save', '-t', 'nat'])).stdout;
+      expect(nat).toMatch(/^-A KUBE-SERVICES -d 10\.200\.1\.10\/32 .*"default\/webpod:http cluster IP".* -j KUBE-SVC-\w{16}$/m);
+      expect(nat).toMatch(/IPVSOP/);
+    } finally {
+      for (const n of cluster.nodes) await cluster.exec(n.name, ['iptables-restore', '--noflush'], renderKubeProxyTeardown(kp));
+      api.put('ipvsproxyconfigs', proxyConfig());
+    }
+    await programmedEverywhere('10.200.1.10:80', 3);
+  }, 600_000);
+
+  it('the operator restarted on one node under traffic: not one request fails, and it comes back with 0 changes', async () => {
+    const node = 'myk8s-worker2';
+    const before = await ipvsOn(node);
+    const steady = runLoad({ client: 'net-pod-2', url: 'http://10.200.1.10/json', count: 300, concurrency: 2 });
+    expect(await cluster.stopOperator(node)).toBe(0);
+    await cluster.startOperator(node);
+    const s = await steady;
+    expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 300, errorKinds: {} });
+    // Everything but the connection counters (ActiveConn, InActConn: the traffic's own).
+    const strip = (t: string) => t.replace(/( +\d+){2} *$/gm, '');
+    expect(strip(await ipvsOn(node))).toBe(strip(before));
+  }, 600_000);
+
+  it('a rolling replacement of a pod under steady traffic: the terminating endpoint drains, 0 failed requests', async () => {
+    const steady = runLoad({ client: 'net-pod-3', url: 'http://10.200.1.10/json', count: 400, concurrency: 2 });
+    await cluster.addPod({ name: 'webpod-4', node: 'myk8s-worker', labels: { app: 'webpod' }, ports: [80, 8080] });
+    api.put('endpointslices', sliceOf('webpod', [...WEBPODS, 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
+    await programmedEverywhere('10.200.1.10:80', 4);
+    // webpod-1 terminating (not ready, still serving): new connections go elsewhere.
+    api.put('endpointslices', sliceOf('webpod', [{ pod: 'webpod-1', ready: false, terminating: true }, ...['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod }))], { ports: [{ name: 'http', port: 80 }] }));
+    const old = cluster.pods.get('webpod-1')!.ipv4;
+    await Promise.all(cluster.nodes.map((n) => waitFor(`webpod-1 out of rotation on ${n.name}`, async () => {
+      const line = (await ipvsOn(n.name)).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 '))?.split('\n').find((l) => l.includes(`${old}:80`));
+      return line === undefined || /Masq\s+0\s/.test(line);
+    }, 60_000, 300)));
+    await new Promise((r) => setTimeout(r, 2000));
+    await cluster.deletePod('webpod-1');
+    api.put('endpointslices', sliceOf('webpod', ['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
+    // Gone from the slice: a real server with connections left (TIME_WAIT included, as kube-proxy
+    // counts them) stays at weight 0 until they end; the others carry the traffic.
+    await Promise.all(cluster.nodes.map((n) => waitFor(`3 weighted real servers, webpod-1 drained, on ${n.name}`, async () => {
+      const block = (await ipvsOn(n.name)).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 ')) ?? '';
+      const weighted = block.split('\n').filter((l) => /->\s+\d.*\s(Masq|Route|Tunnel)\s+[1-9]/.test(l));
+      if (weighted.length !== 3 || weighted.some((l) => l.includes(`${old}:80`))) throw new Error(`table now:\n${block}`);
+      return true;
+    }, 60_000, 300)));
+    const s = await steady;
+    expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 400, errorKinds: {} });
+    expect(s.byPod['webpod-4']).toBeGreaterThan(0);
+  }, 600_000);
+
+  it('cleanup on every node removes everything of ours and leaves every foreign entry in place', async () => {
+    for (const n of cluster.nodes) {
+      await cluster.exec(n.name, ['ipvsadm', '-A', '-t', '192.0.2.1:80', '-s', 'wlc']);
+      await cluster.exec(n.name, ['ipvsadm', '-A', '-t', `${n.ipv4}:31999`, '-s', 'rr']);
+      await cluster.exec(n.name, ['iptables', '-t', 'nat', '-N', 'FOREIGN-CHAIN']);
+      await cluster.exec(n.name, ['ipset', 'create', 'foreign-set', 'hash:ip']);
+    }
+    // Every node at once, as a DaemonSet's pods are deleted: stop the operator, run `cleanup`.
+    await Promise.all(cluster.nodes.map(async (n) => {
+      expect({ node: n.name, exit: await cluster.stopOperator(n.name) }).toEqual({ node: n.name, exit: 0 });
+      const r = await cluster.exec(n.name, [process.execPath, join(projectRoot, 'dist', 'src', 'cli', 'main.js'), 'cleanup', '--state-dir', join(cluster.nodeRoot(n.name), 'run', 'ipvs-operator')]);
+      expect({ node: n.name, code: r.code, stderr: r.stderr }).toMatchObject({ node: n.name, code: 0 });
+    }));
+    for (const n of cluster.nodes) {
+      const table = await ipvsOn(n.name);
+      const services = table.split('\n').filter((l) => /^(TCP|UDP|SCTP)/.test(l)).map((l) => l.split(/\s+/).slice(0, 2).join(' ')).sort();
+      expect({ node: n.name, services }).toEqual({ node: n.name, services: [`TCP ${n.ipv4}:31999`, 'TCP 192.0.2.1:80'].sort() });
+      const nat = (await cluster.exec(n.name, ['iptables-save', '-t', 'nat'])).stdout;
+      expect(nat).toContain(':FOREIGN-CHAIN');
+      expect(nat).not.toMatch(/IPVSOP/);
+      const sets = (await cluster.exec(n.name, ['ipset', 'list', '-n'])).stdout.split('\n').filter(Boolean);
+      expect({ node: n.name, sets }).toEqual({ node: n.name, sets: ['foreign-set'] });
+    }
+  }, 600_000);
 });

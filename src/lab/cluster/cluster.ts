@@ -21,6 +21,8 @@ import {
 } from './nodes.js';
 
 const POD_SERVER = fileURLToPath(new URL('./pod.js', import.meta.url));
+/** SCTP echo server and client (Node.js has no SCTP sockets): Debian's python3, from the source tree. */
+export const SCTP_TOOL = join(projectRoot, 'src', 'lab', 'cluster', 'sctp.py');
 const APISERVER = fileURLToPath(new URL('./apiserver-main.js', import.meta.url));
 const OPERATOR_CLI = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
 /** The node flags of the image's `ipvs-operator` wrapper (Dockerfile), so a lab node runs the operator as the image does. */
@@ -30,7 +32,7 @@ export const DAEMONSET_FILE = join(projectRoot, 'manifests', 'daemonset.yaml');
 export const CLUSTER_RUN_DIR = '/run/lab-cluster';
 /** Every IPVS scheduler module, loaded once: the operator's container cannot load modules. */
 export const MODULES = ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_lc', 'ip_vs_wlc', 'ip_vs_lblc', 'ip_vs_lblcr', 'ip_vs_dh',
-  'ip_vs_sh', 'ip_vs_sed', 'ip_vs_nq', 'ip_vs_fo', 'ip_vs_ovf', 'ip_vs_mh', 'nf_conntrack', 'br_netfilter'] as const;
+  'ip_vs_sh', 'ip_vs_sed', 'ip_vs_nq', 'ip_vs_fo', 'ip_vs_ovf', 'ip_vs_mh', 'nf_conntrack', 'br_netfilter', 'sctp'] as const;
 
 /** How the nodes reach the API server, and with which credentials. */
 export interface ApiAccess {
@@ -57,6 +59,8 @@ export interface LabPod extends PodPlan {
   labels: Record<string, string>;
   /** The server process (undefined for a client-only pod). */
   server: ChildProcess | undefined;
+  /** Its SCTP echo servers (sctpPorts). */
+  sctp: ChildProcess[];
   /** The namespace of its Pod object, when it was registered with the API server. */
   registered?: string;
 }
@@ -266,14 +270,22 @@ export class LabCluster {
     return sa;
   }
 
-  /** Starts the operator on node `name` as its DaemonSet pod would run; resolves once /readyz answers. */
-  async startOperator(name: string, readyMs = 900_000, extraArgs: readonly string[] = []): Promise<void> {
+  /**
+   * Starts the operator on node `name` as its DaemonSet pod would run; resolves once /readyz
+   * answers. From the working tree (dist/, this node binary with the image's node flags), or with
+   * `imageRootfs` from the built image's filesystem (`lab image export`): the container's `/` is
+   * the image's, and the DaemonSet's command is looked up in it as a runtime does.
+   */
+  async startOperator(name: string, readyMs = 900_000, extraArgs: readonly string[] = [], imageRootfs?: string): Promise<void> {
     if (this.operators.has(name)) throw new Error(`lab cluster: the operator on ${name} runs already`);
     const n = this.node(name);
     const l = this.launch(name);
     l.argv.push(...extraArgs);
     const serviceAccount = this.writeCredentials(name);
-    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program: [process.execPath, ...IMAGE_NODE_FLAGS, OPERATOR_CLI], serviceAccount });
+    const image = imageRootfs ? { rootfs: imageRootfs, dir: join(this.nodeRoot(name), 'container') } : undefined;
+    const program = image ? [l.argv[0]!] : [process.execPath, ...IMAGE_NODE_FLAGS, OPERATOR_CLI];
+    const files = l.env.KUBECONFIG ? [l.env.KUBECONFIG] : [];
+    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program, serviceAccount, image, files });
     writeFileSync(join(this.nodeRoot(name), 'operator.sh'), script);
     const log = createWriteStream(join(this.nodeRoot(name), 'operator.log'), { flags: 'a' });
     const child = spawn('ip', ['netns', 'exec', name, 'sh', join(this.nodeRoot(name), 'operator.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -297,9 +309,9 @@ export class LabCluster {
     this.log(`operator ready on ${name} (${url})`);
   }
 
-  /** Starts the operator on every node, all at once. */
-  async startOperators(): Promise<void> {
-    await Promise.all(this.nodes.map((n) => this.startOperator(n.name)));
+  /** Starts the operator on every node, all at once; the nodes in `fromImage.nodes` run it from the image's filesystem. */
+  async startOperators(fromImage?: { rootfs: string; nodes: readonly string[] }): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.startOperator(n.name, undefined, [], fromImage?.nodes.includes(n.name) ? fromImage.rootfs : undefined)));
   }
 
   /** The operator's log file on node `name` (JSON lines). */
@@ -328,17 +340,18 @@ export class LabCluster {
    * (default true), and its Pod object when the API server serves pods (Pod-lite: the
    * EndpointSlice controller follows its labels, node and readiness).
    */
-  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; namespace?: string; register?: boolean }): Promise<LabPod> {
+  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; sctpPorts?: number[]; namespace?: string; register?: boolean }): Promise<LabPod> {
     if (this.pods.has(o.name) || existsSync(`/run/netns/${o.name}`)) throw new Error(`lab cluster: pod ${o.name} exists already`);
     const n = this.node(o.node);
     const used = new Set([...this.pods.values()].filter((p) => p.node === n.name).map((p) => Number(p.ipv4.split('.')[3])));
     const plan = planPod(o.name, n, freePodIndex(used));
-    const pod: LabPod = { ...plan, labels: o.labels ?? {}, server: undefined };
+    const pod: LabPod = { ...plan, labels: o.labels ?? {}, server: undefined, sctp: [] };
     this.pods.set(o.name, pod);
     await ipBatch([`netns add ${plan.name}`]);
     await ipBatch(podNodeLines(plan, n), n.name);
     await ipBatch(podLines(plan, n), plan.name);
-    if (o.serve ?? true) pod.server = await startServer(plan.name, o.ports ?? [80], o.udpPorts ?? [53]);
+    if (o.serve ?? true) pod.server = await startServer(plan.name, [process.execPath, POD_SERVER, '--name', plan.name, '--ports', (o.ports ?? [80]).join(','), '--udp-ports', (o.udpPorts ?? [53]).join(',')]);
+    for (const port of o.sctpPorts ?? []) pod.sctp.push(await startServer(plan.name, ['python3', SCTP_TOOL, 'serve', '--name', plan.name, '--port', String(port)]));
     if (o.register) pod.registered = o.namespace ?? 'default';
     if (o.register) await this.apply(`/api/v1/namespaces/${o.namespace ?? 'default'}/pods`, this.podObject(o.name, o.namespace) as { metadata: { name: string } });
     return pod;
@@ -364,7 +377,7 @@ export class LabCluster {
     const p = this.pods.get(name);
     if (!p) return;
     this.pods.delete(name);
-    await stopChild(p.server);
+    await Promise.all([p.server, ...p.sctp].map(stopChild));
     if (p.registered) await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${p.registered}/pods/${name}`).catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
     if (existsSync(`/run/netns/${name}`)) await runOk('ip', ['netns', 'del', name]);
   }
@@ -380,7 +393,7 @@ export class LabCluster {
   /** Stops operators and pods and removes every netns, the bridge and the nodes' directories. */
   async down(): Promise<void> {
     await Promise.all([...this.operators.keys()].map((n) => this.stopOperator(n)));
-    await Promise.all([...this.pods.values()].map((p) => stopChild(p.server)));
+    await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));
     const lines = [...this.pods.keys(), ...this.nodes.map((n) => n.name), EXTERNAL.name]
       .filter((ns) => existsSync(`/run/netns/${ns}`)).map((ns) => `netns del ${ns}`);
     this.pods.clear();
@@ -390,9 +403,9 @@ export class LabCluster {
   }
 }
 
-async function startServer(ns: string, ports: number[], udpPorts: number[]): Promise<ChildProcess> {
-  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, POD_SERVER, '--name', ns, '--ports', ports.join(','), '--udp-ports', udpPorts.join(',')],
-    { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `argv` in netns `ns`; resolves once it prints "ready". */
+async function startServer(ns: string, argv: readonly string[]): Promise<ChildProcess> {
+  const child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.unref();
   await new Promise<void>((resolveReady, reject) => {
     let out = '';
