@@ -143,7 +143,7 @@ export const IMAGE_ROOT = join(projectRoot, '.cache', 'image', 'rootfs');
  */
 export async function exportImage(tag: string, engineWanted: Engine | undefined, dir: string, log: (line: string) => void): Promise<string> {
   const engine = await chooseEngine(engineWanted, log);
-  const id = (await runOk(engine, ['create', ...(engine === 'podman' ? await podmanFlags() : []), tag])).trim();
+  const id = (await runOk(engine, ['create', '--pull=never', ...(engine === 'podman' ? await podmanFlags() : []), tag])).trim();
   try {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
