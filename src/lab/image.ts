@@ -12,7 +12,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type RunResult, run, runInherit, runOk } from './proc.js';
+import { type RunResult, run, runInherit, runOk, shQuote } from './proc.js';
 import { projectRoot } from './paths.js';
 import { aptUpdateOnce } from './host.js';
 
@@ -147,7 +147,7 @@ export async function exportImage(tag: string, engineWanted: Engine | undefined,
   try {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
-    await runOk('sh', ['-c', `${engine} export '${id}' | tar -C '${dir}' -x`]);
+    await runOk('bash', ['-o', 'pipefail', '-c', `${engine} export ${shQuote(id)} | tar -C ${shQuote(dir)} -x`]);
   } finally {
     await run(engine, ['rm', id]);
   }

@@ -168,8 +168,7 @@ export function containerScript(l: Launch, o: { nodeRoot: string; program: reado
     lines.push(`mkdir -p ${sa}`, `mount --bind ${q(o.serviceAccount)} ${sa}`, `mount -o remount,bind,ro ${sa}`);
   }
   // Files the container reads at the node's own path (a lab kubeconfig), read-only.
-  for (const f of o.files ?? []) {
-    if (!o.image) continue;
+  for (const f of o.image ? o.files ?? [] : []) {
     lines.push(`mkdir -p "$(dirname ${q(`${root}${f}`)})"`, `touch ${q(`${root}${f}`)}`, `mount --bind ${q(f)} ${q(`${root}${f}`)}`, `mount -o remount,bind,ro ${q(`${root}${f}`)}`);
   }
   // An unprivileged container sees /proc/sys read-only, even with hostNetwork.
