@@ -461,12 +461,17 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     const before = await ipvsOn(node);
     const steady = runLoad({ client: 'net-pod-2', url: 'http://10.200.1.10/json', count: 300, concurrency: 2 });
     expect(await cluster.stopOperator(node)).toBe(0);
+    const logFrom = cluster.operatorLog(node).length; // the log file is appended to across restarts
     await cluster.startOperator(node);
     const s = await steady;
     expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 300, errorKinds: {} });
     // Everything but the connection counters (ActiveConn, InActConn: the traffic's own).
     const strip = (t: string) => t.replace(/( +\d+){2} *$/gm, '');
     expect(strip(await ipvsOn(node))).toBe(strip(before));
+    // The restarted operator's first sync, a full one over the kernel's table, issued no op.
+    const syncs = cluster.operatorLog(node).slice(logFrom).split('\n').filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.message === 'synced');
+    expect(syncs[0]).toMatchObject({ ops: 0, full: true });
   }, 600_000);
 
   it('a rolling replacement of a pod under steady traffic: the terminating endpoint drains, 0 failed requests', async () => {
