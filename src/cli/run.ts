@@ -173,8 +173,13 @@ export async function explain(target: string, o: { source: SourceSpec; kubeconfi
 /** Every object of a source, once: the files source's initial read, or one bounded list of the API. */
 async function readOnce(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined): Promise<SourceEvent[]> {
   if (spec.kind === 'kube') {
-    const [{ listOnce }, { loadKubeConfig }] = await Promise.all([import('../kube/list-once.js'), import('../kube/kubeconfig.js')]);
-    return (await listOnce(loadKubeConfig(kubeconfig), nodeName)).events;
+    const [{ listOnce }, { loadKubeClient }] = await Promise.all([import('../kube/list-once.js'), import('../kube/client.js')]);
+    const client = await loadKubeClient(kubeconfig);
+    try {
+      return (await listOnce(client, nodeName)).events;
+    } finally {
+      client.close();
+    }
   }
   const { source } = await wire(spec, nodeName, kubeconfig, () => undefined);
   const events: SourceEvent[] = [];

@@ -40,17 +40,17 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
     });
     return { source, ...sinks };
   }
-  // Loaded only here: @kubernetes/client-node is a large module graph that the files source (labs,
-  // demos, the tests in the VM) has no use for. Invalid config and other source problems: KubeSource
+  // Loaded only here: the files source (labs, demos, the tests in the VM) has no use for the
+  // Kubernetes client (client-node's ListWatch and Watch, src/kube/client.ts). Invalid config and other source problems: KubeSource
   // logs them and posts the config Event itself.
-  const [{ KubeEventSink }, { loadKubeConfig }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
-    import('../kube/events.js'), import('../kube/kubeconfig.js'), import('../kube/source.js'), import('../kube/status.js'),
+  const [{ KubeEventSink }, { loadKubeClient }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
+    import('../kube/events.js'), import('../kube/client.js'), import('../kube/source.js'), import('../kube/status.js'),
   ]);
-  const kubeConfig = loadKubeConfig(kubeconfig);
+  const client = await loadKubeClient(kubeconfig);
   return {
-    source: new KubeSource({ kubeConfig, nodeName, log }),
-    events: new KubeEventSink({ kubeConfig, nodeName, log }),
-    status: new KubeStatusSink({ kubeConfig, nodeName, log }),
+    source: new KubeSource({ client, nodeName, log }),
+    events: new KubeEventSink({ client, nodeName, log }),
+    status: new KubeStatusSink({ client, nodeName, log }),
   };
 }
 

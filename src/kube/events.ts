@@ -5,11 +5,12 @@
 // again at the next report; a report stops at its first failure and each post is bounded by
 // `timeoutMs`, so report() never hangs and never throws.
 // Each node's operator posts its own Events (source.host tells them apart), as kubelets do.
-import { CoreV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
+import type { CoreV1Event } from '@kubernetes/client-node';
 import { CONFIG_API_VERSION, CONFIG_KIND, CONFIG_NAME } from '../config/schema.js';
 import type { Problem } from '../desired/types.js';
 import { ProblemDedup } from '../source/dedup.js';
 import { type LogFn, noLog } from '../source/log.js';
+import type { KubeClient } from './client.js';
 import { FailureLog, withTimeout } from './informer.js';
 import type { EventSink, ServiceRef } from '../source/types.js';
 
@@ -28,7 +29,7 @@ export interface InvolvedObject {
 }
 
 export interface KubeEventSinkOptions {
-  kubeConfig: KubeConfig;
+  client: KubeClient;
   /** This node (the Event's source.host and reportingInstance). */
   nodeName: string;
   log?: LogFn;
@@ -39,7 +40,6 @@ export interface KubeEventSinkOptions {
 
 /** Posts Warning Events for problems (see the file comment). */
 export class KubeEventSink implements EventSink {
-  private readonly api: CoreV1Api;
   private readonly dedup = new ProblemDedup();
   private readonly log: LogFn;
   private readonly now: () => Date;
@@ -47,7 +47,6 @@ export class KubeEventSink implements EventSink {
   private seq = 0;
 
   constructor(private readonly opts: KubeEventSinkOptions) {
-    this.api = opts.kubeConfig.makeApiClient(CoreV1Api);
     this.log = opts.log ?? noLog;
     this.now = opts.now ?? (() => new Date());
     this.failures = new FailureLog(this.log, 'posting an Event');
@@ -81,12 +80,12 @@ export class KubeEventSink implements EventSink {
       type: 'Warning',
       count: 1,
       firstTimestamp: now,
-      lastTimestamp: now,
+      lastTimestamp: now, // JSON: RFC 3339 text, as client-go sends it
       source: { component: COMPONENT, host: this.opts.nodeName },
       reportingComponent: COMPONENT,
       reportingInstance: this.opts.nodeName,
     };
-    await this.api.createNamespacedEvent({ namespace, body });
+    await this.opts.client.request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, { body });
   }
 }
 

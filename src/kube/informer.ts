@@ -18,7 +18,10 @@
 //   HTTP 410, so ListWatch relists and diffs its cache: an event lost to a malformed line (or any
 //   other drift) is repaired, with adds/updates/deletes only for what really differs.
 import { STATUS_CODES } from 'node:http';
-import { type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject, type ObjectCache, Watch } from '@kubernetes/client-node';
+// Watch from its own module: client-node's index (and its generated API classes) is not loaded.
+import { Watch } from '@kubernetes/client-node/dist/watch.js';
+import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
+import type { FetchConfig } from './client.js';
 import type { LogFn } from '../source/log.js';
 import { trimsEvent } from './trim.js';
 
@@ -150,9 +153,9 @@ export class HealingWatch extends Watch {
   private active: ((err: unknown) => void) | undefined;
   private readonly live = new Set<AbortController>();
 
-  constructor(kc: KubeConfig, private readonly idleMs: number, private readonly timeoutSeconds: number,
+  constructor(kc: FetchConfig, private readonly idleMs: number, private readonly timeoutSeconds: number,
     private readonly trim?: (o: unknown) => unknown) {
-    super(kc);
+    super(kc as KubeConfig); // Watch calls only getCurrentCluster and applyToFetchOptions
   }
 
   override async watch(path: string, queryParams: Record<string, unknown>, callback: WatchCallback, done: DoneCallback): Promise<AbortController> {
@@ -213,8 +216,8 @@ export class HealingWatch extends Watch {
 export async function listAllPages<T extends KubernetesObject>(
   page: (cont: string | undefined) => Promise<KubernetesListObject<T>>,
 ): Promise<KubernetesListObject<T>> {
-  // Typed lists carry `_continue`; CustomObjectsApi's are plain JSON (`continue`).
-  const next = (l: KubernetesListObject<T>) => l.metadata?._continue ?? (l.metadata as { continue?: string } | undefined)?.continue;
+  // Plain JSON lists (client.ts): the token is `continue` (client-node's typed lists called it `_continue`).
+  const next = (l: KubernetesListObject<T>) => (l.metadata as { continue?: string } | undefined)?.continue;
   const first = await page(undefined);
   const items = [...first.items];
   let cont = next(first);
@@ -223,7 +226,7 @@ export async function listAllPages<T extends KubernetesObject>(
     items.push(...more.items);
     cont = next(more);
   }
-  const { _continue: _a, continue: _b, ...metadata } = (first.metadata ?? {}) as Record<string, unknown>;
+  const { continue: _c, ...metadata } = (first.metadata ?? {}) as Record<string, unknown>;
   return { ...first, metadata, items };
 }
 

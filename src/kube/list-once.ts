@@ -1,14 +1,12 @@
 // One list of everything a KubeSource watches, for commands that read the cluster once
 // (`explain`, `status` with --source kube): bounded in time, and failing with a message that
 // names the resource and the cause (unreachable, 401, 403, ...) instead of retrying for ever.
-import {
-  CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject,
-  type V1EndpointSlice, type V1Node, type V1Service,
-} from '@kubernetes/client-node';
+import type { KubernetesListObject, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import type { Problem } from '../desired/types.js';
 import type { SourceEvent } from '../source/types.js';
+import { type KubeClient, pager } from './client.js';
 import { describeError, httpStatus, listAllPages } from './informer.js';
 
 export interface ListOnceOptions {
@@ -31,14 +29,11 @@ export interface ListOnceResult {
  * not installed means no config). Rejects with "listing <resource> from <server> failed: <cause>"
  * on the first failure, or "... did not answer within N s" after `timeoutMs`.
  */
-export async function listOnce(kubeConfig: KubeConfig, nodeName: string, opts: ListOnceOptions = {}): Promise<ListOnceResult> {
+export async function listOnce(client: KubeClient, nodeName: string, opts: ListOnceOptions = {}): Promise<ListOnceResult> {
   const timeoutMs = opts.timeoutMs ?? 15_000;
   const limit = opts.pageSize ?? 500;
   const validate = opts.validate ?? validateConfig;
-  const server = kubeConfig.getCurrentCluster()?.server ?? '(no current cluster)';
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  const server = client.server;
   const pending = new Set<string>();
   const list = async <T extends KubernetesObject>(name: string, page: (c: string | undefined) => Promise<KubernetesListObject<T>>, optional = false): Promise<T[]> => {
     pending.add(name);
@@ -54,12 +49,11 @@ export async function listOnce(kubeConfig: KubeConfig, nodeName: string, opts: L
     }
   };
   const all = Promise.all([
-    list<V1Service>('services', (_continue) => core.listServiceForAllNamespaces({ limit, _continue })),
-    list<V1EndpointSlice>('endpointslices', (_continue) => discovery.listEndpointSliceForAllNamespaces({ limit, _continue })),
-    list<V1Node>('node', (_continue) => core.listNode({ fieldSelector: `metadata.name=${nodeName}`, limit, _continue })),
-    list<KubernetesObject>('ipvsproxyconfig', (_continue) => custom.listClusterCustomObject({
-      group: CONFIG_GROUP, version: CONFIG_VERSION, plural: 'ipvsproxyconfigs', fieldSelector: `metadata.name=${CONFIG_NAME}`, limit, _continue,
-    }) as Promise<KubernetesListObject<KubernetesObject>>, true),
+    list<V1Service>('services', pager<KubernetesListObject<V1Service>>(client, '/api/v1/services', { limit })),
+    list<V1EndpointSlice>('endpointslices', pager<KubernetesListObject<V1EndpointSlice>>(client, '/apis/discovery.k8s.io/v1/endpointslices', { limit })),
+    list<V1Node>('node', pager<KubernetesListObject<V1Node>>(client, '/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}`, limit })),
+    list<KubernetesObject>('ipvsproxyconfig', pager<KubernetesListObject<KubernetesObject>>(client, `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/ipvsproxyconfigs`,
+      { fieldSelector: `metadata.name=${CONFIG_NAME}`, limit }), true),
   ]);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {

@@ -8,16 +8,14 @@
 //   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
 // - Services and EndpointSlices are trimmed (trim.ts) before client-node caches them: plain JSON
 //   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
-//   The Node and the config come as client-node hands them: from the initial list typed
-//   (timestamps are Dates), later from the watch (plain JSON: timestamps are strings).
+//   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
 // - While any informer is down, healthy() is false; nothing is sent until it is back. health()
 //   says since when and why ("endpointslices: 403 Forbidden: ...").
 // - Lists are paginated (`listPageSize` per request); every informer relists periodically and
 //   restarts a stalled watch (src/kube/informer.ts); start() gives up after `startTimeoutMs`.
-import {
-  CoreV1Api, CustomObjectsApi, DiscoveryV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject,
-  ListWatch, type V1EndpointSlice, type V1Node, type V1Service,
-} from '@kubernetes/client-node';
+// ListWatch from its own module: client-node's index (and its generated API classes) is not loaded.
+import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
+import type { KubernetesListObject, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
@@ -25,13 +23,14 @@ import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
+import { type KubeClient, pager } from './client.js';
 import { type Trim, trimEndpointSlice, trimService } from './trim.js';
 import {
   type Backoff, type Healing, HealingWatch, type InformerHandlers, RestartingInformer, defaultBackoff, defaultHealing, listAllPages,
 } from './informer.js';
 
 export interface KubeSourceOptions {
-  kubeConfig: KubeConfig;
+  client: KubeClient;
   /** This node's name: its Node object is watched (field selector metadata.name). */
   nodeName: string;
   log?: LogFn;
@@ -51,7 +50,7 @@ export interface KubeSourceOptions {
   listPageSize?: number;
   /** The clock of health().since (default Date.now). */
   now?: () => number;
-  /** Where invalid-config Events go (default: a KubeEventSink on kubeConfig). */
+  /** Where invalid-config Events go (default: a KubeEventSink on the client). */
   configEvents?: Pick<KubeEventSink, 'report'>;
   /** The source's own problems (an invalid config), the whole current list, on every change of it. */
   onProblems?: (problems: readonly Problem[]) => void;
@@ -80,8 +79,8 @@ export class KubeSource implements Source {
     this.now = opts.now ?? Date.now;
     this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
     this.validate = opts.validate ?? validateConfig;
-    this.configEvents = opts.configEvents ?? new KubeEventSink({ kubeConfig: opts.kubeConfig, nodeName: opts.nodeName, log: this.log });
-    const kc = opts.kubeConfig;
+    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName, log: this.log });
+    const client = opts.client;
     const healing: Healing = {
       backoff: { ...defaultBackoff, ...opts.backoff },
       relistMs: opts.relistMs ?? defaultHealing.relistMs,
@@ -90,15 +89,13 @@ export class KubeSource implements Source {
       maxRetryAfterMs: opts.maxRetryAfterMs ?? defaultHealing.maxRetryAfterMs,
     };
     const limit = opts.listPageSize ?? 500;
-    const core = kc.makeApiClient(CoreV1Api);
-    const discovery = kc.makeApiClient(DiscoveryV1Api);
-    const custom = kc.makeApiClient(CustomObjectsApi);
     const nodeSelector = `metadata.name=${opts.nodeName}`;
     const configSelector = `metadata.name=${CONFIG_NAME}`;
-    const add = <T extends KubernetesObject>(name: string, path: string, page: (cont: string | undefined) => Promise<KubernetesListObject<T>>,
+    const add = <T extends KubernetesObject>(name: string, path: string,
       handlers: InformerHandlers<T>, fieldSelector?: string, optional = false, trim?: Trim<T>) => {
-      const watch = new HealingWatch(kc, healing.idleMs, healing.watchTimeoutSeconds, trim as ((o: unknown) => unknown) | undefined);
-      // Each page is trimmed as it arrives: the typed items of one page at a time stay alive, not the whole list's.
+      const page = pager<KubernetesListObject<T>>(client, path, { limit, fieldSelector });
+      const watch = new HealingWatch(client, healing.idleMs, healing.watchTimeoutSeconds, trim as ((o: unknown) => unknown) | undefined);
+      // Each page is trimmed as it arrives: the full items of one page at a time stay alive, not the whole list's.
       const trimmed = trim ? async (cont: string | undefined) => {
         const l = await page(cont);
         return { ...l, items: l.items.map(trim) };
@@ -108,20 +105,19 @@ export class KubeSource implements Source {
         log: this.log, healing, watch, optional, onChange: () => this.updateHealth(),
       }) as unknown as RestartingInformer<KubernetesObject>);
     };
-    add<V1Service>('services', '/api/v1/services', (_continue) => core.listServiceForAllNamespaces({ limit, _continue }), {
+    add<V1Service>('services', '/api/v1/services', {
       upsert: (object) => this.emit({ kind: 'service', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'service', type: 'delete', object }),
     }, undefined, false, trimService);
-    add<V1EndpointSlice>('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', (_continue) => discovery.listEndpointSliceForAllNamespaces({ limit, _continue }), {
+    add<V1EndpointSlice>('endpointslices', '/apis/discovery.k8s.io/v1/endpointslices', {
       upsert: (object) => this.emit({ kind: 'endpointslice', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'endpointslice', type: 'delete', object }),
     }, undefined, false, trimEndpointSlice);
-    add<V1Node>('node', '/api/v1/nodes', (_continue) => core.listNode({ fieldSelector: nodeSelector, limit, _continue }), {
+    add<V1Node>('node', '/api/v1/nodes', {
       upsert: (object) => this.emit({ kind: 'node', type: 'upsert', object }),
       delete: (object) => this.emit({ kind: 'node', type: 'delete', object }),
     }, nodeSelector);
     add<KubernetesObject>('ipvsproxyconfig', CONFIG_PATH,
-      (_continue) => custom.listClusterCustomObject({ group: CONFIG_GROUP, version: CONFIG_VERSION, plural: 'ipvsproxyconfigs', fieldSelector: configSelector, limit, _continue }) as Promise<KubernetesListObject<KubernetesObject>>,
       { upsert: (o) => this.configChanged(o), delete: () => this.configDeleted() }, configSelector, true);
   }
 
@@ -146,7 +142,7 @@ export class KubeSource implements Source {
     if (r !== 'timeout') return;
     const missing = this.informers.filter((i) => !i.hasSynced).map((i) => i.reason ?? `${i.name}: no answer yet`);
     await this.stop();
-    throw new Error(`the Kubernetes API at ${this.opts.kubeConfig.getCurrentCluster()?.server ?? '?'} did not answer every first list within ${timeoutMs / 1000} s: ${missing.join('; ')}`);
+    throw new Error(`the Kubernetes API at ${this.opts.client.server} did not answer every first list within ${timeoutMs / 1000} s: ${missing.join('; ')}`);
   }
 
   /** Since when the source is (not) healthy, and why not: the first down informer's last error. */

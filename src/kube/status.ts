@@ -3,18 +3,18 @@
 // API answers, only the newest status is written next. write() never rejects and never hangs:
 // each API call is bounded by `timeoutMs`, a failure is logged once per kind (then at debug) and
 // the next write tries again.
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { CONFIG_GROUP, CONFIG_VERSION } from '../config/schema.js';
 import type { NodeStatus, StatusSink } from '../source/types.js';
 import { type LogFn, noLog } from '../source/log.js';
+import type { KubeClient } from './client.js';
 import { FailureLog, httpStatus, withTimeout } from './informer.js';
 
 const PLURAL = 'ipvsnodestates';
 const KIND = 'IPVSNodeState';
-const target = { group: CONFIG_GROUP, version: CONFIG_VERSION, plural: PLURAL };
+const COLLECTION = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/${PLURAL}`;
 
 export interface KubeStatusSinkOptions {
-  kubeConfig: KubeConfig;
+  client: KubeClient;
   nodeName: string;
   log?: LogFn;
   /** Each API call gives up after this (default 10 s). */
@@ -23,7 +23,6 @@ export interface KubeStatusSinkOptions {
 
 /** Writes the IPVSNodeState status of this node (see the file comment). */
 export class KubeStatusSink implements StatusSink {
-  private readonly api: CustomObjectsApi;
   /** resourceVersion of the object as last seen; undefined: unknown (get or create first). */
   private resourceVersion: string | undefined;
   private running: Promise<void> | undefined;
@@ -32,7 +31,6 @@ export class KubeStatusSink implements StatusSink {
   private readonly timeoutMs: number;
 
   constructor(private readonly opts: KubeStatusSinkOptions) {
-    this.api = opts.kubeConfig.makeApiClient(CustomObjectsApi);
     this.failures = new FailureLog(opts.log ?? noLog, 'writing the IPVSNodeState status');
     this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
@@ -73,6 +71,10 @@ export class KubeStatusSink implements StatusSink {
     this.running = undefined;
   }
 
+  private path(): string {
+    return `${COLLECTION}/${encodeURIComponent(this.opts.nodeName)}`;
+  }
+
   private call<T>(p: Promise<T>): Promise<T> {
     return withTimeout(p, this.timeoutMs, 'the Kubernetes API');
   }
@@ -83,7 +85,7 @@ export class KubeStatusSink implements StatusSink {
       try {
         if (this.resourceVersion === undefined) await this.ensure();
         const body = { apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName, resourceVersion: this.resourceVersion }, status };
-        const written = (await this.call(this.api.replaceClusterCustomObjectStatus({ ...target, name: this.opts.nodeName, body }))) as { metadata?: { resourceVersion?: string } };
+        const written = (await this.call(this.opts.client.request('PUT', `${this.path()}/status`, { body }))) as { metadata?: { resourceVersion?: string } };
         this.resourceVersion = written.metadata?.resourceVersion;
         return;
       } catch (e) {
@@ -98,10 +100,10 @@ export class KubeStatusSink implements StatusSink {
   private async ensure(): Promise<void> {
     let obj: { metadata?: { resourceVersion?: string } };
     try {
-      obj = await this.call(this.api.getClusterCustomObject({ ...target, name: this.opts.nodeName }));
+      obj = await this.call(this.opts.client.request('GET', this.path()));
     } catch (e) {
       if (httpStatus(e) !== 404) throw e;
-      obj = await this.call(this.api.createClusterCustomObject({ ...target, body: {
+      obj = await this.call(this.opts.client.request('POST', COLLECTION, { body: {
         apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName }, spec: {},
       } }));
     }

@@ -7,7 +7,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
-import { FakeApiServer, kubeConfigFor } from '../support/fake-apiserver.js';
+import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
+import { FakeApiServer } from '../support/fake-apiserver.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -31,7 +32,7 @@ beforeAll(async () => {
   api.put('services', service('bad', '10.200.1.51', { 'ipvs-operator.io/scheduler': 'fastest' }));
   api.put('endpointslices', slice('bad', PODS.slice(2)));
   const file = join(mkdtempSync(join(tmpdir(), 'kc-')), 'kubeconfig');
-  writeFileSync(file, kubeConfigFor(api).exportConfig());
+  writeFileSync(file, kubeconfigYaml(api.url, 'unused')); // the fake server here checks no token
   op = new OperatorProcess(['--source', 'kube', '--kubeconfig', file]);
   await op.start();
 }, 180_000);

@@ -62,6 +62,19 @@ describe("the operator's module graph", () => {
     expect(pkg.devDependencies).toHaveProperty('@resvg/resvg-js');
   });
 
+  it("loads client-node's ListWatch and Watch by their own modules; its index (the generated API) only for a kubeconfig client.ts hands over", () => {
+    const uses = [...files].flatMap((f) => {
+      const code = readFileSync(f, 'utf8');
+      return specifiers(code).filter((s) => s.startsWith('@kubernetes/client-node'))
+        .map((s) => `${relative(dist, f)} ${s}${code.includes(`import('${s}')`) ? ' (on use)' : ''}`);
+    });
+    expect(uses.sort()).toEqual([
+      'src/kube/client.js @kubernetes/client-node (on use)',
+      'src/kube/informer.js @kubernetes/client-node/dist/watch.js',
+      'src/kube/source.js @kubernetes/client-node/dist/cache.js',
+    ]);
+  });
+
   it('sees every form of import (the walk is not vacuous)', () => {
     expect(specifiers("import { a } from './a.js';\nexport * from \"./b.js\";\nimport './c.js';\nawait import('./d.js');"))
       .toEqual(['./a.js', './b.js', './c.js', './d.js']);

@@ -7,7 +7,7 @@ import { listOnce } from '../../src/kube/list-once.js';
 import { KubeSource, type KubeSourceOptions } from '../../src/kube/source.js';
 import type { LogLevel } from '../../src/source/log.js';
 import type { SourceEvent } from '../../src/source/types.js';
-import { FakeApiServer, type ResourceName, kubeConfigFor } from '../support/fake-apiserver.js';
+import { FakeApiServer, type ResourceName, clientFor } from '../support/fake-apiserver.js';
 import { sleep, waitFor } from '../support/wait.js';
 import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
 
@@ -35,7 +35,7 @@ async function setup(opts: Partial<KubeSourceOptions> = {}, before: (s: FakeApiS
   const logs: LogLine[] = [];
   const lines: string[] = [];
   const source = new KubeSource({
-    kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast, relistMs: 0,
+    client: clientFor(server), nodeName: NODE, backoff: fast, relistMs: 0,
     log: (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }), ...opts,
   });
   h = { server, source, lines, logs };
@@ -204,9 +204,9 @@ describe('KubeSource start-up gives up within startTimeoutMs with a clear error'
 
   it('an unreachable address (connection refused) rejects too', async () => {
     const server = await FakeApiServer.start();
-    const kc = kubeConfigFor(server);
+    const kc = clientFor(server);
     await server.close(); // nothing listens there any more
-    const source = new KubeSource({ kubeConfig: kc, nodeName: NODE, backoff: fast, startTimeoutMs: 300 });
+    const source = new KubeSource({ client: kc, nodeName: NODE, backoff: fast, startTimeoutMs: 300 });
     await expect(source.start(() => undefined)).rejects.toThrow(/services: .*ECONNREFUSED/);
   });
 });
@@ -214,12 +214,12 @@ describe('KubeSource start-up gives up within startTimeoutMs with a clear error'
 describe('listOnce', () => {
   it('lists everything once, across pages, with the config validated', async () => {
     const server = await FakeApiServer.start();
-    h = { server, source: new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE }), lines: [], logs: [] };
+    h = { server, source: new KubeSource({ client: clientFor(server), nodeName: NODE }), lines: [], logs: [] };
     seed(server);
     server.put('services', makeService('ns2', 'svc2'));
     server.put('nodes', makeNode((n) => { n.metadata!.name = 'node-b'; }));
     server.put('ipvsproxyconfigs', { metadata: { name: 'default' }, spec: { defaultScheduler: 'lc' } });
-    const r = await listOnce(kubeConfigFor(server), NODE, { pageSize: 1 });
+    const r = await listOnce(clientFor(server), NODE, { pageSize: 1 });
     expect(r.events.map(line).sort()).toEqual(['upsert config lc', 'upsert endpointslice ns1/svc1-a', 'upsert node node-a', 'upsert service ns1/svc1', 'upsert service ns2/svc2']);
     expect(r.problems).toEqual([]);
   });
@@ -232,22 +232,22 @@ describe('listOnce', () => {
     ['hanging', (s) => s.fail({ resource: 'nodes', status: 0 }), /did not answer within 0.3 s \(still listing node\)/],
   ])('rejects with a clear message when %s', async (_what, fault, message) => {
     const server = await FakeApiServer.start();
-    h = { server, source: new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE }), lines: [], logs: [] };
+    h = { server, source: new KubeSource({ client: clientFor(server), nodeName: NODE }), lines: [], logs: [] };
     seed(server);
-    const kc = kubeConfigFor(server);
+    const kc = clientFor(server);
     await fault(server);
     await expect(listOnce(kc, NODE, { timeoutMs: 300 })).rejects.toThrow(message);
   });
 
   it('a CRD not installed means no config; an invalid config is a problem', async () => {
     const server = await FakeApiServer.start({ notServed: ['ipvsproxyconfigs'] });
-    h = { server, source: new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE }), lines: [], logs: [] };
+    h = { server, source: new KubeSource({ client: clientFor(server), nodeName: NODE }), lines: [], logs: [] };
     seed(server);
-    expect((await listOnce(kubeConfigFor(server), NODE)).events.map(line).sort()).toEqual(['upsert endpointslice ns1/svc1-a', 'upsert node node-a', 'upsert service ns1/svc1']);
+    expect((await listOnce(clientFor(server), NODE)).events.map(line).sort()).toEqual(['upsert endpointslice ns1/svc1-a', 'upsert node node-a', 'upsert service ns1/svc1']);
     const other = await FakeApiServer.start();
     try {
       other.put('ipvsproxyconfigs', { metadata: { name: 'default' }, spec: { masqueradeBit: 77 } });
-      const r = await listOnce(kubeConfigFor(other), NODE);
+      const r = await listOnce(clientFor(other), NODE);
       expect(r.events).toEqual([]);
       expect(r.problems).toEqual([expect.objectContaining({ reason: 'InvalidConfig', message: expect.stringContaining('masqueradeBit') })]);
     } finally {

@@ -1,4 +1,4 @@
-// KubeEventSink and KubeStatusSink through client-node's generated clients against the fake API
+// KubeEventSink and KubeStatusSink through the operator's API client (src/kube/client.ts) against the fake API
 // server, and the informer backoff schedule.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
 import { crdSchema, makeAjv, toJsonSchema } from '../../src/config/schema.js';
@@ -7,7 +7,7 @@ import { KubeEventSink } from '../../src/kube/events.js';
 import { backoffDelay, defaultBackoff } from '../../src/kube/informer.js';
 import { KubeStatusSink } from '../../src/kube/status.js';
 import type { NodeStatus, ServiceRef } from '../../src/source/types.js';
-import { FakeApiServer, kubeConfigFor } from '../support/fake-apiserver.js';
+import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
 import { NODE } from './fixtures.js';
 
 let server: FakeApiServer;
@@ -21,7 +21,7 @@ const posted = () => server.list('events').map((e) => `${String(e.reason)} ${(e.
 
 describe('KubeEventSink', () => {
   it('posts each problem once however many syncs report it', async () => {
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeEventSink({ client: clientFor(server), nodeName: NODE });
     for (let i = 0; i < 10; i++) await sink.report([unknownScheduler, badOptions, unknownScheduler], refs);
     expect(posted().sort()).toEqual(['InvalidSchedulerOptions svc2', 'UnknownScheduler svc1']);
     const ev = server.list('events').find((e) => e.reason === 'UnknownScheduler')!;
@@ -34,7 +34,7 @@ describe('KubeEventSink', () => {
   });
 
   it('posts again a problem that went away and came back, and a changed message', async () => {
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeEventSink({ client: clientFor(server), nodeName: NODE });
     await sink.report([unknownScheduler], refs);
     await sink.report([], refs);
     await sink.report([unknownScheduler], refs);
@@ -44,7 +44,7 @@ describe('KubeEventSink', () => {
   });
 
   it('puts configuration problems on the IPVSProxyConfig, in the default namespace', async () => {
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeEventSink({ client: clientFor(server), nodeName: NODE });
     await sink.report([{ service: '', reason: 'UnknownScheduler', message: 'defaultScheduler "x" is not known' }], new Map());
     expect(server.list('events')[0]).toMatchObject({ metadata: { namespace: 'default' },
       involvedObject: { apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', name: 'default' } });
@@ -52,7 +52,7 @@ describe('KubeEventSink', () => {
 
   it('retries at the next report what the API refused, logging each kind of failure once, and never throws', async () => {
     const logged: string[] = [];
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, log: (l, m) => logged.push(`${l} ${m}`) });
+    const sink = new KubeEventSink({ client: clientFor(server), nodeName: NODE, log: (l, m) => logged.push(`${l} ${m}`) });
     server.down();
     await sink.report([unknownScheduler, badOptions], refs);
     await sink.report([unknownScheduler, badOptions], refs);
@@ -75,7 +75,7 @@ describe('KubeEventSink', () => {
 
   it('gives up on a post the API never answers after timeoutMs', async () => {
     const logged: string[] = [];
-    const sink = new KubeEventSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
+    const sink = new KubeEventSink({ client: clientFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
     server.fail({ resource: 'events', status: 0 });
     await sink.report([unknownScheduler], refs);
     expect(logged).toEqual(['warn posting an Event failed: the Kubernetes API did not answer within 0.2 s; will retry']);
@@ -92,7 +92,7 @@ describe('KubeStatusSink', () => {
   const validStatus = makeAjv().compile(toJsonSchema(crdSchema(readCrd('ipvsnodestates'))) as object);
 
   it('creates the IPVSNodeState named after the node, then only updates its status', async () => {
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeStatusSink({ client: clientFor(server), nodeName: NODE });
     await sink.write(status(1));
     await sink.write(status(2));
     const obj = server.get('ipvsnodestates', NODE)!;
@@ -104,7 +104,7 @@ describe('KubeStatusSink', () => {
 
   it('uses an existing object, and recreates it when it was deleted meanwhile', async () => {
     server.put('ipvsnodestates', { metadata: { name: NODE }, spec: {} });
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeStatusSink({ client: clientFor(server), nodeName: NODE });
     await sink.write(status(1));
     server.remove('ipvsnodestates', NODE);
     await sink.write(status(3));
@@ -112,7 +112,7 @@ describe('KubeStatusSink', () => {
   });
 
   it('re-reads after a conflict (someone else changed the object)', async () => {
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeStatusSink({ client: clientFor(server), nodeName: NODE });
     await sink.write(status(1));
     const o = server.get('ipvsnodestates', NODE)!;
     server.put('ipvsnodestates', { ...o, metadata: { ...o.metadata, labels: { a: 'b' } } });
@@ -123,7 +123,7 @@ describe('KubeStatusSink', () => {
   });
 
   it('coalesces writes that come faster than the API answers: the newest wins', async () => {
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE });
+    const sink = new KubeStatusSink({ client: clientFor(server), nodeName: NODE });
     await Promise.all([1, 2, 3, 4, 5].map((n) => sink.write(status(n))));
     expect(server.get('ipvsnodestates', NODE)?.status).toEqual(status(5));
     expect(server.requests.filter((r) => r.method === 'PUT').length).toBeLessThan(5);
@@ -131,7 +131,7 @@ describe('KubeStatusSink', () => {
 
   it('never rejects: an unreachable, refusing or silent API is logged once per kind, and the next write after it works', async () => {
     const logged: string[] = [];
-    const sink = new KubeStatusSink({ kubeConfig: kubeConfigFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
+    const sink = new KubeStatusSink({ client: clientFor(server), nodeName: NODE, timeoutMs: 200, log: (l, m) => logged.push(`${l} ${m}`) });
     server.down();
     expect(await sink.tryWrite(status(1))).toBe(false);
     await sink.write(status(1));

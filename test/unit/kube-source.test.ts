@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { KubeSource, type KubeSourceOptions } from '../../src/kube/source.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 import type { SourceEvent } from '../../src/source/types.js';
-import { FakeApiServer, type FakeApiServerOptions, kubeConfigFor } from '../support/fake-apiserver.js';
+import { FakeApiServer, type FakeApiServerOptions, clientFor } from '../support/fake-apiserver.js';
 import { sleep, waitFor } from '../support/wait.js';
 import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
 
@@ -29,7 +29,7 @@ async function setup(seed: (s: FakeApiServer) => void = () => undefined, opts: F
   const server = await FakeApiServer.start(opts);
   seed(server);
   const events: SourceEvent[] = [];
-  const source = new KubeSource({ kubeConfig: kubeConfigFor(server), nodeName: NODE, backoff: fast, ...sourceOpts });
+  const source = new KubeSource({ client: clientFor(server), nodeName: NODE, backoff: fast, ...sourceOpts });
   h = { server, source, events, lines: () => events.map(line), clear: () => { events.length = 0; } };
   if (start) await source.start((e) => events.push(e));
   return h;

@@ -10,7 +10,7 @@ import { buildDesired } from '../../src/desired/state.js';
 import { KubeSource } from '../../src/kube/source.js';
 import { plain, trimEndpointSlice, trimService } from '../../src/kube/trim.js';
 import type { SourceEvent } from '../../src/source/types.js';
-import { FakeApiServer, kubeConfigFor } from '../support/fake-apiserver.js';
+import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/wait.js';
 
 const managedFields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': { 'f:ports': {} } } }];
@@ -117,7 +117,7 @@ describe('KubeSource trims', () => {
     api.put('services', service);
     api.put('endpointslices', slice);
     const events: SourceEvent[] = [];
-    source = new KubeSource({ kubeConfig: kubeConfigFor(api), nodeName: 'node-a', relistMs: 0 });
+    source = new KubeSource({ client: clientFor(api), nodeName: 'node-a', relistMs: 0 });
     await source.start((e) => events.push(e));
     api.put('services', { ...service, metadata: { ...service.metadata, name: 'web2' } });
     api.put('endpointslices', { ...slice, metadata: { ...slice.metadata, name: 'web-2' } });

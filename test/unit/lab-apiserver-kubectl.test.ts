@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { KubeConfig } from '@kubernetes/client-node';
+import { loadKubeClient } from '../../src/kube/client.js';
 import { KubeSource } from '../../src/kube/source.js';
 import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
 import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
@@ -131,10 +131,10 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
   });
 
   it("the operator's KubeSource with the ServiceAccount token sees kubectl's Services with ClusterIPs and the controller's slices", async () => {
-    const kc = new KubeConfig();
-    kc.loadFromString(readFileSync(join(dir, 'op.kubeconfig'), 'utf8'));
+    // The kubeconfig kubectl uses (TLS with its CA file, the ServiceAccount's token), read by the operator's own loader.
+    const kc = await loadKubeClient(join(dir, 'op.kubeconfig'));
     const events: SourceEvent[] = [];
-    const source = new KubeSource({ kubeConfig: kc, nodeName: 'worker1', backoff: { initialMs: 20, maxMs: 200, jitter: 0 } });
+    const source = new KubeSource({ client: kc, nodeName: 'worker1', backoff: { initialMs: 20, maxMs: 200, jitter: 0 } });
     try {
       await source.start((e) => events.push(e));
       const named = (kind: string, type: string, name: string) => events.filter((e) => e.kind === kind && e.type === type && e.kind !== 'config' && e.object.metadata?.name === name);

@@ -40,7 +40,7 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeClient } from '../../kube/client.js';
 import { parse as parseYaml } from 'yaml';
 import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
@@ -82,7 +82,8 @@ export interface Fault {
 }
 
 /** A request the server received, for assertions. */
-export interface RecordedRequest { method: string; path: string; query: string; body?: unknown }
+/** A request as served: `user` when authenticated with a token, `status` when it was refused (a Status answer). */
+export interface RecordedRequest { method: string; path: string; query: string; body?: unknown; user?: string; status?: number }
 
 /** The lab control plane's behaviour (see the file comment). */
 export interface LabOptions {
@@ -393,22 +394,25 @@ export class LabApiServer {
       const err = e instanceof HttpError ? e : new HttpError(400, 'BadRequest', `the request body is invalid: ${(e as Error).message}`);
       return sendStatus(res, err.code, err.reason, err.message);
     }
-    this.requests.push({ method, path: url.pathname, query: url.search, ...(body !== undefined ? { body } : {}) });
+    const rec: RecordedRequest = { method, path: url.pathname, query: url.search, ...(body !== undefined ? { body } : {}) };
+    this.requests.push(rec);
     try {
-      await this.serve(req, res, url, method, body);
+      await this.serve(req, res, url, method, body, rec);
     } catch (e) {
       if (!(e instanceof HttpError)) throw e;
+      rec.status = e.code;
       sendStatus(res, e.code, e.reason, e.message);
     }
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse, url: URL, method: string, body: unknown): Promise<void> {
+  private async serve(req: IncomingMessage, res: ServerResponse, url: URL, method: string, body: unknown, rec: RecordedRequest): Promise<void> {
     const path = url.pathname;
     if (['/healthz', '/readyz', '/livez'].includes(path)) return sendText(res, 200, 'ok');
     if (path === '/version') {
       return send(res, 200, { major: '1', minor: '32', gitVersion: 'v1.32.0-ipvs-operator-lab', platform: `${process.platform}/${process.arch}` });
     }
     const user = this.authenticate(req);
+    if (user) rec.user = user.name;
     const route = parseResourcePath(path);
     if (!route) {
       const doc = method === 'GET' ? discovery(path) : undefined;
@@ -607,16 +611,9 @@ export class LabApiServer {
 /** The unit tests' name for the server (the same class; every lab behaviour is off unless asked for). */
 export { LabApiServer as FakeApiServer };
 
-/** A client-node KubeConfig pointing at the server (TLS not verified), with `token` as bearer token if given. */
-export function kubeConfigFor(server: LabApiServer, token?: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'fake', server: server.url, skipTLSVerify: true }],
-    users: [{ name: 'tester', ...(token ? { token } : {}) }],
-    contexts: [{ name: 'fake', cluster: 'fake', user: 'tester' }],
-    currentContext: 'fake',
-  });
-  return kc;
+/** The operator's API client pointing at the server (TLS not verified), with `token` as bearer token if given. */
+export function clientFor(server: LabApiServer, token?: string): KubeClient {
+  return KubeClient.fromCredentials({ server: server.url, insecureSkipTLSVerify: true, ...(token ? { token } : {}) });
 }
 
 /** A kubeconfig file's text for kubectl: the server, its CA (or insecure-skip-tls-verify), a bearer token. */

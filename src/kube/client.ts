@@ -1,0 +1,288 @@
+// The operator's connection to the Kubernetes API: where the server is, how to trust it, who we
+// are, and plain JSON requests. client-node's generated API classes and its KubeConfig pull in
+// its whole generated client (about 1 000 modules: ~0.5 s of start-up on the host, several
+// seconds under TCG, and ~45 MB of RSS on every node) for the eight calls the operator makes, so
+// those are made here; client-node's ListWatch and Watch (src/kube/informer.ts) still do the
+// list/watch, through `getCurrentCluster` and `applyToFetchOptions`, which this class provides.
+//
+// Credentials, as client-go resolves them: `--kubeconfig`; else the in-cluster service account
+// (KUBERNETES_SERVICE_HOST/PORT, its CA and a token file re-read every minute, since bound tokens
+// rotate); else $KUBECONFIG or ~/.kube/config. A kubeconfig this class does not read itself
+// (exec or auth-provider users, proxy-url, several files in $KUBECONFIG, no file at all) is
+// handed to client-node's KubeConfig, loaded only then, whose headers and agent are used as is.
+import { readFileSync, existsSync } from 'node:fs';
+import { Agent as HttpAgent, STATUS_CODES, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+
+/** An API answer other than 2xx: `code` and `headers` as client-node's ApiException has them (informer.ts reads both). */
+export class KubeApiError extends Error {
+  constructor(readonly code: number, readonly body: string, readonly headers: Record<string, string>, what: string) {
+    super(`${what}: HTTP ${code} ${STATUS_CODES[code] ?? ''}`.trimEnd());
+    this.name = 'KubeApiError';
+  }
+}
+
+/** What a request needs besides method and path. */
+export interface RequestOptions {
+  query?: Record<string, string | number | boolean | undefined>;
+  body?: unknown;
+  /** Default application/json (a merge patch would say application/merge-patch+json). */
+  contentType?: string;
+}
+
+/** Where the server is and who we are, resolved from a kubeconfig or the service account. */
+export interface Credentials {
+  server: string;
+  /** PEM text. */
+  ca?: string;
+  cert?: string;
+  key?: string;
+  insecureSkipTLSVerify?: boolean;
+  tlsServerName?: string;
+  token?: string;
+  /** Re-read at most once a minute (client-go does the same for rotated service-account tokens). */
+  tokenFile?: string;
+  username?: string;
+  password?: string;
+}
+
+/** What client-node's KubeConfig offers that Watch and this class use (a loaded KubeConfig satisfies it). */
+export interface FetchConfig {
+  getCurrentCluster(): { server: string } | null;
+  applyToFetchOptions(opts: object): Promise<{ agent?: unknown; headers?: unknown }>;
+}
+
+const TOKEN_REREAD_MS = 60_000;
+
+/** The Kubernetes API over HTTP(S), plain JSON in and out. */
+export class KubeClient implements FetchConfig {
+  readonly server: string;
+  private readonly agent: HttpAgent | HttpsAgent;
+  private token: { value: string; readAt: number } | undefined;
+
+  private constructor(private readonly creds: Credentials | undefined, private readonly delegate: FetchConfig | undefined) {
+    this.server = (creds?.server ?? delegate?.getCurrentCluster()?.server ?? '').replace(/\/+$/, '');
+    if (!this.server) throw new Error('the kubeconfig names no server');
+    const url = new URL(this.server);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`the Kubernetes API server ${this.server} is not an http(s) URL`);
+    this.agent = url.protocol === 'https:'
+      ? new HttpsAgent({
+        keepAlive: true, ca: creds?.ca, cert: creds?.cert, key: creds?.key, servername: creds?.tlsServerName,
+        ...(creds?.insecureSkipTLSVerify ? { rejectUnauthorized: false } : {}),
+      })
+      : new HttpAgent({ keepAlive: true });
+  }
+
+  /** A client for these credentials. */
+  static fromCredentials(creds: Credentials): KubeClient {
+    return new KubeClient(creds, undefined);
+  }
+
+  /** A client whose headers and agent come from client-node's KubeConfig (auth plugins, proxies). */
+  static fromKubeConfig(kc: FetchConfig): KubeClient {
+    return new KubeClient(undefined, kc);
+  }
+
+  /** For client-node's Watch: the server it connects to. */
+  getCurrentCluster(): { name: string; server: string; skipTLSVerify: boolean } {
+    return { name: 'current', server: this.server, skipTLSVerify: this.creds?.insecureSkipTLSVerify ?? false };
+  }
+
+  /** For client-node's Watch (node-fetch options): the agent and the Authorization header. */
+  async applyToFetchOptions(_opts: object = {}): Promise<{ agent: HttpAgent | HttpsAgent; headers: Record<string, string> }> {
+    if (this.delegate) {
+      const o = await this.delegate.applyToFetchOptions({});
+      return { agent: (o.agent as HttpAgent | undefined) ?? this.agent, headers: headerRecord(o.headers) };
+    }
+    const auth = this.authorization();
+    return { agent: this.agent, headers: auth ? { Authorization: auth } : {} };
+  }
+
+  /** One request; resolves with the parsed JSON body, rejects with KubeApiError for non-2xx answers. */
+  async request<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const { agent, headers } = await this.applyToFetchOptions();
+    const body = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    const what = `${method} ${url.pathname}`;
+    return new Promise<T>((resolve, reject) => {
+      const req = send(url, {
+        method, agent,
+        headers: {
+          ...headers, Accept: 'application/json',
+          ...(body ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': body.length } : {}),
+        },
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const code = res.statusCode ?? 0;
+          if (code < 200 || code > 299) {
+            const h: Record<string, string> = {};
+            for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h[k] = Array.isArray(v) ? v.join(', ') : v;
+            reject(new KubeApiError(code, text, h, what));
+            return;
+          }
+          try {
+            resolve((text ? JSON.parse(text) : {}) as T);
+          } catch {
+            reject(new Error(`${what}: the answer is not JSON: ${text.slice(0, 200)}`));
+          }
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  /** Ends the kept-alive connections (the watches end with their own requests). */
+  close(): void {
+    this.agent.destroy();
+  }
+
+  private authorization(): string | undefined {
+    const c = this.creds!;
+    if (c.tokenFile) {
+      const now = Date.now();
+      if (!this.token || now - this.token.readAt >= TOKEN_REREAD_MS) {
+        try {
+          this.token = { value: readFileSync(c.tokenFile, 'utf8').trim(), readAt: now };
+        } catch (e) {
+          // A token being rotated can be missing for a moment: the last one read is used meanwhile.
+          if (!this.token) throw new Error(`reading the token file ${c.tokenFile}: ${(e as Error).message}`);
+        }
+      }
+      return `Bearer ${this.token.value}`;
+    }
+    if (c.token) return `Bearer ${c.token}`;
+    if (c.username !== undefined) return `Basic ${Buffer.from(`${c.username}:${c.password ?? ''}`).toString('base64')}`;
+    return undefined;
+  }
+}
+
+/** node-fetch's Headers, a plain record or nothing, as a plain record. */
+function headerRecord(h: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!h || typeof h !== 'object') return out;
+  const forEach = (h as { forEach?: unknown }).forEach;
+  if (typeof forEach === 'function') {
+    (h as { forEach(cb: (v: string, k: string) => void): void }).forEach((v, k) => { out[k] = v; });
+  } else {
+    for (const [k, v] of Object.entries(h as Record<string, unknown>)) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
+  }
+  return out;
+}
+
+const SERVICE_ACCOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/** The in-cluster service account's credentials (client-go's rest.InClusterConfig). */
+export function inClusterCredentials(env: NodeJS.ProcessEnv = process.env, dir = SERVICE_ACCOUNT): Credentials {
+  const host = env.KUBERNETES_SERVICE_HOST;
+  const port = env.KUBERNETES_SERVICE_PORT;
+  if (!host || !port) throw new Error('not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set');
+  const tokenFile = join(dir, 'token');
+  if (!existsSync(tokenFile)) throw new Error(`in-cluster configuration: no service account token at ${tokenFile}`);
+  const caFile = join(dir, 'ca.crt');
+  return {
+    server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
+    ...(existsSync(caFile) ? { ca: readFileSync(caFile, 'utf8') } : {}),
+    tokenFile,
+  };
+}
+
+/** Thrown when a kubeconfig asks for what only client-node's KubeConfig does (the caller hands it over). */
+export class NeedsClientNode extends Error {}
+
+type Rec = Record<string, unknown>;
+const rec = (v: unknown): Rec => (typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Rec : {});
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/**
+ * The current context's credentials from a kubeconfig's text (kubectl's rules: file paths are
+ * relative to the kubeconfig's directory; `-data` fields are base64). Throws NeedsClientNode for
+ * exec and auth-provider users and proxy-url clusters; a plain Error for a broken file.
+ */
+export function kubeconfigCredentials(text: string, file: string): Credentials {
+  let doc: Rec;
+  try {
+    doc = rec(parseYaml(text));
+  } catch (e) {
+    throw new Error(`kubeconfig ${file}: not YAML: ${(e as Error).message.split('\n')[0]}`);
+  }
+  const named = (list: unknown, name: string | undefined, what: string): Rec => {
+    const found = Array.isArray(list) ? list.map(rec).find((e) => e.name === name) : undefined;
+    if (!found) throw new Error(`kubeconfig ${file}: no ${what} named ${JSON.stringify(name ?? '')}`);
+    return rec(found[what]);
+  };
+  const current = str(doc['current-context']);
+  if (!current) throw new Error(`kubeconfig ${file}: no current-context`);
+  const context = named(doc.contexts, current, 'context');
+  const cluster = named(doc.clusters, str(context.cluster), 'cluster');
+  const user = str(context.user) ? named(doc.users, str(context.user), 'user') : {};
+  if (user.exec !== undefined || user['auth-provider'] !== undefined || cluster['proxy-url'] !== undefined) throw new NeedsClientNode();
+  const server = str(cluster.server);
+  if (!server) throw new Error(`kubeconfig ${file}: cluster ${JSON.stringify(context.cluster)} has no server`);
+  const path = (p: string) => (isAbsolute(p) ? p : join(dirname(file), p));
+  const pem = (data: unknown, fileField: unknown, what: string): string | undefined => {
+    if (str(data)) return Buffer.from(str(data)!, 'base64').toString('utf8');
+    if (!str(fileField)) return undefined;
+    try {
+      return readFileSync(path(str(fileField)!), 'utf8');
+    } catch (e) {
+      throw new Error(`kubeconfig ${file}: reading ${what} ${str(fileField)}: ${(e as Error).message}`);
+    }
+  };
+  return {
+    server,
+    ca: pem(cluster['certificate-authority-data'], cluster['certificate-authority'], 'certificate-authority'),
+    cert: pem(user['client-certificate-data'], user['client-certificate'], 'client-certificate'),
+    key: pem(user['client-key-data'], user['client-key'], 'client-key'),
+    insecureSkipTLSVerify: cluster['insecure-skip-tls-verify'] === true,
+    tlsServerName: str(cluster['tls-server-name']),
+    token: str(user.token),
+    tokenFile: str(user.tokenFile) ? path(str(user.tokenFile)!) : undefined,
+    username: str(user.username),
+    password: str(user.password),
+  };
+}
+
+/**
+ * The operator's client (see the file comment): from `path` (--kubeconfig) when given; else the
+ * in-cluster service account when KUBERNETES_SERVICE_HOST is set; else $KUBECONFIG or
+ * ~/.kube/config. Throws when the file is unreadable or broken.
+ */
+export async function loadKubeClient(path?: string, env: NodeJS.ProcessEnv = process.env, serviceAccountDir = SERVICE_ACCOUNT): Promise<KubeClient> {
+  if (!path && env.KUBERNETES_SERVICE_HOST) return KubeClient.fromCredentials(inClusterCredentials(env, serviceAccountDir));
+  const file = path ?? env.KUBECONFIG ?? join(homedir(), '.kube', 'config');
+  const several = !path && (env.KUBECONFIG ?? '').includes(':');
+  if (!several && (path || existsSync(file))) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new Error(`kubeconfig ${file}: ${(e as Error).message}`);
+    }
+    try {
+      return KubeClient.fromCredentials(kubeconfigCredentials(text, file));
+    } catch (e) {
+      if (!(e instanceof NeedsClientNode)) throw e;
+    }
+  }
+  // What only client-node reads: merged $KUBECONFIG files, auth plugins, proxies, its defaults.
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  return KubeClient.fromKubeConfig(kc);
+}
+
+/** One page of a list: GET `path` with `limit`, `continue` and the other `query` fields, plain JSON. */
+export function pager<L>(client: KubeClient, path: string, query: RequestOptions['query'] = {}): (cont: string | undefined) => Promise<L> {
+  return (cont) => client.request<L>('GET', path, { query: { ...query, continue: cont } });
+}
