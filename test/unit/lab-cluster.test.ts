@@ -96,12 +96,16 @@ describe('the DaemonSet container as a lab node process', () => {
     const overlay = lines.indexOf("mount -t overlay overlay -o 'lowerdir=/img,upperdir=/n/c/upper,workdir=/n/c/work' '/n/c/root' || cp -a '/img/.' '/n/c/root'");
     expect(overlay).toBeGreaterThan(0);
     expect(lines.slice(overlay + 1, overlay + 4)).toEqual(["mount -t proc proc '/n/c/root/proc'", "mount --rbind /dev '/n/c/root/dev'", "mount --rbind /sys '/n/c/root/sys'"]);
-    // Every mount after the overlay lands inside the container's root, never on the node's own paths.
-    const targets = lines.filter((x) => x.startsWith('mount --bind ')).map((x) => x.split(' ').pop());
+    // Every mount after the overlay lands inside the container's root, never on the node's own
+    // paths: its target is resolved in the root (symlinks followed there, as runc does), or is the
+    // root's own /proc/sys.
+    expect(lines).toContain("inroot() { printf '%s%s' '/n/c/root' \"$(chroot '/n/c/root' realpath -m -- \"$1\")\"; }");
+    const targets = lines.filter((x) => x.startsWith('mount --bind ')).map((x) => x.replace(/^mount --bind ('[^']*'|\S+) /, ''));
     expect(targets.length).toBeGreaterThan(3);
-    expect(targets.every((t) => t!.startsWith("'/n/c/root/"))).toBe(true);
+    expect(targets.filter((t) => !/^"\$\(inroot '\/[^']*'\)"$/.test(t))).toEqual(["'/n/c/root/proc/sys'"]);
+    expect(targets).toContain(`"$(inroot '/var/run/secrets/kubernetes.io/serviceaccount')"`);
     expect(script).toContain("mount -o remount,bind,ro '/n/c/root/proc/sys'");
-    expect(script).toContain("mount --bind '/n/kubeconfig' '/n/c/root/n/kubeconfig'\nmount -o remount,bind,ro '/n/c/root/n/kubeconfig'");
+    expect(script).toContain(`mount --bind '/n/kubeconfig' "$(inroot '/n/kubeconfig')"\nmount -o remount,bind,ro "$(inroot '/n/kubeconfig')"`);
     expect(lines.filter(Boolean).pop()).toMatch(/^exec 'chroot' '\/n\/c\/root' env .*NODE_NAME='myk8s-worker2'.* 'setpriv' .*'--no-new-privs' 'ipvs-operator' 'run' '--source=kube'/);
   });
 

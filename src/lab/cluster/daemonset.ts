@@ -140,7 +140,12 @@ export function containerScript(l: Launch, o: { nodeRoot: string; program: reado
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const lines = ['set -e'];
   const root = o.image ? `${o.image.dir}/root` : '';
+  // A mount target inside the image resolved as a runtime does (runc's securejoin): its symlinks
+  // followed within the root, not on the node (Debian's /var/run is a link to /run, so
+  // `<root>/var/run/...` would otherwise land on the node's own /run).
+  const at = (path: string) => (o.image ? `"$(inroot ${q(path)})"` : q(path));
   if (o.image) {
+    lines.push(`inroot() { printf '%s%s' ${q(root)} "$(chroot ${q(root)} realpath -m -- "$1")"; }`);
     const { rootfs, dir } = o.image;
     lines.push(`mkdir -p ${q(`${dir}/upper`)} ${q(`${dir}/work`)} ${q(root)}`,
       // (where overlayfs refuses the lower filesystem, a private copy does the same job, slower)
@@ -150,26 +155,26 @@ export function containerScript(l: Launch, o: { nodeRoot: string; program: reado
   for (const h of l.hostPaths) {
     // The node's own copy of a hostPath, except read-only system paths every node shares (/lib/modules).
     const src = h.readOnly && h.type === 'Directory' ? h.hostPath : `${o.nodeRoot}${h.hostPath}`;
-    const target = `${root}${h.mountPath}`;
+    const target = at(h.mountPath);
     if (h.type === 'FileOrCreate' || h.type === 'File') {
-      lines.push(`mkdir -p "$(dirname ${q(src)})" "$(dirname ${q(target)})"`, `touch ${q(src)} ${q(target)}`);
+      lines.push(`mkdir -p "$(dirname ${q(src)})" "$(dirname ${target})"`, `touch ${q(src)} ${target}`);
     } else {
-      lines.push(`mkdir -p ${q(src)} ${q(target)}`);
+      lines.push(`mkdir -p ${q(src)} ${target}`);
     }
-    lines.push(`mount --bind ${q(src)} ${q(target)}`);
-    if (h.readOnly) lines.push(`mount -o remount,bind,ro ${q(target)}`);
+    lines.push(`mount --bind ${q(src)} ${target}`);
+    if (h.readOnly) lines.push(`mount -o remount,bind,ro ${target}`);
   }
   for (const e of l.emptyDirs) {
     const size = e.sizeLimit ? `,size=${quantityBytes(e.sizeLimit)}` : '';
-    lines.push(`mkdir -p ${q(`${root}${e.mountPath}`)}`, `mount -t tmpfs -o mode=1777${size} emptydir ${q(`${root}${e.mountPath}`)}`);
+    lines.push(`mkdir -p ${at(e.mountPath)}`, `mount -t tmpfs -o mode=1777${size} emptydir ${at(e.mountPath)}`);
   }
   if (o.serviceAccount) {
-    const sa = o.image ? q(`${root}${SERVICE_ACCOUNT_DIR}`) : SERVICE_ACCOUNT_DIR;
+    const sa = o.image ? at(SERVICE_ACCOUNT_DIR) : SERVICE_ACCOUNT_DIR;
     lines.push(`mkdir -p ${sa}`, `mount --bind ${q(o.serviceAccount)} ${sa}`, `mount -o remount,bind,ro ${sa}`);
   }
   // Files the container reads at the node's own path (a lab kubeconfig), read-only.
   for (const f of o.image ? o.files ?? [] : []) {
-    lines.push(`mkdir -p "$(dirname ${q(`${root}${f}`)})"`, `touch ${q(`${root}${f}`)}`, `mount --bind ${q(f)} ${q(`${root}${f}`)}`, `mount -o remount,bind,ro ${q(`${root}${f}`)}`);
+    lines.push(`mkdir -p "$(dirname ${at(f)})"`, `touch ${at(f)}`, `mount --bind ${q(f)} ${at(f)}`, `mount -o remount,bind,ro ${at(f)}`);
   }
   // An unprivileged container sees /proc/sys read-only, even with hostNetwork.
   if (l.capabilities !== undefined) {
