@@ -9,7 +9,11 @@ import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../src/lab
 import { BRIDGE_V4, EXTERNAL } from '../../src/lab/cluster/nodes.js';
 import { projectRoot } from '../../src/lab/paths.js';
 import { join } from 'node:path';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
+import { parseTokenFile } from '../../src/lab/cluster/rbac.js';
+import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
 import { IMAGE_ROOT } from '../../src/lab/image.js';
 import { run } from '../../src/lab/proc.js';
 import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from '../../src/compare/kube-proxy.js';
@@ -22,8 +26,13 @@ if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab V
 const UDP_QUERY = new URL('../../src/lab/cluster/udp-query.js', import.meta.url).pathname;
 let api: FakeApiServer;
 let forwarder: Server;
+const forwarded = new Set<import('node:net').Socket>();
 let cluster: LabCluster;
-const access: ApiAccess = { url: `http://${BRIDGE_V4}:6443` };
+/** The API server's certificate (for the bridge address the nodes use, and 127.0.0.1 where it listens). */
+let certFile: string;
+/** How the nodes reach the API server: HTTPS, a CA, a token for the cluster's own writes and kubectl, the operator's ServiceAccount token. */
+let access: ApiAccess;
+const OPERATOR_USER = 'system:serviceaccount:ipvs-operator:ipvs-operator';
 const WORKERS = ['myk8s-worker', 'myk8s-worker2', 'myk8s-worker3'];
 const WEBPODS = ['webpod-1', 'webpod-2', 'webpod-3'];
 /** The node whose operator runs from the built image's filesystem, when `lab image export` made one (CI does). */
@@ -140,13 +149,27 @@ const timings: Record<string, number> = {};
 
 beforeAll(async () => {
   const t0 = Date.now();
-  api = await FakeApiServer.start();
+  // As `lab cluster up` runs it: HTTPS, token authentication, and for the operator's ServiceAccount
+  // only what manifests/clusterrole.yaml grants through manifests/clusterrolebinding.yaml.
+  const tlsDir = mkdtempSync('/tmp/cluster-api-');
+  const cert = makeSelfSignedCert(tlsDir, { ips: [BRIDGE_V4, '127.0.0.1'], dns: ['kubernetes.default'] });
+  certFile = cert.cert;
+  const adminToken = randomBytes(16).toString('hex');
+  const operatorToken = randomBytes(16).toString('hex');
+  const rbacYaml = ['clusterrole.yaml', 'clusterrolebinding.yaml'].map((f) => readFileSync(join(projectRoot, 'manifests', f), 'utf8'));
+  api = await FakeApiServer.start({
+    tls: { cert: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') },
+    auth: { tokens: parseTokenFile(`${adminToken},kubernetes-admin,uid-admin,"system:masters"\n${operatorToken},${OPERATOR_USER},uid-ipvs-operator\n`), rbacYaml },
+  });
+  access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
   cluster = await LabCluster.up({ nodes: 4, api: access });
   timings.network = Date.now() - t0;
   // The API server as the nodes see it: on the bridge (the fake listens on 127.0.0.1 of this netns).
   const target = new URL(api.url);
   forwarder = createServer((c) => {
     const u = connect(Number(target.port), target.hostname);
+    forwarded.add(c);
+    c.on('close', () => forwarded.delete(c));
     c.pipe(u).pipe(c);
     c.on('error', () => u.destroy());
     u.on('error', () => c.destroy());
@@ -163,18 +186,33 @@ beforeAll(async () => {
   api.put('endpointslices', endpointSlice('webpod', WEBPODS));
   process.stderr.write(imageRootfs ? `lab cluster: ${IMAGE_NODE} runs the operator from the image's filesystem (${imageRootfs})\n`
     : 'lab cluster: no exported image (npm run image -- build --local-base, then image export): every node runs the operator from the working tree\n');
+  const spawned = Date.now();
   await cluster.startOperators(imageRootfs ? { rootfs: imageRootfs, nodes: [IMAGE_NODE] } : undefined);
   timings.operators = Date.now() - t0;
+  // Where each operator's start-up went, from its own log: the kernel probed (node started and the
+  // modules loaded), running (the source's first lists done), the first sync ended.
+  for (const n of cluster.nodes) {
+    const lines = cluster.operatorLog(n.name).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { message?: string; timestamp?: string });
+    const at = (m: string) => {
+      const l = lines.find((x) => x.message === m);
+      return l?.timestamp ? `${((Date.parse(l.timestamp) - spawned) / 1000).toFixed(1)} s` : '-';
+    };
+    process.stderr.write(`lab cluster: operator on ${n.name}: kernel probed ${at('kernel')}, running ${at('running')}, first sync ${at('synced')}\n`);
+  }
   await programmedEverywhere('10.200.1.10:80', 3);
   timings.ready = Date.now() - t0;
   process.stderr.write(`lab cluster: network ${timings.network} ms, pods ${timings.pods} ms, operators ready ${timings.operators} ms, first Service on every node ${timings.ready} ms\n`);
 }, 1_500_000);
 
 afterAll(async () => {
+  const t = Date.now();
   await cluster?.down();
+  const down = Date.now() - t;
+  for (const c of forwarded) c.destroy(); // a keep-alive connection would hold close() open
   await new Promise((r) => (forwarder ? forwarder.close(r) : r(undefined)));
   await api?.close();
-}, 300_000);
+  process.stderr.write(`lab cluster: down in ${down} ms, API server closed after ${Date.now() - t} ms\n`);
+}, 600_000);
 
 describe('lab cluster: 1 control plane + 3 workers, the operator on each from its DaemonSet', () => {
   it('runs the DaemonSet\'s container: args with $(NODE_NAME), NET_ADMIN+NET_RAW only, the node\'s own state dir', async () => {
@@ -191,6 +229,12 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       const root = (await cluster.exec(n.name, ['readlink', `/proc/${pid}/root`])).stdout.trim();
       const osRelease = (await cluster.exec(n.name, ['cat', `/proc/${pid}/root/etc/os-release`])).stdout;
       const cmdline = (await cluster.exec(n.name, ['cat', `/proc/${pid}/cmdline`])).stdout.split('\0');
+      // Its credentials: the in-cluster ServiceAccount (HTTPS to KUBERNETES_SERVICE_HOST, the token and CA mounted), no kubeconfig.
+      const environ = (await cluster.exec(n.name, ['cat', `/proc/${pid}/environ`])).stdout.split('\0');
+      expect(environ.filter((e) => /^(KUBERNETES_SERVICE_HOST|KUBECONFIG)=/.test(e))).toEqual([`KUBERNETES_SERVICE_HOST=${BRIDGE_V4}`]);
+      // (/var/run is an absolute link to /run in Debian, which /proc/PID/root would resolve in the reader's root: read /run.)
+      const sa = (await cluster.exec(n.name, ['cat', `/proc/${pid}/root/run/secrets/kubernetes.io/serviceaccount/token`])).stdout;
+      expect(sa).toBe(access.operatorToken);
       if (imageRootfs && n.name === IMAGE_NODE) {
         expect({ root, trixie: osRelease.includes('VERSION_CODENAME=trixie'), cmdline: cmdline.slice(0, 3) })
           .toEqual({ root: join(cluster.nodeRoot(n.name), 'container', 'root'), trixie: true, cmdline: ['node', '--optimize-for-size', '/app/dist/src/cli/main.js'] });
@@ -343,6 +387,28 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     }
   }, 300_000);
 
+  it('topology-aware routing (trafficDistribution PreferClose, zone hints): a pod reaches its zone\'s endpoints; a node whose zone has none hinted uses them all, as kube-proxy does', async () => {
+    // Zones as the Node labels say: two workers in zone-a, one in zone-b, the control plane alone in zone-c.
+    const ZONES: Record<string, string> = { 'myk8s-control-plane': 'zone-c', 'myk8s-worker': 'zone-a', 'myk8s-worker2': 'zone-a', 'myk8s-worker3': 'zone-b' };
+    for (const n of cluster.nodes) {
+      const node = api.get('nodes', n.name) as { metadata: { labels?: Record<string, string> } };
+      api.put('nodes', { ...node, metadata: { ...node.metadata, labels: { ...node.metadata.labels, 'topology.kubernetes.io/zone': ZONES[n.name]! } } });
+    }
+    const zoneOf = (pod: string) => ZONES[cluster.pods.get(pod)!.node]!;
+    api.put('services', serviceOf('webpod-zone', { clusterIPs: ['10.200.1.38'], trafficDistribution: 'PreferClose', ports: [{ name: 'http', port: 80, targetPort: 80 }] }));
+    // The hints the EndpointSlice controller writes for PreferClose: each endpoint for its own zone.
+    const slice = endpointSlice('webpod-zone', WEBPODS) as { endpoints: Array<Record<string, unknown>> };
+    slice.endpoints = slice.endpoints.map((e, i) => ({ ...e, zone: zoneOf(WEBPODS[i]!), hints: { forZones: [{ name: zoneOf(WEBPODS[i]!) }] } }));
+    api.put('endpointslices', slice);
+    const expected = (node: string) => (ZONES[node] === 'zone-c' ? WEBPODS : WEBPODS.filter((p) => zoneOf(p) === ZONES[node]));
+    await Promise.all(cluster.nodes.map((n) => waitFor(`10.200.1.38 with its zone's endpoints on ${n.name}`,
+      async () => (await realServers(n.name, '10.200.1.38:80')) === expected(n.name).length, 60_000, 300)));
+    for (const [i, n] of cluster.nodes.entries()) {
+      const r = await runLoad({ client: `net-pod-${i}`, url: 'http://10.200.1.38/json', count: 9 });
+      expect({ node: n.name, errors: r.errors, pods: Object.keys(r.byPod).sort() }).toEqual({ node: n.name, errors: 0, pods: expected(n.name) });
+    }
+  }, 300_000);
+
   it('externalIPs: reached from the external client through the node it is routed to, masqueraded (externalTrafficPolicy Cluster)', async () => {
     api.put('services', serviceOf('webpod-eip', { clusterIPs: ['10.200.1.32'], externalIPs: ['172.18.0.150'], ports: [{ name: 'http', port: 80, targetPort: 80 }] }));
     api.put('endpointslices', endpointSlice('webpod-eip', WEBPODS));
@@ -405,10 +471,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     }, 60_000, 500);
     // Debian's kubectl against the API server (a kubeconfig and cache on the guest's tmpfs: its / is read-only).
     const home = mkdtempSync('/tmp/kubectl-');
-    writeFileSync(join(home, 'config'), JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'lab', clusters: [{ name: 'lab', cluster: { server: api.url } }],
-      users: [{ name: 'admin', user: {} }], contexts: [{ name: 'lab', context: { cluster: 'lab', user: 'admin' } }],
-    }));
+    writeFileSync(join(home, 'config'), kubeconfigYaml(api.url, access.adminToken!, certFile));
     // (asynchronously: the API server answering it lives in this process's event loop)
     const d = await run('kubectl', ['--request-timeout=60s', 'describe', 'service', 'webpod-bad'],
       { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') } });
@@ -501,6 +564,60 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 400, errorKinds: {} });
     expect(s.byPod['webpod-4']).toBeGreaterThan(0);
   }, 600_000);
+
+  it("RBAC for real: every request of the operators, with the ServiceAccount token, was allowed by manifests/clusterrole.yaml; the same token gets 403 outside it", async () => {
+    const ours = api.requests.filter((r) => r.user === OPERATOR_USER);
+    // Lists and watches of the four resources, the Events, the IPVSNodeState and its status, from every node.
+    expect(new Set(ours.map((r) => `${r.method} ${r.path.replace(/\/namespaces\/[^/]+/, '').replace(/ipvsnodestates\/[^/]+/, 'ipvsnodestates/NODE')}`))).toEqual(new Set([
+      'GET /api/v1/services', 'GET /apis/discovery.k8s.io/v1/endpointslices', 'GET /api/v1/nodes', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs',
+      'POST /api/v1/events', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE', 'POST /apis/ipvs-operator.io/v1alpha1/ipvsnodestates',
+      'PUT /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE/status',
+    ]));
+    expect(ours.filter((r) => r.status === 401 || r.status === 403).map((r) => `${r.method} ${r.path}${r.query} ${r.status}`)).toEqual([]);
+    const asOperator: ApiAccess = { ...access, adminToken: access.operatorToken };
+    const refused = async (method: string, path: string) => (await apiRequest(asOperator, method, path).then(() => 200, (e: { status?: number }) => e.status));
+    expect(await refused('GET', '/api/v1/pods')).toBe(403);
+    expect(await refused('DELETE', '/api/v1/namespaces/default/services/webpod')).toBe(403);
+    expect(await refused('GET', '/api/v1/namespaces/kube-system/secrets')).toBe(403);
+    expect(await refused('GET', '/api/v1/services')).toBe(200);
+  }, 120_000);
+
+  it('direct server return (forwarding: tunnel) across nodes: through one node to pods on every worker, each answering from the external IP with the client address kept', async () => {
+    const EIP = '172.18.0.161';
+    // The webpods as they are now (the rolling replacement above put webpod-4 in webpod-1's place).
+    const WEBPODS = [...cluster.pods.values()].filter((p) => p.labels.app === 'webpod').map((p) => p.name).sort();
+    expect(new Set(WEBPODS.map((p) => cluster.pods.get(p)!.node))).toEqual(new Set(WORKERS));
+    const via = 'myk8s-worker3';
+    // Every node loads ipip (a pod cannot), so every pod has tunl0. The pod side as README "Direct
+    // server return" says, as an init container would do it; the node side: accept_local on each pod's link.
+    expect((await run('modprobe', ['ipip'])).code).toBe(0);
+    for (const p of WEBPODS) {
+      for (const cmd of [['ip', 'link', 'set', 'tunl0', 'up'], ['ip', 'addr', 'replace', `${EIP}/32`, 'dev', 'tunl0'],
+        ['sysctl', '-q', '-w', 'net.ipv4.conf.tunl0.rp_filter=0', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.all.arp_ignore=1', 'net.ipv4.conf.all.arp_announce=2']]) {
+        expect({ pod: p, cmd, ...(await cluster.exec(p, cmd)) }).toMatchObject({ pod: p, cmd, code: 0 });
+      }
+      const pod = cluster.pods.get(p)!;
+      expect((await cluster.exec(pod.node, ['sysctl', '-q', '-w', `net.ipv4.conf.${pod.hostVeth}.accept_local=1`])).code).toBe(0);
+    }
+    api.put('services', serviceOf('webpod-dsr', { clusterIPs: ['10.200.1.39'], externalIPs: [EIP], ports: [{ name: 'http', port: 80, targetPort: 80 }] },
+      { 'ipvs-operator.io/forwarding': 'tunnel' }));
+    api.put('endpointslices', endpointSlice('webpod-dsr', WEBPODS));
+    await programmedEverywhere(`${EIP}:80`, 3);
+    // Tunnel for the external IP, Masq for the ClusterIP (ipvsadm's own words).
+    const forwards = (t: string, vip: string) => (t.split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${vip} `)) ?? '').split('\n')
+      .filter((l) => l.includes('->') && !l.includes('RemoteAddress')).map((l) => l.trim().split(/\s+/)[2]);
+    const table = await ipvsOn(via);
+    expect({ eip: forwards(table, `${EIP}:80`), clusterIP: forwards(table, '10.200.1.39:80') }).toEqual({ eip: ['Tunnel', 'Tunnel', 'Tunnel'], clusterIP: ['Masq', 'Masq', 'Masq'] });
+    await cluster.exec(EXTERNAL.name, ['ip', 'route', 'replace', `${EIP}/32`, 'via', cluster.node(via).ipv4]);
+    try {
+      const r = await runLoad({ client: EXTERNAL.name, url: `http://${EIP}/json`, count: 9 });
+      // Pods on all three workers answered, each saw the external client itself (no SNAT), none failed.
+      expect({ errors: r.errors, pods: Object.keys(r.byPod).sort(), peers: Object.keys(r.byPeer) }).toEqual({ errors: 0, pods: WEBPODS, peers: [EXTERNAL.ipv4] });
+    } finally {
+      await cluster.exec(EXTERNAL.name, ['ip', 'route', 'del', `${EIP}/32`]);
+      for (const p of WEBPODS) await cluster.exec(p, ['ip', 'addr', 'del', `${EIP}/32`, 'dev', 'tunl0']);
+    }
+  }, 300_000);
 
   it('cleanup on every node removes everything of ours and leaves every foreign entry in place', async () => {
     for (const n of cluster.nodes) {
