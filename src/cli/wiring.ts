@@ -41,8 +41,8 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
     return { source, ...sinks };
   }
   // Loaded only here: the files source (labs, demos, the tests in the VM) has no use for the
-  // Kubernetes client (client-node's ListWatch and Watch, src/kube/client.ts). Invalid config and other source problems: KubeSource
-  // logs them and posts the config Event itself.
+  // Kubernetes client (src/kube/client.ts, client-node's ListWatch and Watch). Invalid config and
+  // other source problems: KubeSource logs them and posts the config Event itself.
   const [{ KubeEventSink }, { loadKubeClient }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
     import('../kube/events.js'), import('../kube/client.js'), import('../kube/source.js'), import('../kube/status.js'),
   ]);

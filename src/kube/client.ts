@@ -28,9 +28,8 @@ export class KubeApiError extends Error {
 /** What a request needs besides method and path. */
 export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
+  /** Sent as application/json. */
   body?: unknown;
-  /** Default application/json (a merge patch would say application/merge-patch+json). */
-  contentType?: string;
 }
 
 /** Where the server is and who we are, resolved from a kubeconfig or the service account. */
@@ -114,7 +113,7 @@ export class KubeClient implements FetchConfig {
         method, agent,
         headers: {
           ...headers, Accept: 'application/json',
-          ...(body ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': body.length } : {}),
+          ...(body ? { 'Content-Type': 'application/json', 'Content-Length': body.length } : {}),
         },
       }, (res) => {
         const chunks: Buffer[] = [];

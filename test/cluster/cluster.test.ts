@@ -4,7 +4,7 @@
 // behind the nodes, the external client on the bridge. Modeled on the Kubernetes e2e "Services"
 // tests and the study notes' kind lab.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { connect, createServer, type Server } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../src/lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../src/lab/cluster/nodes.js';
 import { projectRoot } from '../../src/lab/paths.js';
@@ -26,7 +26,7 @@ if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab V
 const UDP_QUERY = new URL('../../src/lab/cluster/udp-query.js', import.meta.url).pathname;
 let api: FakeApiServer;
 let forwarder: Server;
-const forwarded = new Set<import('node:net').Socket>();
+const forwarded = new Set<Socket>();
 let cluster: LabCluster;
 /** The API server's certificate (for the bridge address the nodes use, and 127.0.0.1 where it listens). */
 let certFile: string;
@@ -585,13 +585,13 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
   it('direct server return (forwarding: tunnel) across nodes: through one node to pods on every worker, each answering from the external IP with the client address kept', async () => {
     const EIP = '172.18.0.161';
     // The webpods as they are now (the rolling replacement above put webpod-4 in webpod-1's place).
-    const WEBPODS = [...cluster.pods.values()].filter((p) => p.labels.app === 'webpod').map((p) => p.name).sort();
-    expect(new Set(WEBPODS.map((p) => cluster.pods.get(p)!.node))).toEqual(new Set(WORKERS));
+    const webpods = [...cluster.pods.values()].filter((p) => p.labels.app === 'webpod').map((p) => p.name).sort();
+    expect(new Set(webpods.map((p) => cluster.pods.get(p)!.node))).toEqual(new Set(WORKERS));
     const via = 'myk8s-worker3';
     // Every node loads ipip (a pod cannot), so every pod has tunl0. The pod side as README "Direct
     // server return" says, as an init container would do it; the node side: accept_local on each pod's link.
     expect((await run('modprobe', ['ipip'])).code).toBe(0);
-    for (const p of WEBPODS) {
+    for (const p of webpods) {
       for (const cmd of [['ip', 'link', 'set', 'tunl0', 'up'], ['ip', 'addr', 'replace', `${EIP}/32`, 'dev', 'tunl0'],
         ['sysctl', '-q', '-w', 'net.ipv4.conf.tunl0.rp_filter=0', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.all.arp_ignore=1', 'net.ipv4.conf.all.arp_announce=2']]) {
         expect({ pod: p, cmd, ...(await cluster.exec(p, cmd)) }).toMatchObject({ pod: p, cmd, code: 0 });
@@ -601,7 +601,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     }
     api.put('services', serviceOf('webpod-dsr', { clusterIPs: ['10.200.1.39'], externalIPs: [EIP], ports: [{ name: 'http', port: 80, targetPort: 80 }] },
       { 'ipvs-operator.io/forwarding': 'tunnel' }));
-    api.put('endpointslices', endpointSlice('webpod-dsr', WEBPODS));
+    api.put('endpointslices', endpointSlice('webpod-dsr', webpods));
     await programmedEverywhere(`${EIP}:80`, 3);
     // Tunnel for the external IP, Masq for the ClusterIP (ipvsadm's own words).
     const forwards = (t: string, vip: string) => (t.split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${vip} `)) ?? '').split('\n')
@@ -612,10 +612,10 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     try {
       const r = await runLoad({ client: EXTERNAL.name, url: `http://${EIP}/json`, count: 9 });
       // Pods on all three workers answered, each saw the external client itself (no SNAT), none failed.
-      expect({ errors: r.errors, pods: Object.keys(r.byPod).sort(), peers: Object.keys(r.byPeer) }).toEqual({ errors: 0, pods: WEBPODS, peers: [EXTERNAL.ipv4] });
+      expect({ errors: r.errors, pods: Object.keys(r.byPod).sort(), peers: Object.keys(r.byPeer) }).toEqual({ errors: 0, pods: webpods, peers: [EXTERNAL.ipv4] });
     } finally {
       await cluster.exec(EXTERNAL.name, ['ip', 'route', 'del', `${EIP}/32`]);
-      for (const p of WEBPODS) await cluster.exec(p, ['ip', 'addr', 'del', `${EIP}/32`, 'dev', 'tunl0']);
+      for (const p of webpods) await cluster.exec(p, ['ip', 'addr', 'del', `${EIP}/32`, 'dev', 'tunl0']);
     }
   }, 300_000);
 
