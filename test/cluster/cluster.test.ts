@@ -121,8 +121,12 @@ async function goneEverywhere(vip: string): Promise<void> {
   await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} gone on ${node.name}`, async () => !(await ipvsOn(node.name)).includes(` ${vip} `), 60_000, 300)));
 }
 
+/**
+ * `count` DNS-style queries from a pod, each waited for up to 8 s: under TCG on a busy machine one
+ * answer of 6 was not seen within udp-query's default 2 s (a CPU burner beside; late or lost, not told apart).
+ */
 function udpQuery(from: string, host: string, port: number, count: number): Promise<{ ok: number; errors: number; byPod: Record<string, number>; byPeer: Record<string, number> }> {
-  return cluster.exec(from, [process.execPath, UDP_QUERY, '--host', host, '--port', String(port), '--count', String(count)])
+  return cluster.exec(from, [process.execPath, UDP_QUERY, '--host', host, '--port', String(port), '--count', String(count), '--timeout-ms', '8000'])
     .then((r) => {
       if (r.code !== 0) throw new Error(`udp-query exited ${r.code}: ${r.stderr}`);
       return JSON.parse(r.stdout) as { ok: number; errors: number; byPod: Record<string, number>; byPeer: Record<string, number> };
