@@ -200,7 +200,6 @@ export class NeedsClientNode extends Error {}
 
 type Rec = Record<string, unknown>;
 const rec = (v: unknown): Rec => (typeof v === 'object' && v !== null && !Array.isArray(v) ? v as Rec : {});
-const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
 
 /**
  * The current context's credentials from a kubeconfig's text (kubectl's rules: file paths are
@@ -214,40 +213,52 @@ export function kubeconfigCredentials(text: string, file: string): Credentials {
   } catch (e) {
     throw new Error(`kubeconfig ${file}: not YAML: ${(e as Error).message.split('\n')[0]}`);
   }
+  // A field of the wrong type is an error naming it, as kubectl refuses to unmarshal it; absent or "" is unset.
+  const str = (v: unknown, field = ''): string | undefined => {
+    if (v === undefined || v === null || v === '') return undefined;
+    if (typeof v !== 'string') throw new Error(`kubeconfig ${file}: ${field} must be a string, not ${JSON.stringify(v)}`);
+    return v;
+  };
   const named = (list: unknown, name: string | undefined, what: string): Rec => {
     const found = Array.isArray(list) ? list.map(rec).find((e) => e.name === name) : undefined;
     if (!found) throw new Error(`kubeconfig ${file}: no ${what} named ${JSON.stringify(name ?? '')}`);
     return rec(found[what]);
   };
-  const current = str(doc['current-context']);
+  const current = str(doc['current-context'], 'current-context');
   if (!current) throw new Error(`kubeconfig ${file}: no current-context`);
   const context = named(doc.contexts, current, 'context');
-  const cluster = named(doc.clusters, str(context.cluster), 'cluster');
-  const user = str(context.user) ? named(doc.users, str(context.user), 'user') : {};
+  const cluster = named(doc.clusters, str(context.cluster, 'context.cluster'), 'cluster');
+  const userName = str(context.user, 'context.user');
+  const user = userName ? named(doc.users, userName, 'user') : {};
   if (user.exec !== undefined || user['auth-provider'] !== undefined || cluster['proxy-url'] !== undefined) throw new NeedsClientNode();
-  const server = str(cluster.server);
+  const server = str(cluster.server, 'cluster.server');
   if (!server) throw new Error(`kubeconfig ${file}: cluster ${JSON.stringify(context.cluster)} has no server`);
   const path = (p: string) => (isAbsolute(p) ? p : join(dirname(file), p));
   const pem = (data: unknown, fileField: unknown, what: string): string | undefined => {
-    if (str(data)) return Buffer.from(str(data)!, 'base64').toString('utf8');
-    if (!str(fileField)) return undefined;
+    const d = str(data, `${what}-data`);
+    if (d) return Buffer.from(d, 'base64').toString('utf8');
+    const f = str(fileField, what);
+    if (!f) return undefined;
     try {
-      return readFileSync(path(str(fileField)!), 'utf8');
+      return readFileSync(path(f), 'utf8');
     } catch (e) {
-      throw new Error(`kubeconfig ${file}: reading ${what} ${str(fileField)}: ${(e as Error).message}`);
+      throw new Error(`kubeconfig ${file}: reading ${what} ${f}: ${(e as Error).message}`);
     }
   };
+  const insecure = cluster['insecure-skip-tls-verify'];
+  if (insecure !== undefined && typeof insecure !== 'boolean') throw new Error(`kubeconfig ${file}: insecure-skip-tls-verify must be true or false, not ${JSON.stringify(insecure)}`);
+  const tokenFile = str(user.tokenFile, 'tokenFile');
   return {
     server,
     ca: pem(cluster['certificate-authority-data'], cluster['certificate-authority'], 'certificate-authority'),
     cert: pem(user['client-certificate-data'], user['client-certificate'], 'client-certificate'),
     key: pem(user['client-key-data'], user['client-key'], 'client-key'),
-    insecureSkipTLSVerify: cluster['insecure-skip-tls-verify'] === true,
-    tlsServerName: str(cluster['tls-server-name']),
-    token: str(user.token),
-    tokenFile: str(user.tokenFile) ? path(str(user.tokenFile)!) : undefined,
-    username: str(user.username),
-    password: str(user.password),
+    insecureSkipTLSVerify: insecure === true,
+    tlsServerName: str(cluster['tls-server-name'], 'tls-server-name'),
+    token: str(user.token, 'token'),
+    tokenFile: tokenFile ? path(tokenFile) : undefined,
+    username: str(user.username, 'username'),
+    password: str(user.password, 'password'),
   };
 }
 
@@ -281,7 +292,14 @@ export async function loadKubeClient(path?: string, env: NodeJS.ProcessEnv = pro
   return KubeClient.fromKubeConfig(kc);
 }
 
-/** One page of a list: GET `path` with `limit`, `continue` and the other `query` fields, plain JSON. */
-export function pager<L>(client: KubeClient, path: string, query: RequestOptions['query'] = {}): (cont: string | undefined) => Promise<L> {
-  return (cont) => client.request<L>('GET', path, { query: { ...query, continue: cont } });
+/**
+ * One page of a list: GET `path` with `limit`, `continue` and the other `query` fields, plain
+ * JSON. An answer without an `items` array is an error naming the path (the informer retries it).
+ */
+export function pager<L extends { items: unknown[] }>(client: KubeClient, path: string, query: RequestOptions['query'] = {}): (cont: string | undefined) => Promise<L> {
+  return async (cont) => {
+    const page = await client.request<L>('GET', path, { query: { ...query, continue: cont } });
+    if (!Array.isArray((page as { items?: unknown } | null)?.items)) throw new Error(`GET ${path}: the answer is not a list (no items array)`);
+    return page;
+  };
 }

@@ -59,6 +59,9 @@ describe('kubeconfig credentials', () => {
     ['a context naming no cluster there', JSON.stringify({ 'current-context': 'c', contexts: [{ name: 'c', context: { cluster: 'gone' } }] }), /no cluster named "gone"/],
     ['a cluster without a server', kubeconfig({}, {}), /cluster "k" has no server/],
     ['a CA file that is missing', kubeconfig({ server: 'https://x', 'certificate-authority': 'nope.pem' }, {}), /reading certificate-authority nope\.pem: ENOENT/],
+    ['a token that is a number', kubeconfig({ server: 'https://x' }, { token: 12345 }), /token must be a string, not 12345/],
+    ['a server that is a list', kubeconfig({ server: ['https://x'] }, {}), /cluster\.server must be a string, not \["https:\/\/x"\]/],
+    ['insecure-skip-tls-verify as text', kubeconfig({ server: 'https://x', 'insecure-skip-tls-verify': 'true' }, {}), /insecure-skip-tls-verify must be true or false, not "true"/],
   ])('refuses %s with a message naming the file', (_what, text, message) => {
     expect(() => kubeconfigCredentials(text, join(dir, 'config'))).toThrow(message);
   });
@@ -86,8 +89,8 @@ describe('kubeconfig credentials', () => {
 describe('requests', () => {
   let srv: Awaited<ReturnType<typeof recorder>>;
   beforeAll(async () => {
-    srv = await recorder((r) => r.url.startsWith('/busy') ? [429, { kind: 'Status', message: 'slow down' }, { 'Retry-After': '7' }]
-      : r.url.startsWith('/text') ? [200, 'not json'] : [200, { echo: r.body ? JSON.parse(r.body) as unknown : null, metadata: { continue: r.url.includes('continue') ? '' : 'next' } }]);
+    srv = await recorder((r) => r.url.startsWith('/notalist') ? [200, { kind: 'Status', items: 'none' }] : r.url.startsWith('/busy') ? [429, { kind: 'Status', message: 'slow down' }, { 'Retry-After': '7' }]
+      : r.url.startsWith('/text') ? [200, 'not json'] : [200, { echo: r.body ? JSON.parse(r.body) as unknown : null, metadata: { continue: r.url.includes('continue') ? '' : 'next' }, ...(r.method === 'GET' ? { items: [] } : {}) }]);
   });
   afterAll(async () => { await srv.close(); });
 
@@ -95,7 +98,7 @@ describe('requests', () => {
     writeFileSync(join(dir, 'rtok'), 'tok-1\n');
     const c = KubeClient.fromCredentials({ server: `${srv.url}/`, tokenFile: join(dir, 'rtok') });
     expect(await c.request('POST', '/api/v1/namespaces/ns1/events', { body: { a: 1 } })).toEqual({ echo: { a: 1 }, metadata: { continue: 'next' } });
-    const page = pager<{ metadata: { continue: string } }>(c, '/api/v1/nodes', { fieldSelector: 'metadata.name=n 1', limit: 2 });
+    const page = pager<{ items: unknown[]; metadata: { continue: string } }>(c, '/api/v1/nodes', { fieldSelector: 'metadata.name=n 1', limit: 2 });
     await page(undefined);
     await page('tok/+=');
     expect(srv.seen.slice(-3).map((s) => [s.method, s.url, s.auth, s.type])).toEqual([
@@ -104,6 +107,11 @@ describe('requests', () => {
       ['GET', '/api/v1/nodes?fieldSelector=metadata.name%3Dn+1&limit=2&continue=tok%2F%2B%3D', 'Bearer tok-1', undefined],
     ]);
     c.close();
+  });
+
+  it('a list answer without an items array is an error naming the path', async () => {
+    await expect(pager<{ items: unknown[] }>(KubeClient.fromCredentials({ server: srv.url }), '/notalist')(undefined))
+      .rejects.toThrow('GET /notalist: the answer is not a list (no items array)');
   });
 
   it('basic auth from username and password; no header without credentials', async () => {
