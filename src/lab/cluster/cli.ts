@@ -35,7 +35,7 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
 
 interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
 
-async function bringUp(nodes: number, log: (l: string) => void): Promise<AgentState> {
+async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false): Promise<AgentState> {
   const t0 = Date.now();
   const cluster = await LabCluster.up({ nodes, api: { url: 'https://0.0.0.0' }, log });
   log(`network of ${nodes} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -48,12 +48,17 @@ async function bringUp(nodes: number, log: (l: string) => void): Promise<AgentSt
   for (const ns of ['default', 'ipvs-operator']) await cluster.apply('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } as { metadata: { name: string } });
   await cluster.apply('/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', {
     apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },
-    spec: { defaultScheduler: 'rr', clusterCIDRs: [POD_CIDR] },
+    // With kube-proxy beside it, the coexistence install (examples/coexist/): only labelled Services.
+    spec: { defaultScheduler: 'rr', clusterCIDRs: [POD_CIDR], ...(kubeProxy ? { serviceProxyName: 'ipvs-operator' } : {}) },
   } as { metadata: { name: string } });
   await Promise.all(demoPods(cluster.nodes.map((n) => n.name)).map((p) => cluster.addPod({ ...p, register: true })));
   log(`pods in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await cluster.startOperators();
   log(`operators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  if (kubeProxy) {
+    await cluster.startKubeProxies();
+    log(`kube-proxy (iptables mode) synced on every node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
   return { cluster, api: apiServer.access, kubeconfig, stop: async () => { await cluster.down(); await apiServer.stop(); } };
 }
 
@@ -88,11 +93,11 @@ async function serve(s: AgentState, argv: string[]): Promise<{ code: number; std
 }
 
 /** The guest side: builds the cluster, reports ready, answers requests until `down`. */
-async function agent(nodes: number): Promise<number> {
+async function agent(nodes: number, kubeProxy: boolean): Promise<number> {
   const t0 = Date.now();
   const log = (l: string) => process.stdout.write(`lab cluster: ${l}\n`);
   mkdirSync(REQUESTS, { recursive: true });
-  const s = await bringUp(nodes, log);
+  const s = await bringUp(nodes, log, kubeProxy);
   const readyMs = Date.now() - t0;
   writeFileSync(READY, JSON.stringify({ readyMs, uptimeS: Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]), status: statusText(s) }));
   log(`ready in ${(readyMs / 1000).toFixed(1)} s after the agent started`);
@@ -154,14 +159,14 @@ async function request(argv: string[], timeoutMs = 600_000): Promise<{ code: num
 }
 
 /** Host side of `up`: one detached VM running the agent; resolves once it is ready. */
-async function up(nodes: number): Promise<number> {
+async function up(nodes: number, kubeProxy: boolean): Promise<number> {
   if (vmAlive()) throw new Error('lab cluster: a cluster is up already (`lab cluster down` first)');
   rmSync(CLUSTER_DIR, { recursive: true, force: true });
   mkdirSync(REQUESTS, { recursive: true });
   const t0 = Date.now();
   const fd = openSync(VM_LOG, 'a');
   const child = spawn(process.execPath, [join(projectRoot, 'dist', 'src', 'lab', 'cli.js'), 'run', '--timeout', String(7 * 24 * 3600), '--memory', '3072', '--',
-    process.execPath, join(projectRoot, 'dist', 'src', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes)],
+    process.execPath, join(projectRoot, 'dist', 'src', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes), ...(kubeProxy ? ['--kube-proxy'] : [])],
   { detached: true, stdio: ['ignore', fd, fd], cwd: projectRoot });
   closeSync(fd);
   writeFileSync(VM_PID, String(child.pid));
@@ -203,10 +208,10 @@ export async function clusterCommand(args: string[]): Promise<number> {
   const afterDashes = (a: string[]) => (a[0] === '--' ? a.slice(1) : a);
   switch (sub) {
     case 'up': {
-      const { values } = parseArgs({ args: rest, options: { nodes: { type: 'string', default: '4' } }, strict: true });
+      const { values } = parseArgs({ args: rest, options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false } }, strict: true });
       const n = Number(values.nodes);
       if (!Number.isInteger(n) || n < 1 || n > 90) throw new Error('--nodes must be an integer from 1 to 90');
-      return up(n);
+      return up(n, values['kube-proxy'] === true);
     }
     case 'down': return down();
     case 'status': case 'exec': case 'kubectl': {
@@ -222,8 +227,8 @@ export async function clusterCommand(args: string[]): Promise<number> {
 
 // Run as a script in the guest: `node dist/src/lab/cluster/cli.js agent --nodes N`.
 if (process.argv[1] && process.argv[1].endsWith('/cluster/cli.js') && process.argv[2] === 'agent') {
-  const { values } = parseArgs({ args: process.argv.slice(3), options: { nodes: { type: 'string', default: '4' } }, strict: true });
-  agent(Number(values.nodes)).then((code) => { process.exitCode = code; }, (e: unknown) => {
+  const { values } = parseArgs({ args: process.argv.slice(3), options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false } }, strict: true });
+  agent(Number(values.nodes), values['kube-proxy'] === true).then((code) => { process.exitCode = code; }, (e: unknown) => {
     process.stderr.write(`lab cluster agent: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
     process.exitCode = 1;
   });

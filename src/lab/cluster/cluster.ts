@@ -16,7 +16,7 @@ import { run, runOk, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, launchFromDaemonSet, type Launch } from './daemonset.js';
 import {
-  BRIDGE, EXTERNAL, NODE_SYSCTLS, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
+  BRIDGE, EXTERNAL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
 } from './nodes.js';
 
@@ -24,6 +24,7 @@ const POD_SERVER = fileURLToPath(new URL('./pod.js', import.meta.url));
 /** SCTP echo server and client (Node.js has no SCTP sockets): Debian's python3, from the source tree. */
 export const SCTP_TOOL = join(projectRoot, 'src', 'lab', 'cluster', 'sctp.py');
 const APISERVER = fileURLToPath(new URL('./apiserver-main.js', import.meta.url));
+const KUBE_PROXY = fileURLToPath(new URL('./kube-proxy.js', import.meta.url));
 const OPERATOR_CLI = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
 /** The node flags of the image's `ipvs-operator` wrapper (Dockerfile), so a lab node runs the operator as the image does. */
 export const IMAGE_NODE_FLAGS = ['--optimize-for-size'];
@@ -156,6 +157,7 @@ async function ipBatch(lines: readonly string[], ns?: string, force = false): Pr
 export class LabCluster {
   readonly pods = new Map<string, LabPod>();
   private readonly operators = new Map<string, OperatorRun>();
+  private readonly kubeProxies = new Map<string, OperatorRun>();
   private readonly log: (line: string) => void;
   private daemonSet: unknown;
 
@@ -336,6 +338,64 @@ export class LabCluster {
   }
 
   /**
+   * Starts kube-proxy's iptables mode on node `name` (kube-proxy.ts: it follows the API server's
+   * Services and EndpointSlices with the admin token, and owns the Services without the
+   * service-proxy-name label); resolves after its first sync. Its log: kubeProxyLog(name).
+   */
+  async startKubeProxy(name: string): Promise<void> {
+    if (this.kubeProxies.has(name)) throw new Error(`lab cluster: kube-proxy on ${name} runs already`);
+    const dir = this.nodeRoot(name);
+    const tokenFile = join(dir, 'kube-proxy.token');
+    writeFileSync(tokenFile, this.api.adminToken ?? '', { mode: 0o600 });
+    const args = [KUBE_PROXY, '--server', this.api.url, '--token-file', tokenFile, '--cluster-cidr', POD_CIDR];
+    if (this.api.caPem) {
+      writeFileSync(join(dir, 'kube-proxy.ca.crt'), this.api.caPem);
+      args.push('--ca', join(dir, 'kube-proxy.ca.crt'));
+    }
+    const log = createWriteStream(join(dir, 'kube-proxy.log'), { flags: 'a' });
+    const child = spawn('ip', ['netns', 'exec', name, process.execPath, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
+    void exited.then(() => log.end());
+    this.kubeProxies.set(name, { child, log, exited });
+    await new Promise<void>((ready, reject) => {
+      let out = '';
+      const timer = setTimeout(() => reject(new Error(`lab cluster: kube-proxy on ${name} not ready after 120 s: ${this.kubeProxyLog(name).slice(-2000)}`)), 120_000);
+      child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+        out = (out + d).slice(-100);
+        if (out.includes('ready\n')) { clearTimeout(timer); ready(); }
+      });
+      void exited.then((code) => { clearTimeout(timer); reject(new Error(`lab cluster: kube-proxy on ${name} exited with ${code}: ${this.kubeProxyLog(name).slice(-2000)}`)); });
+    });
+    this.log(`kube-proxy (iptables mode) synced on ${name}`);
+  }
+
+  /** kube-proxy on every node, all at once. */
+  async startKubeProxies(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.startKubeProxy(n.name)));
+  }
+
+  /** SIGTERM to kube-proxy on `name`: it removes its jumps and chains and exits; its exit code. */
+  async stopKubeProxy(name: string): Promise<number | null> {
+    const kp = this.kubeProxies.get(name);
+    if (!kp) return null;
+    this.kubeProxies.delete(name);
+    if (kp.child.exitCode !== null || kp.child.signalCode !== null) return kp.child.exitCode;
+    const timer = setTimeout(() => kp.child.kill('SIGKILL'), 30_000);
+    kp.child.kill('SIGTERM');
+    const code = await kp.exited;
+    clearTimeout(timer);
+    return code;
+  }
+
+  /** kube-proxy's log on node `name` (JSON lines). */
+  kubeProxyLog(name: string): string {
+    const f = join(this.nodeRoot(name), 'kube-proxy.log');
+    return existsSync(f) ? readFileSync(f, 'utf8') : '';
+  }
+
+  /**
    * Creates a pod on `node`: its netns wired to the node, the whoami server (pod.ts) when `serve`
    * (default true), and its Pod object when the API server serves pods (Pod-lite: the
    * EndpointSlice controller follows its labels, node and readiness).
@@ -393,6 +453,7 @@ export class LabCluster {
   /** Stops operators and pods and removes every netns, the bridge and the nodes' directories. */
   async down(): Promise<void> {
     await Promise.all([...this.operators.keys()].map((n) => this.stopOperator(n)));
+    await Promise.all([...this.kubeProxies.keys()].map((n) => this.stopKubeProxy(n)));
     await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));
     const lines = [...this.pods.keys(), ...this.nodes.map((n) => n.name), EXTERNAL.name]
       .filter((ns) => existsSync(`/run/netns/${ns}`)).map((ns) => `netns del ${ns}`);
