@@ -4,6 +4,7 @@ import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import { defaultProxyConfig } from '../config/types.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
+import { NetlinkConntrack } from '../conntrack/client.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
 import { type IptablesSync, NoIptables } from '../iptables/sync.js';
@@ -99,6 +100,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
     ...(netlink && !o.dryRun ? { onKernelReset: resetKernel } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
+    ...(o.dryRun ? {} : { conntrack: new NetlinkConntrack() }),
     ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
   });
   metrics.watchKernel(ipvs, () => operator.origins());

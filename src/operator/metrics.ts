@@ -52,6 +52,12 @@ export class Metrics {
   readonly serviceProblems = new Gauge({
     name: 'ipvsop_service_problems', help: 'Problems now (a Service\'s Event reasons, configuration problems), by reason', labelNames: ['reason'], registers: [this.registry],
   });
+  readonly conntrackDeleted = new Counter({
+    name: 'ipvsop_conntrack_reconciler_deleted_entries_total', help: 'Stale UDP conntrack entries deleted after a sync (kube-proxy\'s conntrack_reconciler_deleted_entries_total)', registers: [this.registry],
+  });
+  readonly conntrackFailures = new Counter({
+    name: 'ipvsop_conntrack_cleanup_failures_total', help: 'Conntrack lists or deletes that failed (logged; the sync is not failed by them)', registers: [this.registry],
+  });
   readonly opsApplied = new Counter({
     name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'], registers: [this.registry],
   });

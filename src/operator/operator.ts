@@ -35,6 +35,9 @@ import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
+import type { ConntrackClient } from '../conntrack/client.js';
+import { cleanStaleFlows } from '../conntrack/cleanup.js';
+import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
@@ -77,6 +80,11 @@ export interface OperatorDeps {
   healthBoundMs?: number;
   /** The ownership record (record.ts); default: one in memory (tests). */
   record?: OwnershipRecord;
+  /**
+   * ctnetlink, for deleting the UDP conntrack entries a sync left leading to removed real servers
+   * (plan/conntrack.ts says why); none: no conntrack cleanup (dry runs, tests without it).
+   */
+  conntrack?: ConntrackClient;
   /** Called with every plan before it is executed (logs, tests). */
   onPlan?: (plan: SyncPlan) => void;
   /**
@@ -266,6 +274,7 @@ export class Operator {
       if (plan.vips) delete this.applied.vips;
       if (plan.iptables) delete this.applied.iptables;
       failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
+      await this.cleanConntrack(plan, failures, desired);
       this.draining = plan.draining;
       this.armDeadline(plan.nextDeadline);
       if (plan.vips) this.applied.vips = plan.vips.version;
@@ -401,6 +410,28 @@ export class Operator {
     } catch (e) {
       this.recordDirty = true;
       this.deps.log('warn', 'saving the ownership record failed; retrying next sync', { error: (e as Error).message });
+    }
+  }
+
+  /**
+   * Deletes the UDP conntrack entries that still lead to real servers this sync removed, so the
+   * flows' next datagrams are scheduled anew instead of dropped (plan/conntrack.ts). Failures are
+   * logged and counted; they never fail the sync.
+   */
+  private async cleanConntrack(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
+    const ct = this.deps.conntrack;
+    if (!ct || plan.ops.length === 0) return;
+    const refused = new Set(failures.map((f) => f.op));
+    const targets = planConntrackTargets(plan.ops.filter((op) => !refused.has(op)), desired.table);
+    if (targets.length === 0) return;
+    const r = await cleanStaleFlows(ct, targets);
+    this.deps.metrics?.conntrackDeleted.inc(r.deleted);
+    if (r.deleted || r.gone) {
+      this.deps.log('info', 'deleted stale UDP conntrack entries', { deleted: r.deleted, alreadyGone: r.gone, virtualServers: targets.length, flows: r.flows.slice(0, 10) });
+    }
+    if (r.errors.length) {
+      this.deps.metrics?.conntrackFailures.inc(r.errors.length);
+      this.deps.log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead', { failures: r.errors.length, errors: r.errors.slice(0, 5) });
     }
   }
 

@@ -1,0 +1,43 @@
+// The operator's conntrack step after a sync: list the families the targets are in, pick the stale
+// entries (src/plan/conntrack.ts, pure), delete them. It never throws: a failure is returned, for
+// the operator to log; a sync never fails because of conntrack.
+import type { Family } from '../model/ipvs.js';
+import { isNotFound } from '../netlink/errors.js';
+import { type ConntrackTarget, selectStaleFlows } from '../plan/conntrack.js';
+import type { ConntrackClient } from './client.js';
+import { formatFlow } from './codec.js';
+
+/** What one cleanup did. */
+export interface CleanupResult {
+  /** Entries deleted. */
+  deleted: number;
+  /** Stale entries that were gone before their delete arrived (ENOENT): nothing left to do. */
+  gone: number;
+  /** What failed (a list, or a delete other than ENOENT), one line each. */
+  errors: string[];
+  /** The deleted entries, formatFlow lines (for the debug log). */
+  flows: string[];
+}
+
+/** Deletes the conntrack entries that still lead the targets' clients to removed real servers. */
+export async function cleanStaleFlows(client: ConntrackClient, targets: readonly ConntrackTarget[]): Promise<CleanupResult> {
+  const result: CleanupResult = { deleted: 0, gone: 0, errors: [], flows: [] };
+  const families = [...new Set(targets.map((t) => t.family))].sort() as Family[];
+  for (const family of families) {
+    try {
+      const stale = selectStaleFlows(targets, await client.list(family));
+      if (stale.length === 0) continue;
+      const answers = await client.delete(stale);
+      answers.forEach((e, i) => {
+        if (!e) {
+          result.deleted++;
+          result.flows.push(formatFlow(stale[i]!));
+        } else if (isNotFound(e)) result.gone++;
+        else result.errors.push(`${formatFlow(stale[i]!)}: ${e.message}`);
+      });
+    } catch (e) {
+      result.errors.push(`${family}: ${(e as Error).message}`);
+    }
+  }
+  return result;
+}
