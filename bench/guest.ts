@@ -106,6 +106,12 @@ class MeasuredIptables implements IptablesSync {
     const t = process.hrtime.bigint();
     try { await this.inner.sync(d, c); } finally { this.calls++; this.ms += msSince(t); }
   }
+  driftMs = 0;
+  /** The read-only check a periodic sync makes before deciding to apply the path again. */
+  async drift(d: Desired, c: ProxyConfig): Promise<string | undefined> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.drift(d, c); } finally { this.driftMs += msSince(t); }
+  }
   cleanup() { return this.inner.cleanup(); }
 }
 
@@ -231,11 +237,50 @@ async function main(): Promise<void> {
 
     // ---- the periodic full resync (syncPeriod): a re-read of the whole kernel table, 0 ops expected
     progress(`periodic full resync at ${n} Services`);
-    ipvs.reset(); iptables.ms = 0; vips.ms = 0;
+    ipvs.reset(); iptables.ms = 0; iptables.driftMs = 0; vips.ms = 0;
     const tp = process.hrtime.bigint();
     await op.sync({ periodic: true, retry: false });
-    const periodic = { ms: msSince(tp), ops: op.last!.ops, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, iptablesMs: iptables.ms, vipsMs: vips.ms };
+    const periodic = { ms: msSince(tp), ops: op.last!.ops, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, iptablesMs: iptables.ms, iptablesDriftMs: iptables.driftMs, vipsMs: vips.ms };
     progress(`periodic: ${periodic.ops} ops, ${(periodic.ms / 1000).toFixed(1)} s (${periodic.dumps} dumps ${(periodic.dumpMs / 1000).toFixed(1)} s, iptables ${(periodic.iptablesMs / 1000).toFixed(1)} s)`);
+
+    // ---- the drift check as a node runs it (largest size): syncPeriod 30 s, so one dump of the
+    // virtual servers and at most 3 s of real servers read in turn; then a change fired while the
+    // runner's own periodic sync reads real servers, timed until it is programmed.
+    let driftCheck: Record<string, unknown> | undefined;
+    if (last) {
+      const syncPeriod = 30;
+      progress(`drift check at ${n} Services with syncPeriod ${syncPeriod} s (a config change first: one full resync)`);
+      let w = status.next();
+      op.handle({ kind: 'config', type: 'upsert', config: { ...config, syncPeriod } });
+      await w;
+      ipvs.reset(); iptables.driftMs = 0; iptables.ms = 0;
+      const td = process.hrtime.bigint();
+      await op.sync({ periodic: true, retry: false }); // the runner is idle: its own periodic timer is 30 s away
+      const quiet = { ms: msSince(td), dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, ops: op.last!.ops, iptablesDriftMs: iptables.driftMs, iptablesMs: iptables.ms };
+      progress(`drift check: ${(quiet.ms / 1000).toFixed(2)} s, ${quiet.dumps} dumps, ${quiet.ops} ops; waiting for the runner's own periodic sync`);
+      // The runner's periodic sync starts 30 s after the config sync ended: once it has read a few
+      // real servers, an endpoint is added to a Service no change touched yet.
+      ipvs.reset();
+      while (ipvs.dumps < 3) await new Promise((r) => setTimeout(r, 2));
+      const i = pick(k + 1, false);
+      const next = [...endpoints.get(i)!, E];
+      endpoints.set(i, next);
+      const e: SourceEvent = { kind: 'endpointslice', type: 'upsert', object: makeBenchSlice(i, `d${++rv}`, next, E) };
+      const dumpsBefore = ipvs.dumps;
+      w = status.next();
+      const tc = process.hrtime.bigint();
+      op.handle(e);
+      let interrupted: Record<string, unknown> | undefined;
+      for (;;) {
+        await w;
+        if (op.last!.ops > 0) break;
+        interrupted = { durationMs: op.last!.durationMs, dumps: ipvs.dumps, dumpsAfterTheChange: ipvs.dumps - dumpsBefore };
+        w = status.next();
+      }
+      const latencyMs = msSince(tc);
+      driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, interrupted, change: { latencyMs, ops: op.last!.ops } };
+      progress(`a change during the runner's periodic sync: programmed after ${latencyMs.toFixed(1)} ms (${op.last!.ops} op); the check read ${String(interrupted?.dumpsAfterTheChange ?? '?')} dump(s) after the change arrived`);
+    }
     await op.stop();
 
     // ---- the C floor: the same content by the C tools, from a clean kernel, one after the other
@@ -312,6 +357,7 @@ async function main(): Promise<void> {
         })),
       },
       periodic,
+      ...(driftCheck ? { driftCheck } : {}),
       ...(restart ? { restart } : {}),
     });
   }

@@ -3,7 +3,8 @@
 //   read      what the plan needs from the kernel: the whole table on full syncs (start, config
 //             change, after a failed sync); on periodic syncs a drift check whose cost per period
 //             does not grow with the cluster (one dump of the virtual servers, then real servers
-//             in turn for at most a tenth of syncPeriod: TableCache.verify); else only the real servers whose
+//             in turn for at most a tenth of syncPeriod: TableCache.verify; a change arriving meanwhile
+//             ends the reading in turn and puts the iptables check off); else only the real servers whose
 //             connection counters decide a drain, and the virtual servers due for a retry
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
 //   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
@@ -116,6 +117,8 @@ export interface SyncReport {
 
 /** The share of syncPeriod a periodic drift check may spend reading real servers in turn (10%). */
 const DRIFT_BUDGET = 0.1;
+/** Periodic iptables checks that may be put off in a row because a change was waiting. */
+const MAX_DEFERRED_CHECKS = 3;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
@@ -132,6 +135,8 @@ export class Operator {
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
+  /** Periodic iptables checks put off in a row because a change was waiting (sync()). */
+  private iptablesChecksDeferred = 0;
   /** Problems afterSync returned last. */
   private edgeProblems: readonly Problem[] = [];
   private readonly record: OwnershipRecord;
@@ -263,7 +268,18 @@ export class Operator {
       // A periodic sync re-applies the VIP link (a diff against the listed addresses), and the
       // iptables path when it has drifted (a read-only check; a full restore costs tens of seconds
       // at 10 000 Services under TCG), repairing their drift too.
-      if (periodic) this.applied = (await this.iptablesInStep(desired, config)) ? { iptables: this.applied.iptables! } : {};
+      if (periodic) {
+        // A change that arrived during the read waits for this sync to end: the iptables check (two
+        // saves and a set listing, subprocesses: hundreds of ms on a loaded node) is put off to a
+        // later period, at most MAX_DEFERRED_CHECKS times in a row, so drift is still caught.
+        if (this.pendingSince !== undefined && this.iptablesChecksDeferred < MAX_DEFERRED_CHECKS) {
+          this.iptablesChecksDeferred++;
+          this.applied = this.applied.iptables ? { iptables: this.applied.iptables } : {};
+        } else {
+          this.iptablesChecksDeferred = 0;
+          this.applied = (await this.iptablesInStep(desired, config)) ? { iptables: this.applied.iptables! } : {};
+        }
+      }
       plan = planSync({
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
@@ -353,7 +369,8 @@ export class Operator {
     const reread = new Set(due);
     await this.cache.refresh(ipvs, due);
     if (periodic) {
-      const { reread: checked } = await this.cache.verify(ipvs, DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000, () => this.clock.now());
+      const { reread: checked } = await this.cache.verify(ipvs, DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000, () => this.clock.now(),
+        () => this.pendingSince !== undefined);
       for (const key of checked) reread.add(key);
     }
     // Draining real servers, and real servers about to go whose connection counters the cache

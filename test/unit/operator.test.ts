@@ -194,6 +194,33 @@ describe('the periodic drift check', () => {
     // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
     expect(ipvs.destDumps).toBe(3 + 9 * 3);
   });
+  it('stops reading in turn as soon as a change waits, and the next check goes on where it stopped', async () => {
+    const clock = manualClock();
+    let afterDumps: { n: number; fire: () => void } | undefined;
+    const ipvs = new CountingIpvs(() => {
+      clock.advance(1000);
+      if (afterDumps && --afterDumps.n === 0) { afterDumps.fire(); afterDumps = undefined; }
+    });
+    const { op } = setup(ipvs, undefined, clock);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    ipvs.serviceDumps = 0;
+    ipvs.destDumps = 0;
+    // An endpoint change arrives while the first real-server dump of the check runs: the check
+    // reads no further (it would read 3 in the 3 s budget), and the change is planned next sync.
+    afterDumps = { n: 1, fire: () => op.handle({ kind: 'endpointslice', type: 'upsert', object: makeSlice('default', 's5', 's5-1', [{ ip: '10.10.1.3' }], (x) => { x.metadata!.resourceVersion = '2'; }) }) };
+    await op.sync({ periodic: true, retry: false });
+    expect([ipvs.serviceDumps, ipvs.destDumps]).toEqual([1, 1]);
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 1, full: false });
+    // Undisturbed, the next check reads its 3 from the virtual server after the last one read.
+    ipvs.destDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(ipvs.destDumps).toBe(3);
+  });
 });
 
 describe('a configuration change during a sync', () => {
@@ -287,5 +314,37 @@ describe('the periodic check of the iptables path', () => {
     expect(host.calls.some((c) => c.cmd === 'iptables-nft-restore')).toBe(true);
     expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
     expect(log.entries.some((l) => l.message === 'iptables path drifted; applying it again' && l.fields?.reason === 'set IPVSOP-CLUSTER-IP has 0 members, not 1')).toBe(true);
+  });
+
+  it('puts the iptables check off while a change waits behind the periodic sync, at most 3 periods in a row', async () => {
+    const host = new FakeHost();
+    // A change arrives during the periodic sync's read (its dump of the virtual servers).
+    let during: (() => void) | undefined;
+    class EventDuringRead extends FakeIpvs {
+      override async listVirtualServers() { during?.(); during = undefined; return super.listVirtualServers(); }
+    }
+    const op = new Operator(config, {
+      ipvs: new EventDuringRead(), vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
+      events: { report: async () => undefined }, status: { write: async () => undefined }, log: memoryLog(),
+      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+    });
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    const saves = () => host.commands().filter((c) => c.endsWith('-save')).length;
+    const checks: number[] = [];
+    for (let p = 0; p < 5; p++) {
+      host.calls.length = 0;
+      during = () => op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', `10.10.1.${10 + p}`], String(10 + p)) });
+      await op.sync({ periodic: true, retry: false });
+      checks.push(saves());
+      await op.sync(); // the change's own sync
+      expect(op.last).toMatchObject({ full: false });
+      expect(op.last!.ops).toBeGreaterThan(0);
+    }
+    // Three periods put off, the fourth checks whatever waits, then put off again.
+    expect(checks).toEqual([0, 0, 0, 2, 0]);
   });
 });
