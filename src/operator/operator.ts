@@ -3,7 +3,8 @@
 //   read      what the plan needs from the kernel: the whole table on full syncs (start, config
 //             change, after a failed sync); on periodic syncs a drift check whose cost per period
 //             does not grow with the cluster (one dump of the virtual servers, then real servers
-//             in turn for at most a tenth of syncPeriod: TableCache.verify; a change arriving meanwhile
+//             in turn, the whole check with the VIP listing and the iptables check kept to a tenth
+//             of syncPeriod: TableCache.verify; a change arriving meanwhile
 //             ends the reading in turn and puts the iptables check off); else only the real servers whose
 //             connection counters decide a drain, and the virtual servers due for a retry
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
@@ -135,6 +136,8 @@ export class Operator {
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
+  /** How long the last periodic iptables check took (ms): the drift check's budget keeps room for it. */
+  private iptablesCheckMs = 0;
   /** Periodic iptables checks put off in a row because a change was waiting (sync()). */
   private iptablesChecksDeferred = 0;
   /** Problems afterSync returned last. */
@@ -261,7 +264,7 @@ export class Operator {
       const desired = this.state.desired();
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
-      const reread = await this.read(full, periodic, changed, due, desired);
+      const reread = await this.read(full, periodic, changed, due, desired, t0);
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
       if ((await this.kernelReset()) && !full) throw new Error('ip_vs was loaded again during the read; syncing in full');
@@ -338,7 +341,9 @@ export class Operator {
     const ipt = this.deps.iptables;
     if (!this.applied.iptables || !ipt.drift) return false;
     try {
+      const t = this.clock.now();
       const reason = await ipt.drift(desired, config);
+      this.iptablesCheckMs = this.clock.now() - t;
       if (reason) this.deps.log('info', 'iptables path drifted; applying it again', { reason });
       return reason === undefined;
     } catch (e) {
@@ -351,7 +356,7 @@ export class Operator {
    * Reads what this sync's plan needs from the kernel into the cache (see the file comment);
    * resolves with the keys re-read beyond what changed (due retries, drift), to plan as well.
    */
-  private async read(full: boolean, periodic: boolean, changed: ReadonlySet<string>, due: ReadonlySet<string>, desired: Desired): Promise<Set<string>> {
+  private async read(full: boolean, periodic: boolean, changed: ReadonlySet<string>, due: ReadonlySet<string>, desired: Desired, t0: number): Promise<Set<string>> {
     const ipvs = this.deps.ipvs;
     const link = this.state.currentConfig.interfaceName;
     if (!this.recordRead) {
@@ -369,7 +374,10 @@ export class Operator {
     const reread = new Set(due);
     await this.cache.refresh(ipvs, due);
     if (periodic) {
-      const { reread: checked } = await this.cache.verify(ipvs, DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000, () => this.clock.now(),
+      // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
+      // and what the iptables check after it took last time come off the share for real servers.
+      const budget = DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000 - (this.clock.now() - t0) - this.iptablesCheckMs;
+      const { reread: checked } = await this.cache.verify(ipvs, Math.max(0, budget), () => this.clock.now(),
         () => this.pendingSince !== undefined);
       for (const key of checked) reread.add(key);
     }
