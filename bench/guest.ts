@@ -265,7 +265,9 @@ async function main(): Promise<void> {
       const i = pick(k + 1, false);
       const next = [...endpoints.get(i)!, E];
       endpoints.set(i, next);
-      const e: SourceEvent = { kind: 'endpointslice', type: 'upsert', object: makeBenchSlice(i, `d${++rv}`, next, E) };
+      const changed = makeBenchSlice(i, `d${++rv}`, next, E);
+      slices.set(i, changed); // the restart below starts from the same objects
+      const e: SourceEvent = { kind: 'endpointslice', type: 'upsert', object: changed };
       const dumpsBefore = ipvs.dumps;
       w = status.next();
       const tc = process.hrtime.bigint();
