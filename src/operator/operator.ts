@@ -136,8 +136,11 @@ export class Operator {
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
-  /** How long the last periodic iptables check took (ms): the drift check's budget keeps room for it. */
-  private iptablesCheckMs = 0;
+  /**
+   * How long the last periodic sync took after its read (ms: the iptables check, planning what it
+   * re-read, applying): the next drift check's budget keeps room for it.
+   */
+  private periodicTailMs = 0;
   /** Periodic iptables checks put off in a row because a change was waiting (sync()). */
   private iptablesChecksDeferred = 0;
   /** Problems afterSync returned last. */
@@ -265,6 +268,7 @@ export class Operator {
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
       const reread = await this.read(full, periodic, changed, due, desired, t0);
+      const readEnd = this.clock.now();
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
       if ((await this.kernelReset()) && !full) throw new Error('ip_vs was loaded again during the read; syncing in full');
@@ -308,6 +312,7 @@ export class Operator {
         }
       }
       await this.report();
+      if (periodic) this.periodicTailMs = this.clock.now() - readEnd;
       this.failingSince = undefined;
       this.everSynced = true;
       this.finish(t0, plan, failures, full, pendingSince);
@@ -341,9 +346,7 @@ export class Operator {
     const ipt = this.deps.iptables;
     if (!this.applied.iptables || !ipt.drift) return false;
     try {
-      const t = this.clock.now();
       const reason = await ipt.drift(desired, config);
-      this.iptablesCheckMs = this.clock.now() - t;
       if (reason) this.deps.log('info', 'iptables path drifted; applying it again', { reason });
       return reason === undefined;
     } catch (e) {
@@ -375,8 +378,8 @@ export class Operator {
     await this.cache.refresh(ipvs, due);
     if (periodic) {
       // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
-      // and what the iptables check after it took last time come off the share for real servers.
-      const budget = DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000 - (this.clock.now() - t0) - this.iptablesCheckMs;
+      // and what the last periodic sync spent after its read come off the share for real servers.
+      const budget = DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000 - (this.clock.now() - t0) - this.periodicTailMs;
       const { reread: checked } = await this.cache.verify(ipvs, Math.max(0, budget), () => this.clock.now(),
         () => this.pendingSince !== undefined);
       for (const key of checked) reread.add(key);

@@ -194,7 +194,7 @@ describe('the periodic drift check', () => {
     // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
     expect(ipvs.destDumps).toBe(3 + 9 * 3);
   });
-  it('keeps the whole check to the budget: the iptables check\'s last duration comes off the real servers\' share', async () => {
+  it('keeps the whole check to the budget: what the last periodic sync spent after its read comes off the real servers\' share', async () => {
     const clock = manualClock();
     const ipvs = new CountingIpvs(() => clock.advance(1000));
     const iptables = { sync: async () => undefined, cleanup: async () => undefined, drift: async () => { clock.advance(1000); return undefined; } };
