@@ -160,6 +160,21 @@ class CountingIpvs extends FakeIpvs {
   }
 }
 
+/** An Operator with the iptables path on `host` (FakeHost), after its first sync of web -> 10.10.1.3. */
+async function syncedWithIptables(host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>): Promise<Operator> {
+  const op = new Operator(config, {
+    ipvs, vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
+    events: { report: async () => undefined }, status: { write: async () => undefined }, log,
+    registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+    kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+  });
+  op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+  op.handle({ kind: 'service', type: 'upsert', object: web() });
+  op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+  await op.sync();
+  return op;
+}
+
 describe('the periodic drift check', () => {
   const services = 30;
   const svc = (i: number) => makeService('default', `s${i}`, (s) => { s.spec!.clusterIP = `10.200.2.${i}`; s.spec!.clusterIPs = [`10.200.2.${i}`]; });
@@ -317,16 +332,7 @@ describe('the periodic check of the iptables path', () => {
   it('applies nothing while the chains and sets are in step, and applies them again once they drifted', async () => {
     const host = new FakeHost();
     const log = memoryLog();
-    const op = new Operator(config, {
-      ipvs: new FakeIpvs(), vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
-      events: { report: async () => undefined }, status: { write: async () => undefined }, log,
-      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
-      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
-    });
-    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
-    op.handle({ kind: 'service', type: 'upsert', object: web() });
-    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
-    await op.sync();
+    const op = await syncedWithIptables(host, new FakeIpvs(), log);
     const restores = () => host.commands().filter((c) => c.endsWith('-restore') || c === 'ipset').length;
     expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
     host.calls.length = 0;
@@ -350,16 +356,7 @@ describe('the periodic check of the iptables path', () => {
     class EventDuringRead extends FakeIpvs {
       override async listVirtualServers() { during?.(); during = undefined; return super.listVirtualServers(); }
     }
-    const op = new Operator(config, {
-      ipvs: new EventDuringRead(), vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
-      events: { report: async () => undefined }, status: { write: async () => undefined }, log: memoryLog(),
-      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
-      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
-    });
-    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
-    op.handle({ kind: 'service', type: 'upsert', object: web() });
-    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
-    await op.sync();
+    const op = await syncedWithIptables(host, new EventDuringRead(), memoryLog());
     const saves = () => host.commands().filter((c) => c.endsWith('-save')).length;
     const checks: number[] = [];
     for (let p = 0; p < 5; p++) {
