@@ -89,6 +89,21 @@ describe('the DaemonSet container as a lab node process', () => {
     expect(script).toMatch(/exec env .*NODE_NAME='myk8s-worker2'.* 'setpriv' '--bounding-set=-all,\+net_admin,\+net_raw' .*'\/usr\/bin\/node' '\/p\/main.js' 'run' '--source=kube'/);
   });
 
+  it('keeps a working tree under the emptyDir\'s path (a checkout in /tmp) visible inside the tmpfs', () => {
+    const l = launchFromDaemonSet(DS, POD);
+    const script = containerScript(l, { nodeRoot: '/n', program: ['/usr/bin/node', '/tmp/ci/dist/main.js'], keep: ['/tmp/ci', '/work/p'] });
+    const lines = script.split('\n');
+    const tmpfs = lines.findIndex((x) => x.startsWith('mount -t tmpfs') && x.endsWith(" '/tmp'"));
+    expect(lines.slice(tmpfs - 3, tmpfs + 3)).toEqual([
+      "mkdir -p '/n/keep-0-0'", "mount --bind '/tmp/ci' '/n/keep-0-0'", "mkdir -p '/tmp'",
+      "mount -t tmpfs -o mode=1777,size=16777216 emptydir '/tmp'",
+      "mkdir -p '/tmp/ci'", "mount --bind '/n/keep-0-0' '/tmp/ci'",
+    ]);
+    expect(script).not.toContain('/work/p'); // not under /tmp: nothing to do
+    // From an image the program is in the image: nothing of the node's is kept.
+    expect(containerScript(l, { nodeRoot: '/n', program: [l.argv[0]!], image: { rootfs: '/img', dir: '/n/c' }, keep: ['/tmp/ci'] })).not.toContain('keep-');
+  });
+
   it('runs the container from an image\'s filesystem: an overlay over it, every mount under it, the command found in it (chroot)', () => {
     const l = launchFromDaemonSet(DS, POD);
     const script = containerScript(l, { nodeRoot: '/n', program: [l.argv[0]!], serviceAccount: '/sa', image: { rootfs: '/img', dir: '/n/c' }, files: ['/n/kubeconfig'] });

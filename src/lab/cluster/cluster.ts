@@ -287,7 +287,7 @@ export class LabCluster {
     const image = imageRootfs ? { rootfs: imageRootfs, dir: join(this.nodeRoot(name), 'container') } : undefined;
     const program = image ? [l.argv[0]!] : [process.execPath, ...IMAGE_NODE_FLAGS, OPERATOR_CLI];
     const files = l.env.KUBECONFIG ? [l.env.KUBECONFIG] : [];
-    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program, serviceAccount, image, files });
+    const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program, serviceAccount, image, files, keep: [projectRoot] });
     writeFileSync(join(this.nodeRoot(name), 'operator.sh'), script);
     const log = createWriteStream(join(this.nodeRoot(name), 'operator.log'), { flags: 'a' });
     const child = spawn('ip', ['netns', 'exec', name, 'sh', join(this.nodeRoot(name), 'operator.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -135,8 +135,10 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
  * `lab image export`) under a writable overlay in `image.dir`, as a container runtime gives it:
  * every mount goes under it, it gets its own /proc, /dev and /sys, and `program` is looked up
  * inside it (chroot); `files` (paths on the node) are then mounted at the same path inside it.
+ * Without `image`, `keep` are node paths the program needs (the working tree) that stay visible
+ * even under an emptyDir's mount path.
  */
-export function containerScript(l: Launch, o: { nodeRoot: string; program: readonly string[]; serviceAccount?: string | undefined; image?: { rootfs: string; dir: string } | undefined; files?: readonly string[] }): string {
+export function containerScript(l: Launch, o: { nodeRoot: string; program: readonly string[]; serviceAccount?: string | undefined; image?: { rootfs: string; dir: string } | undefined; files?: readonly string[]; keep?: readonly string[] }): string {
   const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
   const lines = ['set -e'];
   const root = o.image ? `${o.image.dir}/root` : '';
@@ -164,10 +166,18 @@ export function containerScript(l: Launch, o: { nodeRoot: string; program: reado
     lines.push(`mount --bind ${q(src)} ${target}`);
     if (h.readOnly) lines.push(`mount -o remount,bind,ro ${target}`);
   }
-  for (const e of l.emptyDirs) {
+  l.emptyDirs.forEach((e, ei) => {
     const size = e.sizeLimit ? `,size=${quantityBytes(e.sizeLimit)}` : '';
+    // From the working tree, the program lives on the node: a checkout under an emptyDir's path
+    // (a clone in /tmp, the DaemonSet's emptyDir at /tmp) would be hidden by the tmpfs. It is
+    // bound aside first and back inside the tmpfs after.
+    const base = e.mountPath.replace(/\/+$/, '');
+    const hidden = o.image ? [] : (o.keep ?? []).filter((k) => k === base || k.startsWith(`${base}/`));
+    const aside = (i: number) => q(`${o.nodeRoot}/keep-${ei}-${i}`);
+    hidden.forEach((k, i) => lines.push(`mkdir -p ${aside(i)}`, `mount --bind ${q(k)} ${aside(i)}`));
     lines.push(`mkdir -p ${at(e.mountPath)}`, `mount -t tmpfs -o mode=1777${size} emptydir ${at(e.mountPath)}`);
-  }
+    hidden.forEach((k, i) => lines.push(`mkdir -p ${q(k)}`, `mount --bind ${aside(i)} ${q(k)}`));
+  });
   if (o.serviceAccount) {
     const sa = o.image ? at(SERVICE_ACCOUNT_DIR) : SERVICE_ACCOUNT_DIR;
     lines.push(`mkdir -p ${sa}`, `mount --bind ${q(o.serviceAccount)} ${sa}`, `mount -o remount,bind,ro ${sa}`);
