@@ -4,9 +4,9 @@
 //             change, after a failed sync); on periodic syncs a drift check whose cost per period
 //             does not grow with the cluster (one dump of the virtual servers, then real servers
 //             in turn, the whole check with the VIP listing and the iptables check kept to a tenth
-//             of syncPeriod: TableCache.verify; a change arriving meanwhile
-//             ends the reading in turn and puts the iptables check off); else only the real servers whose
-//             connection counters decide a drain, and the virtual servers due for a retry
+//             of syncPeriod: TableCache.verify; a change arriving meanwhile ends the reading in
+//             turn and puts the iptables check off); else only the real servers whose connection
+//             counters decide a drain, and the virtual servers due for a retry
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
 //   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
 //
@@ -116,7 +116,7 @@ export interface SyncReport {
   error?: string;
 }
 
-/** The share of syncPeriod a periodic drift check may spend reading real servers in turn (10%). */
+/** The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after the rest goes to real servers in turn. */
 const DRIFT_BUDGET = 0.1;
 /** Periodic iptables checks that may be put off in a row because a change was waiting. */
 const MAX_DEFERRED_CHECKS = 3;
