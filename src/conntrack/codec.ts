@@ -16,7 +16,7 @@
 // The kernel nests with NLA_F_NESTED set (parseAttrs masks it); we send nests with it set too,
 // which ctnetlink accepts either way. A delete request WITHOUT a tuple flushes the whole table in
 // ctnetlink_del_conntrack: encodeDelete refuses to build one.
-import type { Family } from '../model/ipvs.js';
+import { type Family, formatHostPort } from '../model/ipvs.js';
 import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
 import { type NlMessage, be16, nla, parseAttrs } from '../netlink/framing.js';
@@ -50,13 +50,9 @@ export interface Flow {
 
 const PROTO_NAMES = new Map<number, string>([[IPPROTO_TCP, 'tcp'], [IPPROTO_UDP, 'udp'], [IPPROTO_SCTP, 'sctp']]);
 
-function hostPort(ip: string, port: number): string {
-  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
-}
-
 /** One line: `udp 192.168.100.61:40002 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:40002 id=7 zone=0`. */
 export function formatFlow(f: Flow): string {
-  const t = (x: FlowTuple) => `${hostPort(x.src, x.sport)} -> ${hostPort(x.dst, x.dport)}`;
+  const t = (x: FlowTuple) => `${formatHostPort(x.src, x.sport)} -> ${formatHostPort(x.dst, x.dport)}`;
   return `${PROTO_NAMES.get(f.proto) ?? `proto${f.proto}`} ${t(f.orig)} reply ${t(f.reply)} id=${f.id} zone=${f.zone}`;
 }
 

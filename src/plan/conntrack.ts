@@ -23,8 +23,7 @@ import type { Family, IpvsOp } from '../model/ipvs.js';
 import { formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import type { DesiredTable } from '../desired/types.js';
 import type { Flow } from '../conntrack/codec.js';
-
-const IPPROTO_UDP = 17;
+import { IPPROTO_UDP } from '../conntrack/constants.js';
 
 /** A UDP virtual server whose flows may have gone stale, and the real servers still right for it. */
 export interface ConntrackTarget {
