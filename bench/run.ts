@@ -93,7 +93,7 @@ function verdict(ok: boolean): string {
   return ok ? 'meets' : 'falls short';
 }
 
-/** The Markdown table (also what the README's Performance section shows). */
+/** The Markdown table (also what the docs/performance.md shows). */
 function renderTable(r: any): string {
   const lines: string[] = [];
   const row = (...c: string[]) => lines.push(`| ${c.join(' | ')} |`);

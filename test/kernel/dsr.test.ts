@@ -1,6 +1,6 @@
 // Direct server return (issue 14, "Per-Service forwarding") with the real operator process on a
 // real kernel: a Service whose external IP is annotated `ipvs-operator.io/forwarding: tunnel` gets
-// IPVS tunnel (ipip) real servers; its pod, prepared as README "Direct server return" says (tunl0
+// IPVS tunnel (ipip) real servers; its pod, prepared as docs/dsr.md says (tunl0
 // up with the VIP, rp_filter 0, ARP for the VIP ignored), receives the client's packet unchanged
 // and answers it from the VIP itself. Oracles, all outside the operator: ipvsadm (Tunnel vs Masq,
 // and the stats: with a reply path that avoids the node, OutPkts stays 0), conntrack (the reply
@@ -90,7 +90,7 @@ beforeAll(async () => {
   await createPod({ name: 'masqpod', ip: MASQ_POD });
   await createClient({ name: 'dsrcli', ip: CLIENT });
   await createClient({ name: 'dsrcli2', ip: DIRECT_CLIENT });
-  // The pod side of DSR (README "Direct server return"), as an init container would do it.
+  // The pod side of DSR (docs/dsr.md), as an init container would do it.
   for (const cmd of [
     ['ip', 'link', 'set', 'tunl0', 'up'],
     ['ip', 'addr', 'add', `${DSR_VIP}/32`, 'dev', 'tunl0'],

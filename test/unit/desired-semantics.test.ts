@@ -1,4 +1,4 @@
-// The semantic rules where kube-proxy is the reference (README "Semantics vs kube-proxy"), one table
+// The semantic rules where kube-proxy is the reference (docs/semantics.md), one table
 // each. Address ranges: fixtures.ts (this node 192.168.0.10 + fd00:192::10; external 203.0.113.0/24).
 import { describe, expect, it } from '@jest/globals';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
