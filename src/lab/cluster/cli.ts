@@ -33,9 +33,9 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
   ];
 }
 
-interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
+export interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
 
-async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false): Promise<AgentState> {
+export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false): Promise<AgentState> {
   const t0 = Date.now();
   const cluster = await LabCluster.up({ nodes, api: { url: 'https://0.0.0.0' }, log });
   log(`network of ${nodes} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
