@@ -34,6 +34,8 @@ import type { DesiredVirtualServer, Problem, SetEntry, SetName, VipKind } from '
 import type { ProxyConfig } from '../config/types.js';
 import { type HealthCheck, healthCheckOf } from './health-checks.js';
 import { FORWARDING_ANNOTATION, chooseForwarding, tunnelledKind } from './forwarding.js';
+import { addOrder, chooseEndpointOrder } from '../balance/order.js';
+import { chooseSlowStart, slowStartInapplicable, SLOW_START_ANNOTATION } from '../balance/slow-start.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
@@ -123,6 +125,9 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   const annotations = obj(service.metadata)?.annotations;
   const choice = chooseScheduler(id, annotations, env.registry, env.fallback, env.context, problems);
   const forwarding = chooseForwarding(id, obj(annotations), problems);
+  const order = chooseEndpointOrder(id, obj(annotations), problems);
+  const slowStartMs = chooseSlowStart(id, obj(annotations), problems);
+  let warnedSlowStart = false;
 
   const ipsField = stringList(spec.clusterIPs, 'spec.clusterIPs');
   const clusterIP = str(spec.clusterIP);
@@ -193,8 +198,10 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         let r = resolved.get(eps);
         if (!r) {
           const res = resolveSafely(choice, env, eps, id, problems);
-          const dests = eps.map((e, i) => makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
+          const sorted = eps.map((e, i) => makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
             .sort((a, b) => cmp(realServerKey(a), realServerKey(b)));
+          // The planner adds real servers in this order (balance/order.ts says why it is rotated).
+          const dests = order === 'sorted' ? sorted : addOrder(sorted, env.context.nodeName, `${id}/${portName}/${family}`);
           r = { res, dests };
           resolved.set(eps, r);
         }
@@ -235,7 +242,13 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
         const key = virtualServerKey(vs);
         if (seen.has(key)) return tunnelled !== undefined; // e.g. an external IP equal to an LB IP: one virtual server
         seen.add(key);
-        entry.vss.push({ vs, dests, origin: { namespace: str(obj(service.metadata)?.namespace) ?? '', name: str(obj(service.metadata)?.name) ?? '', portName, kind, plugin: choice.plugin.name } });
+        const notRamped = slowStartMs === undefined ? undefined : slowStartInapplicable(res.scheduler);
+        if (notRamped && !warnedSlowStart) {
+          warnedSlowStart = true;
+          problems.push({ service: id, reason: 'SlowStartInapplicable', message: `${SLOW_START_ANNOTATION}: ${notRamped}; no slow start` });
+        }
+        entry.vss.push({ vs, dests, origin: { namespace: str(obj(service.metadata)?.namespace) ?? '', name: str(obj(service.metadata)?.name) ?? '', portName, kind, plugin: choice.plugin.name },
+          ...(slowStartMs !== undefined && !notRamped ? { slowStartMs } : {}) });
         return tunnelled !== undefined;
       };
       const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port, ...extra });

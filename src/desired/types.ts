@@ -44,11 +44,16 @@ export interface ServiceOrigin {
   plugin: string;
 }
 
-/** A virtual server we want, with its real servers sorted by key. */
+/**
+ * A virtual server we want, with its real servers in the order to add them: sorted by key and
+ * rotated per node (balance/order.ts), or sorted with `ipvs-operator.io/endpoint-order: sorted`.
+ */
 export interface DesiredVirtualServer {
   vs: VirtualServer;
   dests: readonly RealServer[];
   origin: ServiceOrigin;
+  /** Slow-start window (ms) when the Service asks for one and its scheduler uses weights as shares. */
+  slowStartMs?: number;
 }
 
 /** The table we want, keyed by virtualServerKey. */

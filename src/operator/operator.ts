@@ -26,6 +26,7 @@
 // under traffic changes nothing that is already right (a restart issues 0 ops).
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
+import { SlowStartTracker } from '../balance/slow-start.js';
 import type { Desired, Problem } from '../desired/types.js';
 import type { HealthCheck } from '../desired/health-checks.js';
 import type { ProxyConfig } from '../config/types.js';
@@ -133,6 +134,8 @@ export class Operator {
   /** The VIP link's addresses as last read or written; re-read on every full sync, like the table. */
   private vipsNow: Set<string> | undefined;
   private draining: DrainState = new Map();
+  /** Slow-start ramps (balance/slow-start.ts): the weights the planner gets. */
+  private readonly slowStart = new SlowStartTracker();
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
@@ -264,7 +267,9 @@ export class Operator {
     let failures: readonly OpFailure[] = [];
     try {
       const { changed } = this.state.sync();
-      const desired = this.state.desired();
+      const built = this.state.desired();
+      const ramp = this.slowStart.apply(built.table, changed, t0);
+      const desired = { ...built, table: ramp.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
       const reread = await this.read(full, periodic, changed, due, desired, t0);
@@ -299,7 +304,7 @@ export class Operator {
       failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
       await this.cleanConntrack(plan, failures, desired);
       this.draining = plan.draining;
-      this.armDeadline(plan.nextDeadline);
+      this.armDeadline(earliest(plan.nextDeadline, ramp.nextAt));
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(plan, failures, desired, t0);
@@ -540,6 +545,11 @@ export class Operator {
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
     return out;
   }
+}
+
+/** The earlier of two optional times (ms); undefined when both are. */
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
 
 /** Adds the ops to the metric, counted per kind and result first (one inc per label pair). */

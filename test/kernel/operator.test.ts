@@ -3,9 +3,9 @@
 // 192.168.100.0/24 (src/lab/topology.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn } from 'node:child_process';
-import { Agent, request } from 'node:http';
-import type { Socket } from 'node:net';
+import { Agent } from 'node:http';
 import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { getPod } from '../support/http.js';
 import { ipvsadm, ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -24,20 +24,6 @@ const node = {
 let dir: ManifestDir;
 let op: OperatorProcess | undefined;
 
-/** One HTTP GET over `agent`; resolves with the answering pod and the socket used. */
-function get(url: string, agent: Agent): Promise<{ pod: string; socket: Socket }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { agent }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (d: string) => { body += d; }).on('end', () => {
-        resolve({ pod: (JSON.parse(body) as { pod: string }).pod, socket: req.socket as Socket });
-      });
-    });
-    req.on('error', reject);
-    req.setTimeout(5000, () => req.destroy(new Error('timeout')));
-    req.end();
-  });
-}
 
 beforeAll(async () => {
   execFileSync('modprobe', ['ip_vs']);
@@ -95,10 +81,10 @@ describe('the operator on the files source', () => {
     op = new OperatorProcess(dir.args);
     await op.start();
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const before = await get('http://10.200.1.32/', agent);
+    const before = await getPod('http://10.200.1.32/', agent);
     dir.write('web', service('web', '10.200.1.32', { 'ipvs-operator.io/scheduler': 'sed' }), slice('web', PODS));
     await waitFor('sed in the kernel', () => ipvsadmLines()[0]?.startsWith('TCP 10.200.1.32:80 sed'));
-    const after = await get('http://10.200.1.32/', agent);
+    const after = await getPod('http://10.200.1.32/', agent);
     expect(after.socket).toBe(before.socket); // the same connection, still served
     expect(after.pod).toBe(before.pod);
     agent.destroy();
@@ -149,7 +135,7 @@ describe('the operator on the files source', () => {
     op = new OperatorProcess(dir.args);
     await op.start();
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const { pod, socket } = await get('http://10.200.1.35/', agent);
+    const { pod, socket } = await getPod('http://10.200.1.35/', agent);
     const ip = PODS[Number(pod.slice(2)) - 1]!;
     dir.write('web', service('web', '10.200.1.35', { 'ipvs-operator.io/scheduler': 'sh' }), slice('web', PODS.filter((p) => p !== ip)));
     await waitFor('weight 0', () => ipvsadmLines()[0]?.includes(`${ip}:80 w=0`));

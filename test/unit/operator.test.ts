@@ -21,7 +21,7 @@ const config: ProxyConfig = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' }
 /** A clock the test moves by hand; timers never fire on their own (the test calls sync). */
 function manualClock(start = 1_000_000) {
   let t = start;
-  return { now: () => t, setTimeout: () => ({}), clearTimeout: () => undefined, advance: (ms: number) => { t += ms; } };
+  return { now: () => t, setTimeout: (_fn: () => void, _ms: number): unknown => ({}), clearTimeout: () => undefined, advance: (ms: number) => { t += ms; } };
 }
 
 function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualClock()) {
@@ -370,5 +370,41 @@ describe('the periodic check of the iptables path', () => {
     }
     // Three periods put off, the fourth checks whatever waits, then put off again.
     expect(checks).toEqual([0, 0, 0, 2, 0]);
+  });
+});
+
+describe('slow start through the sync loop', () => {
+  it('a new endpoint ramps by update-dest, each step asked for with the deadline timer', async () => {
+    const base = manualClock();
+    const timers: number[] = [];
+    const clock = { ...base, setTimeout: (_fn: () => void, ms: number) => { timers.push(ms); return {}; } };
+    const { op, ipvs } = setup(undefined, undefined, clock);
+    const ramped = web((s) => { s.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/slow-start': '10s' }; });
+    op.handle({ kind: 'service', type: 'upsert', object: ramped });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await op.sync();
+    // Established at first sight: full weight (the plugin's 1 x RAMP_RESOLUTION).
+    expect(ipvs.dump()).toContain('10.10.1.3:8080 w=100 masq');
+    expect(ipvs.dump()).toContain('10.10.1.4:8080 w=100 masq');
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4', '10.10.1.5'], '2') });
+    timers.length = 0;
+    await op.sync();
+    expect(ipvs.dump()).toContain('10.10.1.5:8080 w=1 masq');
+    expect(timers).toEqual([1000]);
+    const weights: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      base.advance(1000);
+      const before = ipvs.applied.length;
+      await op.sync();
+      const ops = ipvs.applied.slice(before);
+      expect(ops).toEqual([expect.stringMatching(/^update-dest TCP 10\.200\.1\.10:80 -> 10\.10\.1\.5:8080 w=\d+ masq$/)]);
+      weights.push(Number(/w=(\d+)/.exec(ops[0]!)![1]));
+    }
+    expect(weights).toEqual([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]);
+    // The ramp is over: a later sync changes nothing.
+    base.advance(5000);
+    const before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.length).toBe(before);
   });
 });

@@ -46,8 +46,10 @@ describe('planSync', () => {
     const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3', '10.10.1.4'])] });
     expect(formatSyncPlan(planSync(input(s)))).toEqual([
       'add-service TCP 10.200.1.10:80 rr',
-      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      // Node-seeded order (balance/order.ts): this node prefers .3, so .3 is added last and
+      // heads the kernel's list.
       'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
       'add-vip ipvs-op0 10.200.1.10',
       // KUBE-CLUSTER-IP for the VIP, KUBE-LOOP-BACK for each endpoint on this node
       'sync-iptables 3 set entries',

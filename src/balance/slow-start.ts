@@ -1,0 +1,207 @@
+// Slow start: a real server that joins a Service's table ramps its weight up over a window
+// (`ipvs-operator.io/slow-start: 30s`), as Envoy's and HAProxy's slow start do, so a cold pod
+// is not handed a full share of new connections the moment it turns ready. The weight changes go
+// through SET_DEST (update-dest), which keeps every established connection where it is.
+//
+// Which schedulers it applies to (Linux net/netfilter/ipvs/ip_vs_*.c): wrr, wlc, sed, nq and twos
+// use weights as shares, compared as ratios, so ramping one weight ramps that server's share of
+// new connections, and multiplying all weights by RAMP_RESOLUTION changes nothing else. rr, lc and
+// dh ignore weights except 0 (skip the server); sh and mh hash clients onto servers by weight, so
+// a ramp would remap clients at every step; lblc, lblcr and ovf compare weights with connection
+// counts (overload thresholds), so scaling them changes what they do; fo sends everything to the
+// highest weight, so there is no share to ramp. Those get a Problem instead.
+//
+// First seen: the operator's memory, per virtual server and real server. The real servers of a
+// virtual server seen for the first time (operator start, a new Service, slow start just turned
+// on) count as established and take their full weight at once, as Envoy does for a new cluster;
+// only real servers that appear later in a known virtual server ramp. A restart therefore ends
+// any ramp under way (the weight jumps to full): the alternatives, persisting a timestamp per
+// endpoint in the API or guessing one from the kernel's weight, cost writes or trust a value
+// another writer may have set, for a window of seconds. A real server that leaves (not ready,
+// deleted) and comes back ramps again. pure: no I/O; time is an argument.
+import type { DesiredTable, DesiredVirtualServer } from '../desired/types.js';
+import { realServerKey } from '../model/ipvs.js';
+import { composeWeight } from './weights.js';
+
+/** The annotation: a duration ("30s", "2m", "1m30s", "500ms"); "0s" turns slow start off. */
+export const SLOW_START_ANNOTATION = 'ipvs-operator.io/slow-start';
+
+/** The longest window accepted: one hour. */
+export const MAX_SLOW_START_MS = 3_600_000;
+
+/** The shortest step between two weight changes of one real server. */
+export const MIN_RAMP_STEP_MS = 1000;
+
+/** Steps a window is divided into at most (fewer when the window is short: MIN_RAMP_STEP_MS). */
+export const RAMP_STEPS = 20;
+
+/** Kernel schedulers whose weights are shares compared as ratios: slow start applies to these. */
+export const RAMPABLE_SCHEDULERS: ReadonlySet<string> = new Set(['wrr', 'wlc', 'sed', 'nq', 'twos']);
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/**
+ * Parses the annotation's value: a Go-style duration of one or more <integer or decimal><unit>
+ * parts (ms, s, m, h). The window in ms (0 = off), or an error message for a Problem.
+ */
+export function parseSlowStart(value: unknown): { ms: number } | { error: string } {
+  if (typeof value !== 'string') return { error: `${SLOW_START_ANNOTATION}: ${JSON.stringify(value)} is not a string` };
+  const text = value.trim();
+  if (!/^(\d+(\.\d+)?(ms|s|m|h))+$/.test(text)) {
+    return { error: `${SLOW_START_ANNOTATION}: "${value}" is not a duration such as 30s, 2m or 1m30s` };
+  }
+  let ms = 0;
+  for (const m of text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h)/g)) ms += Number(m[1]) * UNIT_MS[m[2]!]!;
+  ms = Math.round(ms);
+  if (ms !== 0 && ms < MIN_RAMP_STEP_MS) return { error: `${SLOW_START_ANNOTATION}: "${value}" is shorter than 1s` };
+  if (ms > MAX_SLOW_START_MS) return { error: `${SLOW_START_ANNOTATION}: "${value}" is longer than 1h` };
+  return { ms };
+}
+
+/** Why slow start does not apply to a kernel scheduler; undefined when it does. */
+export function slowStartInapplicable(scheduler: string): string | undefined {
+  if (RAMPABLE_SCHEDULERS.has(scheduler)) return undefined;
+  switch (scheduler) {
+    case 'rr': case 'lc': case 'dh':
+      return `scheduler ${scheduler} ignores weights (only 0 matters), so there is no weight to ramp`;
+    case 'sh': case 'mh':
+      return `scheduler ${scheduler} hashes clients onto servers by weight; ramping would remap clients at every step`;
+    case 'lblc': case 'lblcr': case 'ovf':
+      return `scheduler ${scheduler} compares weights with connection counts (overload thresholds); a ramp would change what it does`;
+    case 'fo':
+      return 'scheduler fo sends everything to the highest weight, so there is no share to ramp';
+    default:
+      return `scheduler ${scheduler} is not known to use weights as shares`;
+  }
+}
+
+/** The time between two steps of a window's ramp. */
+export function rampStep(windowMs: number): number {
+  return Math.max(MIN_RAMP_STEP_MS, Math.ceil(windowMs / RAMP_STEPS));
+}
+
+/**
+ * The ramp factor in [0, 1] at `now` of a real server first seen at `firstSeen` (-Infinity:
+ * established, 1), rising in steps of rampStep(window): 0 at first, 1 from firstSeen + window on.
+ */
+export function rampFactor(firstSeen: number, now: number, windowMs: number): number {
+  const elapsed = now - firstSeen;
+  if (!(elapsed < windowMs)) return 1;
+  if (elapsed <= 0) return 0;
+  const step = rampStep(windowMs);
+  return Math.min(1, (Math.floor(elapsed / step) * step) / windowMs);
+}
+
+/** When rampFactor next changes, or undefined once the ramp is over. */
+export function nextRampAt(firstSeen: number, now: number, windowMs: number): number | undefined {
+  const elapsed = now - firstSeen;
+  if (!(elapsed < windowMs)) return undefined;
+  const step = rampStep(windowMs);
+  return Math.min(firstSeen + windowMs, firstSeen + (Math.max(0, Math.floor(elapsed / step)) + 1) * step);
+}
+
+/** The desired table with ramped weights, and when the next step is due. */
+export interface RampResult {
+  table: DesiredTable;
+  /** The earliest time a weight moves next (ms, the `now` clock); undefined when none ramps. */
+  nextAt?: number;
+}
+
+/**
+ * Remembers when each real server of a slow-start virtual server was first seen and rewrites their
+ * weights (composeWeight) in the table the planner gets. O(changed + ramping virtual servers) per
+ * call; virtual servers without slow start pass through untouched.
+ */
+export class SlowStartTracker {
+  /** Per slow-start virtual server key: real server key -> first seen (-Infinity: established). */
+  private readonly seen = new Map<string, Map<string, number>>();
+  /** The rewritten entries, one per slow-start virtual server. */
+  private readonly out = new Map<string, DesiredVirtualServer>();
+  /** Virtual servers with a real server still ramping -> when the next step is due. */
+  private readonly ramping = new Map<string, number>();
+
+  /**
+   * Rewrites the entries of `changed` and of the ramping virtual servers; adds to `changed` each
+   * key whose ramped weights moved although its desired entry did not, so the planner plans it.
+   */
+  apply(table: DesiredTable, changed: Set<string>, now: number): RampResult {
+    const keys = new Set<string>(changed);
+    for (const k of this.ramping.keys()) keys.add(k);
+    for (const key of keys) {
+      const e = table.get(key);
+      if (!e || e.slowStartMs === undefined) {
+        this.seen.delete(key);
+        this.out.delete(key);
+        this.ramping.delete(key);
+        continue;
+      }
+      const window = e.slowStartMs;
+      const prev = this.seen.get(key);
+      const next = new Map<string, number>();
+      let due: number | undefined;
+      const dests = e.dests.map((rs) => {
+        const rkey = realServerKey(rs);
+        const first = prev?.get(rkey) ?? (prev ? now : -Infinity);
+        next.set(rkey, first);
+        const at = nextRampAt(first, now, window);
+        if (at !== undefined && (due === undefined || at < due)) due = at;
+        return { ...rs, weight: composeWeight({ base: rs.weight, slowStart: rampFactor(first, now, window) }) };
+      });
+      this.seen.set(key, next);
+      const before = this.out.get(key);
+      if (before && !changed.has(key) && before.dests.some((rs, i) => rs.weight !== dests[i]!.weight)) changed.add(key);
+      this.out.set(key, { ...e, dests });
+      if (due === undefined) this.ramping.delete(key);
+      else this.ramping.set(key, due);
+    }
+    let nextAt: number | undefined;
+    for (const at of this.ramping.values()) if (nextAt === undefined || at < nextAt) nextAt = at;
+    const result: RampResult = { table: this.out.size ? overlay(table, this.out) : table };
+    if (nextAt !== undefined) result.nextAt = nextAt;
+    return result;
+  }
+
+  /** The ramp factor of one real server now (1 when established or unknown): for status and plugins. */
+  factor(vsKey: string, rsKey: string, now: number): number {
+    const first = this.seen.get(vsKey)?.get(rsKey);
+    const window = this.out.get(vsKey)?.slowStartMs;
+    return first === undefined || window === undefined ? 1 : rampFactor(first, now, window);
+  }
+}
+
+/** `base` with the entries of `over` in place of its own (for keys `base` has); a live view. */
+function overlay(base: DesiredTable, over: ReadonlyMap<string, DesiredVirtualServer>): DesiredTable {
+  const get = (k: string) => (base.has(k) ? over.get(k) ?? base.get(k) : undefined);
+  // Generators end with `void` where MapIterator says `undefined`: the same at run time.
+  type It<T> = ReturnType<Map<string, T>['values']>;
+  const entries = () => (function* () {
+    for (const k of base.keys()) yield [k, get(k)!] as [string, DesiredVirtualServer];
+  })() as unknown as It<[string, DesiredVirtualServer]>;
+  const view: DesiredTable = {
+    get,
+    has: (k) => base.has(k),
+    get size() { return base.size; },
+    keys: () => base.keys(),
+    values: () => (function* () { for (const k of base.keys()) yield get(k)!; })() as unknown as It<DesiredVirtualServer>,
+    entries,
+    forEach(cb, thisArg?) { for (const k of base.keys()) cb.call(thisArg, get(k)!, k, view); },
+    [Symbol.iterator]: entries,
+  };
+  return view;
+}
+
+/**
+ * The slow-start window the Service's annotations ask for, in ms; undefined when absent, empty,
+ * "0s" or invalid (an InvalidSlowStart problem on this Service only).
+ */
+export function chooseSlowStart(serviceId: string, annotations: Record<string, unknown> | undefined,
+  problems: { service: string; reason: string; message: string }[]): number | undefined {
+  const raw = annotations?.[SLOW_START_ANNOTATION];
+  if (raw === undefined || raw === null || (typeof raw === 'string' && raw.trim() === '')) return undefined;
+  const r = parseSlowStart(raw);
+  if ('error' in r) {
+    problems.push({ service: serviceId, reason: 'InvalidSlowStart', message: `${r.error}; no slow start` });
+    return undefined;
+  }
+  return r.ms || undefined;
+}
