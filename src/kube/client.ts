@@ -2,8 +2,8 @@
 // are, and plain JSON requests. client-node's generated API classes and its KubeConfig pull in
 // its whole generated client (about 1 000 modules: ~0.5 s of start-up on the host, several
 // seconds under TCG, and ~45 MB of RSS on every node) for the eight calls the operator makes, so
-// those are made here; client-node's ListWatch and Watch (src/kube/informer.ts) still do the
-// list/watch, through `getCurrentCluster` and `applyToFetchOptions`, which this class provides.
+// those are made here, and so are the lists and watches (reflector.ts), every one with deadlines
+// and size bounds (docs/kube-client.md). Only client-node's public API is used.
 //
 // Credentials, as client-go resolves them: `--kubeconfig`; else the in-cluster service account
 // (KUBERNETES_SERVICE_HOST/PORT, its CA and a token file re-read every minute, since bound tokens
@@ -11,7 +11,7 @@
 // (exec or auth-provider users, proxy-url, several files in $KUBECONFIG, no file at all) is
 // handed to client-node's KubeConfig, loaded only then, whose headers and agent are used as is.
 import { readFileSync, existsSync } from 'node:fs';
-import { Agent as HttpAgent, STATUS_CODES, request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, type IncomingHttpHeaders, type IncomingMessage, STATUS_CODES, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join } from 'node:path';
@@ -30,6 +30,8 @@ export interface RequestOptions {
   query?: Record<string, string | number | boolean | undefined>;
   /** Sent as application/json. */
   body?: unknown;
+  /** Aborting it drops the request (stop() of an informer waiting on a silent server). */
+  signal?: AbortSignal;
 }
 
 /** Where the server is and who we are, resolved from a kubeconfig or the service account. */
@@ -56,11 +58,49 @@ export interface FetchConfig {
 
 const TOKEN_REREAD_MS = 60_000;
 
+/** How long a request may take, step by step (a watch's open-ended body has only the first two). */
+export interface Deadlines { connectMs: number; firstByteMs: number; totalMs: number }
+/** 10 s to connect, 30 s to the answer's headers, 60 s for the whole answer (client-go's defaults are in that range). */
+export const defaultDeadlines: Deadlines = { connectMs: 10_000, firstByteMs: 30_000, totalMs: 60_000 };
+/** What one answer may hold: the memory the API edge can be made to use. */
+export interface ApiLimits { maxResponseBytes: number; maxWatchLineBytes: number; maxPages: number }
+/** 256 MiB per answer (a page of 500 objects is far less), 16 MiB per watch line, 10 000 pages per list. */
+export const defaultApiLimits: ApiLimits = { maxResponseBytes: 256 * 1024 * 1024, maxWatchLineBytes: 16 * 1024 * 1024, maxPages: 10_000 };
+
+/** A watch that sent nothing for the idle timeout: the connection is presumed dead. */
+export class WatchStalledError extends Error {
+  constructor(readonly idleMs: number) {
+    super(`watch stalled (no data for ${idleMs} ms)`);
+  }
+}
+
+function headerMap(headers: IncomingHttpHeaders): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) if (v !== undefined) h[k] = Array.isArray(v) ? v.join(', ') : v;
+  return h;
+}
+
+/** At most `max` bytes of a response body as text (an error answer's Status). */
+function readCapped(res: IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => { if (size < max) { chunks.push(c); size += c.length; } });
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8').slice(0, max)));
+    res.on('error', () => resolve(Buffer.concat(chunks).toString('utf8').slice(0, max)));
+    res.on('close', () => resolve(Buffer.concat(chunks).toString('utf8').slice(0, max)));
+  });
+}
+
 /** The Kubernetes API over HTTP(S), plain JSON in and out. */
 export class KubeClient implements FetchConfig {
   readonly server: string;
   private readonly agent: HttpAgent | HttpsAgent;
   private token: { value: string; readAt: number } | undefined;
+  /** Deadlines of every request (watches: connect and first byte only); settable before use. */
+  deadlines: Deadlines = { ...defaultDeadlines };
+  /** Bounds on what one answer may hold. */
+  limits: ApiLimits = { ...defaultApiLimits };
 
   private constructor(private readonly creds: Credentials | undefined, private readonly delegate: FetchConfig | undefined) {
     this.server = (creds?.server ?? delegate?.getCurrentCluster()?.server ?? '').replace(/\/+$/, '');
@@ -100,15 +140,135 @@ export class KubeClient implements FetchConfig {
     return { agent: this.agent, headers: auth ? { Authorization: auth } : {} };
   }
 
-  /** One request; resolves with the parsed JSON body, rejects with KubeApiError for non-2xx answers. */
+  /**
+   * One request; resolves with the parsed JSON body, rejects with KubeApiError for non-2xx answers.
+   * Bounded: the connection within `deadlines.connectMs`, the answer's headers within
+   * `firstByteMs`, the whole body within `totalMs` and `limits.maxResponseBytes`; past any of
+   * them the connection is dropped and the promise rejects (`timedOut` or `tooLarge` set).
+   */
   async request<T = unknown>(method: string, path: string, opts: RequestOptions = {}): Promise<T> {
-    const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const { agent, headers } = await this.applyToFetchOptions();
     const body = opts.body === undefined ? undefined : Buffer.from(JSON.stringify(opts.body));
+    const { res, what, abort } = await this.open(method, path, opts.query, body, true, opts.signal);
+    return new Promise<T>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > this.limits.maxResponseBytes) {
+          abort(Object.assign(new Error(`${what}: the answer passed ${this.limits.maxResponseBytes} bytes; dropped`), { tooLarge: true }));
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on('error', reject);
+      res.on('close', () => { if (!res.complete) reject(new Error(`${what}: the connection ended before the whole answer`)); });
+      res.on('end', () => {
+        abort(undefined);
+        const text = Buffer.concat(chunks).toString('utf8');
+        const code = res.statusCode ?? 0;
+        if (code < 200 || code > 299) {
+          reject(new KubeApiError(code, text, headerMap(res.headers), what));
+          return;
+        }
+        try {
+          resolve((text ? JSON.parse(text) : {}) as T);
+        } catch {
+          reject(new Error(`${what}: the answer is not JSON: ${text.slice(0, 200)}`));
+        }
+      });
+    });
+  }
+
+  /**
+   * A watch: GET `path` with `query`, the body read line by line. `onLine` gets each line (at most
+   * `limits.maxWatchLineBytes`; a longer one ends the watch with an error). The connection and the
+   * answer's headers have the request deadlines; after that the stream is open-ended, and `idleMs`
+   * (> 0) ends it with WatchStalledError when no byte arrives for that long. `done` resolves when
+   * the server ends the stream, rejects on any failure or `abort(err)`; `abort()` alone resolves it.
+   */
+  watchStream(path: string, query: RequestOptions['query'], onLine: (line: string) => void, idleMs: number, onOpen?: () => void): { done: Promise<void>; abort(err?: Error): void } {
+    let abortIt: ((err: Error | undefined) => void) | undefined;
+    let aborted: { err: Error | undefined } | undefined;
+    const done = (async () => {
+      const { res, what, abort } = await this.open('GET', path, query, undefined, false);
+      abortIt = abort;
+      if (aborted) abort(aborted.err);
+      const code = res.statusCode ?? 0;
+      if (code < 200 || code > 299) {
+        const text = await readCapped(res, 65_536);
+        abort(undefined);
+        throw new KubeApiError(code, text, headerMap(res.headers), what);
+      }
+      onOpen?.();
+      await new Promise<void>((resolve, reject) => {
+        let pending: Buffer[] = [];
+        let pendingBytes = 0;
+        let idle: NodeJS.Timeout | undefined;
+        const arm = () => {
+          if (idleMs <= 0) return;
+          clearTimeout(idle);
+          idle = setTimeout(() => abort(new WatchStalledError(idleMs)), idleMs);
+          idle.unref?.();
+        };
+        arm();
+        res.on('data', (c: Buffer) => {
+          arm();
+          let start = 0;
+          for (let nl = c.indexOf(10); nl !== -1; nl = c.indexOf(10, start)) {
+            const piece = c.subarray(start, nl);
+            const line = pendingBytes ? Buffer.concat([...pending, piece]).toString('utf8') : piece.toString('utf8');
+            pending = [];
+            pendingBytes = 0;
+            start = nl + 1;
+            if (line.trim()) onLine(line);
+          }
+          if (start < c.length) {
+            pending.push(c.subarray(start));
+            pendingBytes += c.length - start;
+            if (pendingBytes > this.limits.maxWatchLineBytes) {
+              abort(Object.assign(new Error(`${what}: a watch line passed ${this.limits.maxWatchLineBytes} bytes; dropped`), { tooLarge: true }));
+            }
+          }
+        });
+        const end = (err?: Error) => {
+          clearTimeout(idle);
+          if (err) reject(err);
+          else resolve();
+        };
+        res.on('error', (e) => end(e));
+        res.on('end', () => end());
+        res.on('close', () => end(res.complete ? undefined : new Error(`${what}: the watch connection closed`)));
+        abortIt = (err) => { abort(err); end(err); };
+        if (aborted) abortIt(aborted.err);
+      });
+    })();
+    return {
+      done,
+      abort: (err?: Error) => {
+        aborted ??= { err };
+        abortIt?.(err);
+      },
+    };
+  }
+
+  /**
+   * Sends a request and resolves with the response once its headers arrive, within the connect
+   * and first-byte deadlines. `abort(err)` drops the connection (`err` undefined: just clears
+   * the timers); with `total`, the whole-request deadline also applies until abort().
+   */
+  private async open(method: string, path: string, query: RequestOptions['query'], body: Buffer | undefined, total: boolean, signal?: AbortSignal):
+    Promise<{ res: IncomingMessage; what: string; abort(err: Error | undefined): void }> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const { agent, headers } = await this.applyToFetchOptions();
     const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
     const what = `${method} ${url.pathname}`;
-    return new Promise<T>((resolve, reject) => {
+    const d = this.deadlines;
+    return new Promise((resolve, reject) => {
+      const timers: NodeJS.Timeout[] = [];
+      const clear = () => { for (const t of timers) clearTimeout(t); timers.length = 0; };
+      const fail = (err: Error) => { clear(); req.destroy(err); reject(err); };
+      const late = (ms: number, step: string) => Object.assign(new Error(`${what}: ${step} within ${ms / 1000} s`), { timedOut: true });
       const req = send(url, {
         method, agent,
         headers: {
@@ -116,26 +276,25 @@ export class KubeClient implements FetchConfig {
           ...(body ? { 'Content-Type': 'application/json', 'Content-Length': body.length } : {}),
         },
       }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('error', reject);
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const code = res.statusCode ?? 0;
-          if (code < 200 || code > 299) {
-            const h: Record<string, string> = {};
-            for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h[k] = Array.isArray(v) ? v.join(', ') : v;
-            reject(new KubeApiError(code, text, h, what));
-            return;
-          }
-          try {
-            resolve((text ? JSON.parse(text) : {}) as T);
-          } catch {
-            reject(new Error(`${what}: the answer is not JSON: ${text.slice(0, 200)}`));
-          }
-        });
+        clearTimeout(firstByte);
+        resolve({ res, what, abort: (err) => { clear(); if (err) { req.destroy(err); res.destroy(err); } } });
       });
-      req.on('error', reject);
+      req.on('socket', (s) => {
+        if (!s.connecting) return;
+        const t = setTimeout(() => fail(late(d.connectMs, 'no connection')), d.connectMs).unref();
+        timers.push(t);
+        s.once('connect', () => clearTimeout(t));
+      });
+      const firstByte = setTimeout(() => fail(late(d.firstByteMs, 'no answer')), d.firstByteMs).unref();
+      timers.push(firstByte);
+      if (total) timers.push(setTimeout(() => fail(late(d.totalMs, 'the answer did not end')), d.totalMs).unref());
+      req.on('error', (e) => { clear(); reject(e); });
+      if (signal) {
+        const onAbort = () => fail(Object.assign(new Error(`${what}: aborted`), { aborted: true }));
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+        req.on('close', () => signal.removeEventListener('abort', onAbort));
+      }
       req.end(body);
     });
   }

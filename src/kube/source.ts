@@ -1,21 +1,19 @@
 // KubeSource: Services and EndpointSlices of all namespaces, this node's Node and the
-// IPVSProxyConfig "default", from client-node's informers (ListWatch), each restarted with
-// backoff when it stops (src/kube/informer.ts explains what client-node does by itself).
+// IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts: one
+// awaited loop per resource, deadlines and size bounds on every request, backoff on failure).
 //
 // - The config is validated with the CRD's schema (src/config/); an invalid one is not sent: it
 //   is logged, reported as a Warning Event on the IPVSProxyConfig (once per distinct error) and
 //   returned by problems(), and the last valid config stays in force. A deleted config sends a
 //   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
-// - Services and EndpointSlices are trimmed (trim.ts) before client-node caches them: plain JSON
+// - Services and EndpointSlices are trimmed (trim.ts) before they are cached: plain JSON
 //   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
 //   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
 // - While any informer is down, healthy() is false; nothing is sent until it is back. health()
 //   says since when and why ("endpointslices: 403 Forbidden: ...").
 // - Lists are paginated (`listPageSize` per request); every informer relists periodically and
-//   restarts a stalled watch (src/kube/informer.ts); start() gives up after `startTimeoutMs`.
-// ListWatch from its own module: client-node's index (and its generated API classes) is not loaded.
-import { ListWatch } from '@kubernetes/client-node/dist/cache.js';
-import type { KubernetesListObject, KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
+//   restarts a stalled watch; start() gives up after `startTimeoutMs`.
+import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
@@ -23,11 +21,10 @@ import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
-import { type KubeClient, pager } from './client.js';
+import type { KubeClient } from './client.js';
 import { type Trim, trimEndpointSlice, trimService } from './trim.js';
-import {
-  type Backoff, type Healing, HealingWatch, type InformerHandlers, RestartingInformer, defaultBackoff, defaultHealing, listAllPages,
-} from './informer.js';
+import { type Backoff, type Healing, defaultBackoff, defaultHealing } from './informer.js';
+import { Reflector, type ReflectorHandlers } from './reflector.js';
 
 export interface KubeSourceOptions {
   client: KubeClient;
@@ -56,13 +53,15 @@ export interface KubeSourceOptions {
   onProblems?: (problems: readonly Problem[]) => void;
   /** Config validation (default: the CRD schema's). */
   validate?: (obj: unknown) => ConfigResult;
+  /** A watch line or list item skipped as malformed, by resource and reason (a metric). */
+  onMalformed?: (resource: string, reason: string) => void;
 }
 
 const CONFIG_PATH = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/ipvsproxyconfigs`;
 
 /** The Kubernetes API as a Source (see the file comment). */
 export class KubeSource implements Source {
-  private readonly informers: RestartingInformer<KubernetesObject>[] = [];
+  private readonly informers: Reflector<KubernetesObject>[] = [];
   private readonly log: LogFn;
   private readonly configEvents: Pick<KubeEventSink, 'report'>;
   private readonly validate: (obj: unknown) => ConfigResult;
@@ -92,18 +91,11 @@ export class KubeSource implements Source {
     const nodeSelector = `metadata.name=${opts.nodeName}`;
     const configSelector = `metadata.name=${CONFIG_NAME}`;
     const add = <T extends KubernetesObject>(name: string, path: string,
-      handlers: InformerHandlers<T>, fieldSelector?: string, optional = false, trim?: Trim<T>) => {
-      const page = pager<KubernetesListObject<T>>(client, path, { limit, fieldSelector });
-      const watch = new HealingWatch(client, healing.idleMs, healing.watchTimeoutSeconds, trim as ((o: unknown) => unknown) | undefined);
-      // Each page is trimmed as it arrives: the full items of one page at a time stay alive, not the whole list's.
-      const trimmed = trim ? async (cont: string | undefined) => {
-        const l = await page(cont);
-        return { ...l, items: l.items.map(trim) };
-      } : page;
-      const lw = new ListWatch<T>(path, watch, () => listAllPages(trimmed), false, undefined, fieldSelector);
-      this.informers.push(new RestartingInformer<T>(name, lw, handlers, {
-        log: this.log, healing, watch, optional, onChange: () => this.updateHealth(),
-      }) as unknown as RestartingInformer<KubernetesObject>);
+      handlers: ReflectorHandlers<T>, fieldSelector?: string, optional = false, trim?: Trim<T>) => {
+      this.informers.push(new Reflector<T>({
+        name, path, fieldSelector, pageSize: limit, client, handlers, trim, log: this.log, healing, optional,
+        onChange: () => this.updateHealth(), onMalformed: opts.onMalformed,
+      }) as unknown as Reflector<KubernetesObject>);
     };
     add<V1Service>('services', '/api/v1/services', {
       upsert: (object) => this.emit({ kind: 'service', type: 'upsert', object }),

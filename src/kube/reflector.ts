@@ -1,0 +1,352 @@
+// One resource listed and watched, kept in a cache, with every failure owned (client-go's
+// Reflector and its informer, on the project's own HTTP client, src/kube/client.ts).
+//
+// One loop per resource does everything in turn and awaits each step, so no promise is left
+// without an owner: list (every page, bounded: page count, a repeated continue token, each
+// answer's size and deadlines) → diff against the cache → emit upserts and deletes → watch from
+// the list's resourceVersion until the stream ends. The loop then re-watches from the last
+// resourceVersion seen; after a 410 Gone (an HTTP answer or a watch ERROR event), a periodic
+// relist (`relistMs`, jittered) or relistNow() it lists again. Any other failure marks the
+// resource down and retries after a capped exponential backoff with jitter (a 429's Retry-After
+// is honoured up to a bound); a watch silent for `idleMs` (no event, no bookmark: a half-open
+// connection) is such a failure.
+//
+// Bad input never ends the loop: a watch line that is not JSON, not an object, an unknown type,
+// an object without metadata.name, a BOOKMARK without a resourceVersion, or a list item without
+// metadata.name is counted by reason (`onMalformed`), logged once per reason per minute, and
+// skipped; the next relist repairs whatever it hid.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { type KubeClient, WatchStalledError } from './client.js';
+import { type Backoff, type Healing, backoffDelay, describeError, httpStatus, retryAfterMs } from './informer.js';
+import type { LogFn } from '../source/log.js';
+
+export interface ReflectorHandlers<T> {
+  upsert(obj: T): void;
+  delete(obj: T): void;
+}
+
+export interface ReflectorOptions<T> {
+  name: string;
+  /** Collection path, e.g. /api/v1/services. */
+  path: string;
+  fieldSelector?: string;
+  pageSize: number;
+  client: Pick<KubeClient, 'request' | 'watchStream' | 'limits'>;
+  handlers: ReflectorHandlers<T>;
+  /** Applied to each object before it is cached (trim.ts). */
+  trim?: (o: T) => T;
+  log: LogFn;
+  healing: Healing;
+  /** A 404 counts as "no objects" (a CRD not installed): retried at the longest backoff. */
+  optional?: boolean;
+  onChange?: () => void;
+  /** A skipped watch line or list item, by reason. */
+  onMalformed?: (resource: string, reason: string) => void;
+  random?: () => number;
+  now?: () => number;
+}
+
+/** A watch ERROR event or an answer that asks for a fresh list. */
+class GoneError extends Error {
+  readonly code = 410;
+}
+
+const EVENT_TYPES = new Set(['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR']);
+const MALFORMED_LOG_MS = 60_000;
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Why `o` is not a well-formed object of the watched kind (undefined: it is). */
+export function malformedObject(o: unknown): string | undefined {
+  if (!isRecord(o)) return 'object not an object';
+  const m = o.metadata;
+  if (!isRecord(m)) return 'object without metadata';
+  if (typeof m.name !== 'string' || m.name === '') return 'object without metadata.name';
+  if (m.namespace !== undefined && typeof m.namespace !== 'string') return 'metadata.namespace not a string';
+  return undefined;
+}
+
+/** A watch line, checked: the event, or the reason it is skipped. */
+export function parseWatchLine(line: string): { type: string; object: Record<string, unknown> } | { malformed: string } {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return { malformed: 'not JSON' };
+  }
+  if (!isRecord(v)) return { malformed: 'event not an object' };
+  if (typeof v.type !== 'string' || !EVENT_TYPES.has(v.type)) return { malformed: 'unknown event type' };
+  if (v.type === 'ERROR') return isRecord(v.object) ? { type: 'ERROR', object: v.object } : { malformed: 'ERROR without a Status' };
+  if (v.type === 'BOOKMARK') {
+    const rv = isRecord(v.object) && isRecord(v.object.metadata) ? v.object.metadata.resourceVersion : undefined;
+    return typeof rv === 'string' && rv ? { type: 'BOOKMARK', object: v.object as Record<string, unknown> } : { malformed: 'BOOKMARK without resourceVersion' };
+  }
+  const why = malformedObject(v.object);
+  return why ? { malformed: why } : { type: v.type, object: v.object as Record<string, unknown> };
+}
+
+const keyOf = (o: KubernetesObject) => `${o.metadata?.namespace ?? ''}/${o.metadata!.name!}`;
+const rvOf = (o: unknown) => (isRecord(o) && isRecord(o.metadata) && typeof o.metadata.resourceVersion === 'string' ? o.metadata.resourceVersion : undefined);
+
+export class Reflector<T extends KubernetesObject> {
+  readonly name: string;
+  private readonly cache = new Map<string, T>();
+  private resourceVersion: string | undefined;
+  private needList = true;
+  private running: Promise<void> | undefined;
+  private stopped = true;
+  private isUp = false;
+  private isAbsent = false;
+  private lastError: string | undefined;
+  private lastLogged: string | undefined;
+  private failures = 0;
+  private watch: { abort(err?: Error): void } | undefined;
+  private wake: (() => void) | undefined;
+  private relistTimer: NodeJS.Timeout | undefined;
+  private readonly stopping = new AbortController();
+  private readonly malformedLogged = new Map<string, number>();
+  private readonly firstSync: { promise: Promise<void>; resolve: () => void; done: boolean };
+  private readonly random: () => number;
+  private readonly now: () => number;
+
+  constructor(private readonly o: ReflectorOptions<T>) {
+    this.name = o.name;
+    this.random = o.random ?? Math.random;
+    this.now = o.now ?? Date.now;
+    let resolve!: () => void;
+    const promise = new Promise<void>((r) => (resolve = r));
+    this.firstSync = { promise, resolve: () => { this.firstSync.done = true; resolve(); }, done: false };
+  }
+
+  /** Listing and watching (or, when optional, known to be absent). */
+  get up(): boolean {
+    return this.isUp || this.isAbsent;
+  }
+
+  get hasSynced(): boolean {
+    return this.firstSync.done && !this.stopped;
+  }
+
+  /** Why not up: "<name>: <the last error>"; undefined while up. */
+  get reason(): string | undefined {
+    return this.up ? undefined : `${this.name}: ${this.lastError ?? 'no answer yet'}`;
+  }
+
+  start(): void {
+    if (!this.stopped || this.stopping.signal.aborted) return;
+    this.stopped = false;
+    this.scheduleRelist();
+    this.running = this.loop();
+  }
+
+  synced(): Promise<void> {
+    return this.firstSync.promise;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.isUp = false;
+    clearTimeout(this.relistTimer);
+    this.firstSync.resolve();
+    this.stopping.abort();
+    this.watch?.abort();
+    this.wake?.();
+    await this.running;
+  }
+
+  /** Lists again now (ends the open watch); false when no watch is open. */
+  relistNow(): boolean {
+    this.needList = true;
+    if (!this.watch) return false;
+    this.watch.abort();
+    return true;
+  }
+
+  private scheduleRelist(): void {
+    const every = this.o.healing.relistMs;
+    if (every <= 0) return;
+    clearTimeout(this.relistTimer);
+    const jitter = this.o.healing.backoff.jitter;
+    this.relistTimer = setTimeout(() => {
+      if (this.stopped) return;
+      if (this.relistNow()) this.o.log('debug', 'periodic relist', { informer: this.name });
+      this.scheduleRelist();
+    }, Math.round(every * (1 + jitter * (this.random() - 0.5))));
+    this.relistTimer.unref?.();
+  }
+
+  /** The resource's one loop: its only awaited owner of every request. */
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        if (this.needList) await this.list();
+        if (this.stopped) break;
+        await this.watchOnce();
+      } catch (e) {
+        if (this.stopped) break;
+        if (e instanceof GoneError || httpStatus(e) === 410) {
+          this.needList = true;
+          this.o.log('debug', 'resourceVersion gone: listing again', { informer: this.name });
+          continue;
+        }
+        await this.sleep(this.failed(e));
+      }
+    }
+  }
+
+  private async list(): Promise<void> {
+    const { limits } = this.o.client;
+    const seen = new Set<string>();
+    const items = new Map<string, T>();
+    let rv: string | undefined;
+    let cont: string | undefined;
+    for (let page = 0; ; page++) {
+      if (this.stopped) return;
+      if (page >= limits.maxPages) throw new Error(`GET ${this.o.path}: the list did not end within ${limits.maxPages} pages`);
+      const l = await this.o.client.request<unknown>('GET', this.o.path, { query: { limit: this.o.pageSize, fieldSelector: this.o.fieldSelector, continue: cont }, signal: this.stopping.signal });
+      if (!isRecord(l) || !Array.isArray(l.items)) throw new Error(`GET ${this.o.path}: the answer is not a list (no items array)`);
+      const meta = isRecord(l.metadata) ? l.metadata : {};
+      if (page === 0) rv = typeof meta.resourceVersion === 'string' ? meta.resourceVersion : undefined;
+      for (const item of l.items) {
+        const why = malformedObject(item);
+        if (why) {
+          this.malformed(`list item: ${why}`);
+          continue;
+        }
+        const obj = this.o.trim ? this.o.trim(item as T) : (item as T);
+        items.set(keyOf(obj), obj);
+      }
+      cont = typeof meta.continue === 'string' && meta.continue ? meta.continue : undefined;
+      if (!cont) break;
+      if (seen.has(cont)) throw new Error(`GET ${this.o.path}: the server repeated a continue token; the list is abandoned`);
+      seen.add(cont);
+    }
+    if (this.stopped) return;
+    // Deletes for what the list lacks, then upserts of what is new or changed.
+    for (const [k, old] of this.cache) {
+      if (!items.has(k)) {
+        this.cache.delete(k);
+        this.o.handlers.delete(old);
+      }
+    }
+    for (const [k, obj] of items) {
+      const old = this.cache.get(k);
+      if (old && rvOf(old) !== undefined && rvOf(old) === rvOf(obj)) continue;
+      this.cache.set(k, obj);
+      this.o.handlers.upsert(obj);
+    }
+    this.resourceVersion = rv;
+    this.needList = false;
+    this.progressed();
+    this.firstSync.resolve();
+  }
+
+  private async watchOnce(): Promise<void> {
+    const h = this.o.healing;
+    const query = {
+      watch: true, allowWatchBookmarks: true, fieldSelector: this.o.fieldSelector, resourceVersion: this.resourceVersion,
+      ...(h.watchTimeoutSeconds > 0 ? { timeoutSeconds: h.watchTimeoutSeconds } : {}),
+    };
+    let gone: GoneError | undefined;
+    let failure: Error | undefined;
+    const w = this.o.client.watchStream(this.o.path, query, (line) => {
+      if (gone || failure) return;
+      const ev = parseWatchLine(line);
+      if ('malformed' in ev) {
+        this.malformed(`watch line: ${ev.malformed}`);
+        return;
+      }
+      if (ev.type === 'ERROR') {
+        const code = ev.object.code;
+        if (code === 410) gone = new GoneError(`watch: ${String(ev.object.message ?? 'resourceVersion too old')}`);
+        else failure = Object.assign(new Error(`watch ERROR: ${typeof ev.object.message === 'string' ? ev.object.message : JSON.stringify(ev.object).slice(0, 200)}`),
+          typeof code === 'number' ? { code } : {});
+        w.abort(gone ?? failure);
+        return;
+      }
+      const rv = rvOf(ev.object);
+      if (rv) this.resourceVersion = rv;
+      this.progressed();
+      if (ev.type === 'BOOKMARK') return;
+      const raw = ev.object as unknown as T;
+      const obj = this.o.trim ? this.o.trim(raw) : raw;
+      const k = keyOf(obj);
+      if (ev.type === 'DELETED') {
+        const old = this.cache.get(k);
+        this.cache.delete(k);
+        this.o.handlers.delete(old ?? obj);
+      } else {
+        this.cache.set(k, obj);
+        this.o.handlers.upsert(obj);
+      }
+    }, h.idleMs, () => this.progressed());
+    this.watch = w;
+    try {
+      await w.done;
+    } finally {
+      this.watch = undefined;
+    }
+    if (gone) throw gone;
+    if (failure) throw failure;
+  }
+
+  /** Progress (a list, a watch event or bookmark): up again. */
+  private progressed(): void {
+    if (this.isUp && !this.isAbsent) return;
+    if (this.failures > 0 || this.isAbsent) this.o.log('info', 'watching again', { informer: this.name, after: this.lastError });
+    this.isUp = true;
+    this.isAbsent = false;
+    this.failures = 0;
+    this.lastError = undefined;
+    this.lastLogged = undefined;
+    this.o.onChange?.();
+  }
+
+  /** Marks the resource down, logs, and returns how long to wait. */
+  private failed(e: unknown): number {
+    const status = httpStatus(e);
+    if (this.o.optional && status === 404) {
+      if (!this.isAbsent) this.o.log('warn', 'resource not served (CRD not installed?); retrying', { informer: this.name });
+      this.isAbsent = true;
+      this.isUp = false;
+      this.lastError = undefined;
+      this.firstSync.resolve();
+      this.o.onChange?.();
+      return this.o.healing.backoff.maxMs;
+    }
+    this.isUp = false;
+    this.isAbsent = false;
+    const error = describeError(e);
+    this.lastError = error;
+    const b: Backoff = this.o.healing.backoff;
+    const backoff = backoffDelay(b, this.failures++, this.random);
+    const after = retryAfterMs(e);
+    const delay = after === undefined ? backoff : Math.max(backoff, Math.min(after, this.o.healing.maxRetryAfterMs));
+    const hint = status === 401 ? ' (credentials refused)' : status === 403 ? ' (forbidden: check the RBAC rules)' : '';
+    const repeat = this.lastLogged === error && !(e instanceof WatchStalledError);
+    this.o.log(repeat ? 'debug' : status === 401 || status === 403 ? 'error' : 'warn', `list/watch of ${this.name} failed: ${error}${hint}; retrying`, {
+      informer: this.name, error, status, retryInMs: delay, ...(after !== undefined ? { retryAfterMs: after } : {}), attempt: this.failures,
+    });
+    this.lastLogged = error;
+    this.o.onChange?.();
+    return delay;
+  }
+
+  private malformed(reason: string): void {
+    this.o.onMalformed?.(this.name, reason);
+    const now = this.now();
+    const last = this.malformedLogged.get(reason);
+    if (last !== undefined && now - last < MALFORMED_LOG_MS) return;
+    this.malformedLogged.set(reason, now);
+    this.o.log('warn', `skipped a malformed ${reason} from the API server`, { informer: this.name, reason });
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const t = setTimeout(() => { this.wake = undefined; resolve(); }, ms);
+      this.wake = () => { clearTimeout(t); this.wake = undefined; resolve(); };
+    });
+  }
+}
