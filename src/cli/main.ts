@@ -56,12 +56,15 @@ const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
       '  --dry-run     print each plan instead of applying it; nothing on the host changes\n' +
-      '  --metrics-addr  /healthz, /readyz, /metrics and /origins (default 0.0.0.0:10249)\n' +
+      '  --metrics-addr  /healthz, /readyz, /metrics and /origins (default 127.0.0.1:10249, as kube-proxy)\n' +
+      '  --health-bound SECONDS  how long a failing sync, source or kernel socket may last before /healthz\n' +
+      '                  fails (default 2 x syncPeriod, kube-proxy\'s rule)\n' +
+      '  --api-timeout SECONDS  deadline of every API request (default 60; connect within 10, headers within 30)\n' +
       `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
       '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped\n' +
       `  --plugin-load-timeout SECONDS  longest import of one plugin file (default ${DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000});\n` +
@@ -71,7 +74,9 @@ export const COMMANDS: Record<string, Command> = {
       kubeconfig: { type: 'string' },
       'node-name': { type: 'string' },
       'dry-run': { type: 'boolean', default: false },
-      'metrics-addr': { type: 'string', default: '0.0.0.0:10249' },
+      'metrics-addr': { type: 'string', default: '127.0.0.1:10249' },
+      'health-bound': { type: 'string' },
+      'api-timeout': { type: 'string', default: '60' },
       'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
       'plugins-dir': { type: 'string' },
       'plugin-load-timeout': { type: 'string', default: String(DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000) },
@@ -83,6 +88,10 @@ export const COMMANDS: Record<string, Command> = {
       const metricsAddr = addrFlag('metrics-addr', v['metrics-addr']);
       const pluginTimeout = Number(v['plugin-load-timeout']);
       if (!(pluginTimeout > 0 && pluginTimeout <= 3600)) throw new UsageError(`--plugin-load-timeout must be 0 < SECONDS <= 3600, not ${JSON.stringify(v['plugin-load-timeout'])}`);
+      const healthBound = v['health-bound'] === undefined ? undefined : Number(v['health-bound']);
+      if (healthBound !== undefined && !(healthBound >= 1 && healthBound <= 86_400)) throw new UsageError(`--health-bound must be 1 <= SECONDS <= 86400, not ${JSON.stringify(v['health-bound'])}`);
+      const apiTimeout = Number(v['api-timeout']);
+      if (!(apiTimeout >= 1 && apiTimeout <= 3600)) throw new UsageError(`--api-timeout must be 1 <= SECONDS <= 3600, not ${JSON.stringify(v['api-timeout'])}`);
       const registry = new PluginRegistry();
       if (v['plugins-dir']) {
         const problems = await loadPluginsFrom(String(v['plugins-dir']), registry, { timeoutMs: pluginTimeout * 1000 });
@@ -94,6 +103,8 @@ export const COMMANDS: Record<string, Command> = {
         nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
         dryRun: v['dry-run'] === true,
         metricsAddr,
+        ...(healthBound === undefined ? {} : { healthBoundMs: healthBound * 1000 }),
+        apiTimeoutMs: apiTimeout * 1000,
         stateDir: String(v['state-dir']),
         iptables: v['no-iptables'] !== true,
         registry,

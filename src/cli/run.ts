@@ -30,6 +30,10 @@ export interface RunOptions {
   nodeName: string;
   dryRun: boolean;
   metricsAddr: string;
+  /** /healthz's bound (default 2 x syncPeriod). */
+  healthBoundMs?: number;
+  /** Every API request's deadline (default 60 s; connect within 10 s, headers within 30 s). */
+  apiTimeoutMs?: number;
   /** Where the ownership record lives (record.ts). */
   stateDir: string;
   iptables: boolean;
@@ -71,7 +75,10 @@ export async function runOperator(o: RunOptions): Promise<number> {
       log('warn', 'sysctl not set', { problem: `strictARP: ${(err as Error).message}` });
     }
   };
-  const wired = await wire(o.source, o.nodeName, o.kubeconfig, log);
+  const metrics = new Metrics();
+  const wired = await wire(o.source, o.nodeName, o.kubeconfig, log, {
+    onMalformed: (resource, reason) => metrics.apiMalformed.inc({ resource, reason }), timeoutMs: o.apiTimeoutMs,
+  });
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
   const { events, status } = o.dryRun ? logSinks(log) : wired;
@@ -79,7 +86,6 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink(), print) : new RtnlVipLink();
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
-  const metrics = new Metrics();
   // A reloaded ip_vs starts with its defaults: the sysctls and the timeouts are set again.
   let timeouts: { tcp: number; tcpFin: number; udp: number } | undefined;
   const resetKernel = async () => {
@@ -96,6 +102,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ipvs, vips, iptables, events, status, log,
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
     registry: o.registry, nodeName: o.nodeName, metrics,
+    ...(o.healthBoundMs === undefined ? {} : { healthBoundMs: o.healthBoundMs }),
     sourceHealth: () => source.health(),
     ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
     ...(netlink && !o.dryRun ? { onKernelReset: resetKernel } : {}),
@@ -123,27 +130,37 @@ export async function runOperator(o: RunOptions): Promise<number> {
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
-  // Healthy while starting, as kube-proxy: the proxy health server listens before the first sync.
+  // Healthy while starting, as kube-proxy: the proxy health server listens before the first sync;
+  // so does /healthz, which turns red if the first lists take longer than the bound.
   if (!o.dryRun) void proxierServer.ensure(config.healthzBindAddress);
-  await source.start((e) => {
+  const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
+  const closeAll = async () => {
+    await source.stop();
+    await operator.stop();
+    await Promise.all([serviceHealth.close(), proxierServer.close()]);
+    await new Promise<void>((r) => server.close(() => r()));
+    ipvs.close();
+  };
+  // A SIGTERM while waiting for the first lists ends the wait: nothing has been programmed yet.
+  const starting = source.start((e) => {
     if (e.kind === 'service' || e.kind === 'endpointslice') proxierHealth.queuedUpdate();
     if (e.kind === 'node') proxierHealth.syncNode(e.type === 'delete' ? undefined : e.object);
     if (e.kind === 'config' && !o.dryRun) void proxierServer.ensure(e.config.healthzBindAddress);
     operator.handle(e);
     void applyTimeouts(e);
   });
+  starting.catch(() => undefined); // owned below; a stop during start leaves it to settle alone
+  if (await Promise.race([starting.then(() => false), stopped.then(() => true)])) {
+    await closeAll();
+    return 0;
+  }
   sourceStarted = true;
   await syncStrictArp();
   operator.start();
-  const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });
 
   await stopped;
-  await source.stop();
-  await operator.stop();
-  await Promise.all([serviceHealth.close(), proxierServer.close()]);
-  await new Promise<void>((r) => server.close(() => r()));
-  ipvs.close();
+  await closeAll();
   return 0;
 }
 

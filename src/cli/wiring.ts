@@ -28,7 +28,8 @@ export function logSinks(log: Log): { events: EventSink; status: StatusSink } {
 }
 
 /** The source and sinks for a source spec. */
-export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log): Promise<Wiring> {
+export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log,
+  api: { onMalformed?: (resource: string, reason: string) => void; timeoutMs?: number } = {}): Promise<Wiring> {
   if (spec.kind === 'files') {
     const sinks = logSinks(log);
     // The source's problems get a sink of their own: one sink fed two different lists by two
@@ -43,12 +44,14 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
   // Loaded only here: the files source (labs, demos, the tests in the VM) has no use for the
   // Kubernetes client (src/kube/client.ts, client-node's ListWatch and Watch). Invalid config and
   // other source problems: KubeSource logs them and posts the config Event itself.
-  const [{ KubeEventSink }, { loadKubeClient }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
+  const [{ KubeEventSink }, { loadKubeClient, deadlinesFor }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
     import('../kube/events.js'), import('../kube/client.js'), import('../kube/source.js'), import('../kube/status.js'),
   ]);
   const client = await loadKubeClient(kubeconfig);
+  if (api.timeoutMs !== undefined) client.deadlines = deadlinesFor(api.timeoutMs);
   return {
-    source: new KubeSource({ client, nodeName, log }),
+    // No start timeout: a node waits for its first lists as long as it takes, /healthz red meanwhile.
+    source: new KubeSource({ client, nodeName, log, startTimeoutMs: 0, onMalformed: api.onMalformed }),
     events: new KubeEventSink({ client, nodeName, log }),
     status: new KubeStatusSink({ client, nodeName, log }),
   };

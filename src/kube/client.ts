@@ -62,6 +62,11 @@ const TOKEN_REREAD_MS = 60_000;
 export interface Deadlines { connectMs: number; firstByteMs: number; totalMs: number }
 /** 10 s to connect, 30 s to the answer's headers, 60 s for the whole answer (client-go's defaults are in that range). */
 export const defaultDeadlines: Deadlines = { connectMs: 10_000, firstByteMs: 30_000, totalMs: 60_000 };
+
+/** The deadlines for a whole-request bound of `totalMs` (`--api-timeout`): the steps keep their defaults when shorter. */
+export function deadlinesFor(totalMs: number): Deadlines {
+  return { connectMs: Math.min(defaultDeadlines.connectMs, totalMs), firstByteMs: Math.min(defaultDeadlines.firstByteMs, totalMs), totalMs };
+}
 /** What one answer may hold: the memory the API edge can be made to use. */
 export interface ApiLimits { maxResponseBytes: number; maxWatchLineBytes: number; maxPages: number }
 /** 256 MiB per answer (a page of 500 objects is far less), 16 MiB per watch line, 10 000 pages per list. */

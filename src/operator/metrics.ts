@@ -55,6 +55,9 @@ export class Metrics {
   readonly conntrackDeleted = new Counter({
     name: 'ipvsop_conntrack_reconciler_deleted_entries_total', help: 'Stale UDP conntrack entries deleted after a sync (kube-proxy\'s conntrack_reconciler_deleted_entries_total)', registers: [this.registry],
   });
+  readonly apiMalformed = new Counter({
+    name: 'ipvsop_api_malformed_total', help: 'Watch lines and list items from the API server skipped as malformed, by resource and reason', labelNames: ['resource', 'reason'], registers: [this.registry],
+  });
   readonly conntrackFailures = new Counter({
     name: 'ipvsop_conntrack_cleanup_failures_total', help: 'Conntrack lists or deletes that failed (logged; the sync is not failed by them)', registers: [this.registry],
   });

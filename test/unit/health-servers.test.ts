@@ -7,19 +7,11 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { WantedHealthServer } from '../../src/desired/health-checks.js';
 import { ProxierHealthServer, ServiceHealthServers } from '../../src/operator/health-servers.js';
 import { ProxierHealth, formatGoTime, nodeEligible } from '../../src/operator/proxier-health.js';
+import { freePort } from '../support/net.js';
 
 const quiet = () => undefined;
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => { while (closers.length) await closers.pop()!(); });
-
-/** A port free right now on 127.0.0.1 (bound, read, released). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 async function get(port: number, path = '/') {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
