@@ -6,13 +6,23 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { ensureHostPackages, ensureKernel, type KernelInfo } from './host.js';
 import { ensureInitramfs } from './initramfs.js';
 import { labCacheDir, projectRoot } from './paths.js';
 import { shQuote } from './proc.js';
 
 export const GUEST_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/**
+ * The guest's PATH: the directory of the node running the lab first, so a guest `node` is this
+ * very binary (CI's Node 24 under .cache/node, visible in the guest over the 9p share of /) and
+ * not whatever /usr/local/bin/node the host also has.
+ */
+export function guestPath(execPath: string = process.execPath): string {
+  const dir = dirname(execPath);
+  return GUEST_PATH.split(':').includes(dir) ? GUEST_PATH : `${dir}:${GUEST_PATH}`;
+}
 /** Exit code when the timeout fired (as timeout(1)). */
 export const EXIT_TIMEOUT = 124;
 /** Exit code when the VM failed before reporting the command's exit code. */
@@ -241,7 +251,7 @@ export async function runInVm(opts: RunInVmOptions): Promise<number> {
   mkdirSync(runDir, { recursive: true });
   const nonce = randomBytes(6).toString('hex');
   const env: Record<string, string> = {
-    PATH: GUEST_PATH,
+    PATH: guestPath(),
     HOME: '/root',
     TERM: process.stdout.isTTY && process.env.TERM ? process.env.TERM : 'dumb',
     IPVS_LAB: '1',
