@@ -2,7 +2,8 @@
 // (`npm run image -- build|smoke`, `ipvs-operator lab image ...`). Lab tooling: never in the image.
 //
 // Where no registry's node images can be pulled (CI here), `--local-base` makes the base itself:
-// `debootstrap --variant=minbase trixie` (Debian 13: its nodejs is 20.x) imported as
+// `debootstrap --variant=minbase trixie` (Debian 13: its nodejs is 20.x, used only to run npm;
+// the Dockerfile installs Node.js 24 from the npm registry) imported as
 // localhost/ipvs-operator-base:trixie, used for both stages (the Dockerfile installs Debian's
 // nodejs and npm where the base has none). Facts of a sandbox like ours, handled here: podman's
 // default OCI runtime crun refuses hybrid cgroups (runc is used), raising rlimits is not permitted
