@@ -4,7 +4,8 @@
 import type { Family } from '../model/ipvs.js';
 import { isNotFound } from '../netlink/errors.js';
 import { type ConntrackTarget, selectStaleFlows } from '../plan/conntrack.js';
-import type { ConntrackClient } from './client.js';
+import type { ConntrackClient, ListStats } from './client.js';
+import { IPPROTO_UDP } from './constants.js';
 import { formatFlow } from './codec.js';
 
 /** What one cleanup did. */
@@ -17,15 +18,20 @@ export interface CleanupResult {
   errors: string[];
   /** The deleted entries, formatFlow lines (for the debug log). */
   flows: string[];
+  /** How each family's list ran (kernel-filtered or a full dump) and what it cost. */
+  lists: ListStats[];
 }
 
 /** Deletes the conntrack entries that still lead the targets' clients to removed real servers. */
 export async function cleanStaleFlows(client: ConntrackClient, targets: readonly ConntrackTarget[]): Promise<CleanupResult> {
-  const result: CleanupResult = { deleted: 0, gone: 0, errors: [], flows: [] };
+  const result: CleanupResult = { deleted: 0, gone: 0, errors: [], flows: [], lists: [] };
   const families = [...new Set(targets.map((t) => t.family))].sort() as Family[];
   for (const family of families) {
     try {
-      const stale = selectStaleFlows(targets, await client.list(family));
+      // Only UDP entries can be stale here (plan/conntrack.ts): the kernel filters where it can.
+      const flows = await client.list(family, IPPROTO_UDP);
+      if (client.lastList) result.lists.push(client.lastList);
+      const stale = selectStaleFlows(targets, flows);
       if (stale.length === 0) continue;
       const answers = await client.delete(stale);
       answers.forEach((e, i) => {

@@ -13,6 +13,11 @@
 //                                     is the real server IPVS picked)
 //                   CTA_ID (be32), CTA_ZONE (be16), CTA_STATUS, CTA_TIMEOUT, ... (not read)
 //
+// A dump for one protocol asks the kernel to filter (Linux >= 5.8):
+//   CTA_TUPLE_ORIG ── CTA_TUPLE_PROTO ── CTA_PROTO_NUM (u8)
+//   CTA_FILTER ────── CTA_FILTER_ORIG_FLAGS (u32, host order) = CTA_FILTER_F_CTA_PROTO_NUM
+// Kernels before 5.8 skip the unknown CTA_FILTER and dump everything (the client filters again).
+//
 // The kernel nests with NLA_F_NESTED set (parseAttrs masks it); we send nests with it set too,
 // which ctnetlink accepts either way. A delete request WITHOUT a tuple flushes the whole table in
 // ctnetlink_del_conntrack: encodeDelete refuses to build one.
@@ -21,7 +26,7 @@ import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
 import { type NlMessage, be16, nla, parseAttrs } from '../netlink/framing.js';
 import {
-  AF_INET, AF_INET6, CTA_ID, CTA_IP_V4_DST, CTA_IP_V4_SRC, CTA_IP_V6_DST, CTA_IP_V6_SRC, CTA_PROTO_DST_PORT, CTA_PROTO_NUM,
+  AF_INET, AF_INET6, CTA_FILTER, CTA_FILTER_F_CTA_PROTO_NUM, CTA_FILTER_ORIG_FLAGS, CTA_ID, CTA_IP_V4_DST, CTA_IP_V4_SRC, CTA_IP_V6_DST, CTA_IP_V6_SRC, CTA_PROTO_DST_PORT, CTA_PROTO_NUM,
   CTA_PROTO_SRC_PORT, CTA_TUPLE_IP, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, CTA_TUPLE_REPLY, CTA_ZONE, IPCTNL_MSG_CT_DELETE,
   IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_NEW, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, NFGENMSG_LEN, NFNETLINK_V0, NFNL_SUBSYS_CTNETLINK,
 } from './constants.js';
@@ -93,9 +98,23 @@ function header(msg: number, flags: number, family: Family, seq: number, port: n
 
 const nested = (type: number, children: Buffer[]): Buffer => nla(type | NLA_F_NESTED, Buffer.concat(children));
 
-/** The dump request: every conntrack entry of `family` in the socket's network namespace. */
-export function encodeDump(family: Family, seq: number, port: number): Buffer {
-  return header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, family, seq, port, Buffer.alloc(0));
+/** A u32 in host byte order, as nla_get_u32 reads it. */
+function hostU32(v: number): Buffer {
+  return Buffer.from(new Uint32Array([v >>> 0]).buffer);
+}
+
+/**
+ * The dump request: every conntrack entry of `family` in the socket's network namespace; with
+ * `proto`, the kernel is asked to send only entries of that IP protocol (CTA_FILTER, see above).
+ */
+export function encodeDump(family: Family, seq: number, port: number, proto?: number): Buffer {
+  if (proto === undefined) return header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, family, seq, port, Buffer.alloc(0));
+  if (!Number.isInteger(proto) || proto < 0 || proto > 0xff) throw ConntrackError.invalidArgument('list', `protocol ${proto} is not 0-255`);
+  const body = Buffer.concat([
+    nested(CTA_TUPLE_ORIG, [nested(CTA_TUPLE_PROTO, [nla(CTA_PROTO_NUM, Buffer.from([proto]))])]),
+    nested(CTA_FILTER, [nla(CTA_FILTER_ORIG_FLAGS, hostU32(CTA_FILTER_F_CTA_PROTO_NUM))]),
+  ]);
+  return header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, family, seq, port, body);
 }
 
 function encodeTuple(type: number, family: Family, proto: number, t: FlowTuple): Buffer {

@@ -25,6 +25,17 @@ export const CTA_TIMEOUT = 7;
 export const CTA_MARK = 8;
 export const CTA_ID = 12;
 export const CTA_ZONE = 18;
+/** A dump's kernel-side filter (Linux >= 5.8, ctnetlink_alloc_filter); older kernels ignore it. */
+export const CTA_FILTER = 25;
+
+/** Inside CTA_FILTER (enum ctattr_filter): u32 bit sets, host byte order (nla_get_u32). */
+export const CTA_FILTER_ORIG_FLAGS = 1;
+export const CTA_FILTER_REPLY_FLAGS = 2;
+/**
+ * The filter flag "match the original tuple's protocol number": net/netfilter/nf_internals.h
+ * (not in uapi, but ABI: libnetfilter_conntrack sends the same bit for `conntrack -L -p udp`).
+ */
+export const CTA_FILTER_F_CTA_PROTO_NUM = 1 << 3;
 
 /** Inside a tuple (enum ctattr_tuple). */
 export const CTA_TUPLE_IP = 1;

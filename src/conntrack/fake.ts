@@ -5,7 +5,7 @@
 import type { Family } from '../model/ipvs.js';
 import { Errno } from '../netlink/errors.js';
 import { type Flow, formatFlow, parseFlow } from './codec.js';
-import type { ConntrackClient } from './client.js';
+import type { ConntrackClient, ListStats } from './client.js';
 import { ConntrackError } from './errors.js';
 
 const tupleKey = (f: Flow): string => `${f.family} ${f.proto} ${f.zone} ${f.orig.src} ${f.orig.sport} ${f.orig.dst} ${f.orig.dport}`;
@@ -18,6 +18,7 @@ export class FakeConntrack implements ConntrackClient {
   readonly deleted: string[] = [];
   /** Set to make the next list() reject (a failing socket). */
   failList: ConntrackError | undefined;
+  lastList: ListStats | undefined;
 
   /** Adds entries from formatFlow lines (id=0 gets a fresh id); throws on a line it cannot read. */
   seed(text: string): void {
@@ -32,9 +33,13 @@ export class FakeConntrack implements ConntrackClient {
     return [...this.flows.values()].map(formatFlow).sort().join('\n');
   }
 
-  async list(family: Family): Promise<Flow[]> {
+  /** As a kernel >= 5.8: a list for one protocol is filtered before it is sent (bytes are not counted). */
+  async list(family: Family, proto?: number): Promise<Flow[]> {
     if (this.failList) throw this.failList;
-    return [...this.flows.values()].filter((f) => f.family === family).map((f) => ({ ...f, orig: { ...f.orig }, reply: { ...f.reply } }));
+    const flows = [...this.flows.values()].filter((f) => f.family === family && (proto === undefined || f.proto === proto))
+      .map((f) => ({ ...f, orig: { ...f.orig }, reply: { ...f.reply } }));
+    this.lastList = { family, path: proto === undefined ? 'full-dump' : 'kernel-filter', messages: flows.length, bytes: 0, kept: flows.length };
+    return flows;
   }
 
   async delete(flows: readonly Flow[]): Promise<Array<ConntrackError | undefined>> {

@@ -459,6 +459,8 @@ export class Operator {
     if (targets.length === 0) return;
     const r = await cleanStaleFlows(ct, targets);
     this.deps.metrics?.conntrackDeleted.inc(r.deleted);
+    // Which path each family's list took (the kernel's CTA_FILTER, or a full dump) and its cost.
+    this.deps.log('debug', 'conntrack listed', { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
     if (r.deleted || r.gone) {
       this.deps.log('info', 'deleted stale UDP conntrack entries', { deleted: r.deleted, alreadyGone: r.gone, virtualServers: targets.length, flows: r.flows.slice(0, 10) });
     }

@@ -36,6 +36,16 @@ describe('ctnetlink codec', () => {
     expect(hex(encodeDump('IPv6', 7, 0)).slice(-11)).toBe('0a 00 00 00');
   });
 
+  it('a dump for one protocol asks the kernel to filter on the original tuple\'s protocol number (CTA_FILTER)', () => {
+    expect(hex(encodeDump('IPv4', 7, 0, 17))).toBe([
+      '30 00 00 00 01 01 01 03 07 00 00 00 00 00 00 00', // len 48, CT_GET, REQUEST|DUMP, seq 7
+      '02 00 00 00', // nfgenmsg: AF_INET
+      '10 00 01 80 0c 00 02 80 05 00 01 00 11 00 00 00', // CTA_TUPLE_ORIG > CTA_TUPLE_PROTO > CTA_PROTO_NUM 17
+      '0c 00 19 80 08 00 01 00 08 00 00 00', // CTA_FILTER > CTA_FILTER_ORIG_FLAGS = CTA_FILTER_F_CTA_PROTO_NUM (host order)
+    ].join(' '));
+    expect(() => encodeDump('IPv4', 7, 0, 256)).toThrow(ConntrackError);
+  });
+
   it('a delete names the entry by original tuple, zone and id, nested attributes flagged, ports big-endian', () => {
     const f = flow('udp 192.168.100.61:40002 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:40002 id=7 zone=0');
     expect(hex(encodeDelete(f, 1, 0))).toBe([
@@ -170,10 +180,14 @@ describe('cleanStaleFlows', () => {
     const ct = new FakeConntrack();
     ct.seed(`udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0
              udp 192.168.100.61:2 -> 10.200.1.61:53 reply 10.10.1.62:53 -> 192.168.100.61:2 id=2 zone=0
-             udp 192.168.100.62:3 -> 10.200.1.99:53 reply 10.10.1.61:53 -> 192.168.100.62:3 id=3 zone=0`);
+             udp 192.168.100.62:3 -> 10.200.1.99:53 reply 10.10.1.61:53 -> 192.168.100.62:3 id=3 zone=0
+             tcp 192.168.100.61:4 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:4 id=4 zone=0`);
     const r = await cleanStaleFlows(ct, targets());
-    expect(r).toEqual({ deleted: 1, gone: 0, errors: [], flows: ['udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0'] });
-    expect(ct.dump().split('\n')).toHaveLength(2);
+    expect(r).toEqual({
+      deleted: 1, gone: 0, errors: [], flows: ['udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0'],
+      lists: [{ family: 'IPv4', path: 'kernel-filter', messages: 3, bytes: 0, kept: 3 }], // the TCP entry is never listed
+    });
+    expect(ct.dump().split('\n')).toHaveLength(3);
   });
 
   it('never throws: a failing list is an error line; an entry gone meanwhile counts as gone', async () => {
