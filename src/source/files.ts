@@ -29,7 +29,8 @@
 //   stale resourceVersions that would hide edits from the desired state's change detection.
 import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
@@ -276,16 +277,19 @@ export class FilesSource implements Source {
 
   /** Reads `names`, keeps each file's last good objects, then sends what changed. */
   private async readFiles(names: readonly string[], checkType: boolean): Promise<void> {
-    const read = this.opts.readFile ?? ((path: string) => readFile(path, 'utf8'));
+    const seam = this.opts.readFile;
     for (const name of names) {
       let text: string;
       try {
         const path = join(this.opts.dir, name);
-        const st = await stat(path);
-        // The full scan lists regular files (symlinks followed); a named change may be anything.
-        if (checkType && !st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOENT' });
-        if (st.size > MAX_FILE_BYTES) throw new Error(`larger than ${MAX_FILE_BYTES} bytes`);
-        text = await read(path);
+        if (seam) {
+          const st = await stat(path);
+          if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: checkType ? 'ENOENT' : 'ENOTREG' });
+          text = await seam(path);
+        } else {
+          // The full scan lists regular files (symlinks followed); a named change may be anything.
+          text = await readRegularFile(path, MAX_FILE_BYTES, false);
+        }
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
           this.files.delete(name); // removed (or removed between readdir and read)
@@ -293,6 +297,11 @@ export class FilesSource implements Source {
           continue;
         }
         this.fileProblems.set(name, { service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
+        continue;
+      }
+      if (text.trim() === '' && this.files.get(name)?.objects.length) {
+        // An editor's save in two steps, or `cmd > file.yaml` before cmd wrote: never a delete.
+        this.fileProblems.set(name, { service: '', reason: 'EmptyManifestFile', message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` });
         continue;
       }
       const digest = digestOf(text);
@@ -390,12 +399,44 @@ export class FilesSource implements Source {
 /** Files larger than this are refused unread (a manifest directory holds YAML, not data). */
 const MAX_FILE_BYTES = 16 << 20;
 
-/** The *.yaml / *.yml entries of `dir` that are regular files, following symlinks, sorted; hidden ones skipped. */
+/**
+ * Reads a regular file through one descriptor, opened non-blocking (a FIFO put in its place
+ * never blocks the process), checked with fstat on that descriptor (no stat-then-open race) and
+ * read at most `max` bytes (a file swapped for a bigger one is refused on what was read). Not a
+ * regular file: ENOENT when `skipOthers` (the scan lists files only), else an error.
+ */
+export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: skipOthers ? 'ENOENT' : 'ENOTREG' });
+    if (st.size > max) throw new Error(`larger than ${max} bytes`);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(Math.min(1 << 20, max + 1 - total));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      if (total > max) throw new Error(`larger than ${max} bytes`);
+      chunks.push(buf.subarray(0, bytesRead));
+    }
+    return Buffer.concat(chunks, total).toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The *.yaml / *.yml entries of `dir` that are not directories, following symlinks, sorted; hidden
+ * ones skipped. A FIFO or device under such a name is listed so that reading it is refused as a
+ * problem (its file's last good objects stay) rather than taken for a deleted file.
+ */
 async function yamlFiles(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const d of await readdir(dir, { withFileTypes: true })) {
     if (d.name.startsWith('.') || !/\.ya?ml$/.test(d.name)) continue;
-    if (d.isFile()) out.push(d.name);
+    if (d.isFile() || d.isFIFO() || d.isSocket() || d.isCharacterDevice() || d.isBlockDevice()) out.push(d.name);
     else if (d.isSymbolicLink()) {
       // A ConfigMap volume's files are symlinks into ..data; a dangling one is a file that is gone.
       const target = await stat(join(dir, d.name)).catch(() => undefined);

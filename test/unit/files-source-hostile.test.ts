@@ -3,11 +3,12 @@
 // with kubelet's atomic swap, a directory removed and created again, unreadable files, the
 // safety-net rescan, and each warning once. Addresses: VIPs 10.200.1.0/24, pods 10.10.0.0/16.
 import { afterEach, beforeEach, describe, expect, it } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
 import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Problem } from '../../src/desired/types.js';
-import { FilesSource, type FilesSourceOptions } from '../../src/source/files.js';
+import { FilesSource, type FilesSourceOptions, readRegularFile } from '../../src/source/files.js';
 import type { LogLevel } from '../../src/source/log.js';
 import { parseManifests } from '../../src/source/manifests.js';
 import type { SourceEvent } from '../../src/source/types.js';
@@ -245,5 +246,47 @@ describe('FilesSource on a real node\'s layouts and faults', () => {
     await startSource({ onProblems: undefined });
     for (let i = 0; i < 5; i++) await source!.rescan();
     expect(logged.filter((l) => l.level === 'warn').map((l) => l.message)).toEqual([expect.stringMatching(/^bad\.yaml: document 1:/)]);
+  });
+});
+
+describe('FilesSource against a careless or hostile editor (issue "Never wedged")', () => {
+  it('an emptied file (a save in two steps, `cmd > file.yaml`) keeps its Services and says so; deleting the file deletes them', async () => {
+    await writeFile(join(dir, 'svc.yaml'), service('svc1', '10.200.1.10'));
+    await startSource();
+    await writeFile(join(dir, 'svc.yaml'), '');
+    await waitFor(() => problems.some((p) => p.reason === 'EmptyManifestFile'), 'the empty-file problem');
+    await source!.rescan();
+    expect(lines()).toEqual(['upsert service svc1']);
+    await writeFile(join(dir, 'svc.yaml'), '\n  \n');
+    await source!.rescan();
+    expect(lines()).toEqual(['upsert service svc1']);
+    await unlink(join(dir, 'svc.yaml'));
+    await waitFor(() => lines().includes('delete service svc1'), 'the delete');
+    expect(problems).toEqual([]);
+  });
+
+  it('a file swapped for a FIFO never blocks: a rescan and stop() return, its last good objects stay', async () => {
+    await writeFile(join(dir, 'svc.yaml'), service('svc1', '10.200.1.10'));
+    await startSource();
+    await unlink(join(dir, 'svc.yaml'));
+    const mk = spawnSync('mkfifo', [join(dir, 'svc.yaml')]);
+    expect(mk.status).toBe(0);
+    // Listed, opened non-blocking, refused by fstat on that descriptor: no read ever waits for a writer.
+    await source!.rescan();
+    await waitFor(() => problems.some((p) => /^svc\.yaml: cannot be read: not a regular file \(keeping its last good objects\)$/.test(p.message)), 'the problem');
+    await source!.stop();
+    source = undefined;
+    expect(lines()).toEqual(['upsert service svc1']);
+  });
+
+  it('reads a regular file through one non-blocking descriptor with the size checked on the bytes read', async () => {
+    const path = join(dir, 'x.yaml');
+    await writeFile(path, 'a'.repeat(100));
+    expect(await readRegularFile(path, 100, true)).toHaveLength(100);
+    await expect(readRegularFile(path, 99, true)).rejects.toThrow(/larger than 99 bytes/);
+    spawnSync('mkfifo', [join(dir, 'fifo.yaml')]);
+    await expect(readRegularFile(join(dir, 'fifo.yaml'), 100, false)).rejects.toMatchObject({ code: 'ENOTREG' });
+    await expect(readRegularFile(join(dir, 'fifo.yaml'), 100, true)).rejects.toMatchObject({ code: 'ENOENT' });
+    await expect(readRegularFile(dir, 100, false)).rejects.toMatchObject({ code: 'ENOTREG' });
   });
 });
