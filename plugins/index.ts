@@ -17,6 +17,7 @@ import { plugin as twos } from './twos.js';
 import type { SchedulerPlugin } from './types.js';
 import { plugin as wlc } from './wlc.js';
 import { plugin as wrr } from './wrr.js';
+import { findUnsafePattern } from './safe-pattern.js';
 
 export type { PluginContext, PluginEndpoint, Resolution, SchedulerPlugin } from './types.js';
 export { unavailableReason } from './availability.js';
@@ -62,6 +63,8 @@ export class PluginRegistry {
     if (this.entries.has(plugin.name)) {
       return { source, reason: 'DuplicatePlugin', message: `${source}: a plugin named "${plugin.name}" is already registered` };
     }
+    const unsafe = findUnsafePattern(plugin.optionsSchema);
+    if (unsafe) return { source, reason: 'InvalidPlugin', message: `${source}: options schema refused: ${unsafe} could backtrack without bound on a user's value` };
     let validate: ValidateFunction;
     try {
       validate = this.ajv.compile(plugin.optionsSchema);
