@@ -27,7 +27,7 @@ export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Me
       // Which Service each virtual server key serves (for `ipvs-operator status`).
       reply(200, JSON.stringify(origins()), 'application/json');
     } else if (url === '/metrics') {
-      metrics.registry.metrics().then(
+      metrics.render().then(
         (text) => reply(200, text, metrics.registry.contentType),
         (e: unknown) => reply(500, `metrics: ${(e as Error).message}\n`),
       );

@@ -23,6 +23,9 @@ export const PROGRAMMING_BUCKETS = [
 ];
 
 /** The operator's metrics in their own registry. */
+/** How old the IPVS snapshot behind /metrics may be. */
+export const KERNEL_SNAPSHOT_MS = 5000;
+
 export class Metrics {
   readonly registry = new Registry();
   readonly syncDuration = new Histogram({
@@ -66,7 +69,31 @@ export class Metrics {
   });
 
   /** Adds the per-server IPVS counters, read from the kernel once per scrape. */
-  watchKernel(ipvs: IpvsClient, origins: OriginLookup): void {
+  private rendered: { at: number; text: Promise<string> } | undefined;
+
+  /**
+   * The /metrics text, rendered at most once per KERNEL_SNAPSHOT_MS and shared by every scrape
+   * meanwhile: rendering tens of thousands of series is the scrape's real cost on the event loop
+   * (and the IPVS dump behind it), so any number of scrapers costs one render per interval.
+   */
+  render(now: number = Date.now(), maxAgeMs = KERNEL_SNAPSHOT_MS): Promise<string> {
+    if (this.rendered && now - this.rendered.at < maxAgeMs) return this.rendered.text;
+    const text = this.registry.metrics();
+    const entry = { at: now, text };
+    this.rendered = entry;
+    text.catch(() => { if (this.rendered === entry) this.rendered = undefined; });
+    return text;
+  }
+
+  /**
+   * Exports the kernel's per virtual and real server counters. Every scrape is served from one
+   * snapshot of the IPVS table, read at most once per `snapshotMs` (default 5 s) however many
+   * scrapers there are: a dump costs the sync socket's time, and eight scrapers in a loop on a
+   * 5 000-Service node had pushed /healthz past 700 ms.
+   */
+  watchKernel(ipvs: IpvsClient, origins: OriginLookup, opts: { snapshotMs?: number; now?: () => number } = {}): void {
+    const snapshotMs = opts.snapshotMs ?? KERNEL_SNAPSHOT_MS;
+    const now = opts.now ?? Date.now;
     const vsLabels = ['namespace', 'service', 'port', 'virtual_server'];
     const rsLabels = [...vsLabels, 'endpoint'];
     const fields: Array<[keyof IpvsStats, string, string]> = [
@@ -77,11 +104,19 @@ export class Metrics {
       ['outBytes', 'bytes_out_total', 'Bytes out'],
     ];
     // prom-client collects every metric of a scrape concurrently: each gauge's collect awaits the
-    // same kernel read, started by whichever collect runs first and shared until it settles.
+    // same kernel read, started by whichever collect runs first; its values serve every scrape
+    // until the snapshot is `snapshotMs` old. A failed read is not kept: the next scrape reads.
     let reading: Promise<void> | undefined;
+    let readAt = -Infinity;
     const collect = (): Promise<void> => {
-      reading ??= read().finally(() => setImmediate(() => { reading = undefined; }));
-      return reading;
+      if (reading && now() - readAt < snapshotMs) return reading;
+      readAt = now();
+      const r: Promise<void> = read().catch((e: unknown) => {
+        if (reading === r) { reading = undefined; readAt = -Infinity; }
+        throw e;
+      });
+      reading = r;
+      return r;
     };
     const gauge = (name: string, help: string, labelNames: string[]) =>
       new Gauge({ name, help, labelNames, registers: [this.registry], collect });

@@ -33,4 +33,36 @@ describe('Metrics', () => {
     expect(text).toContain('# TYPE ipvsop_sync_proxy_rules_endpoint_changes_total counter');
     expect(text).toContain('ipvsop_network_programming_duration_seconds_bucket{le="0.25"} 0');
   });
+
+  it('serves every scrape from one IPVS snapshot at most snapshotMs old, however many scrapers; a failed read is retried', async () => {
+    const ipvs = new FakeIpvs();
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80, scheduler: 'rr' });
+    await ipvs.addVirtualServer(vs);
+    await ipvs.addRealServer(vs, makeRealServer({ address: '10.10.1.3', port: 8080 }));
+    let dumps = 0;
+    let fail = false;
+    const list = ipvs.listVirtualServers.bind(ipvs);
+    ipvs.listVirtualServers = async () => { dumps++; if (fail) throw new Error('socket down'); return list(); };
+    let t = 0;
+    const m = new Metrics();
+    m.watchKernel(ipvs, () => new Map([['TCP 10.200.1.10:80', { namespace: 'default', name: 'web', portName: 'http' }]]), { snapshotMs: 5000, now: () => t });
+    const scrape = () => m.registry.metrics();
+    await Promise.all(Array.from({ length: 8 }, scrape));
+    for (let i = 0; i < 8; i++) await scrape();
+    expect(dumps).toBe(1);
+    t = 4999;
+    await Promise.all(Array.from({ length: 8 }, scrape));
+    expect(dumps).toBe(1);
+    t = 5000;
+    await Promise.all(Array.from({ length: 8 }, scrape));
+    expect(dumps).toBe(2);
+    fail = true;
+    t = 10_000;
+    await Promise.all(Array.from({ length: 8 }, () => scrape().catch(() => 'failed')));
+    expect(dumps).toBe(3);
+    fail = false;
+    const text = await scrape();
+    expect(dumps).toBe(4);
+    expect(text).toMatch(/endpoint="10.10.1.3:8080"\} 0$/m);
+  });
 });
