@@ -90,12 +90,22 @@ describe('buildEndpointSlices', () => {
     ]);
   });
 
-  it('pods that name the target port differently go to different slices; an unresolved name leaves the pod out', () => {
+  it('pods that name the target port differently go to different slices; an unresolved name leaves the pod in a slice without that port', () => {
     const slices = buildEndpointSlices({ ...web, spec: { ...web.spec, ipFamilies: ['IPv4'] } } as never, [
       pod('a', ['10.10.1.1']), pod('b', ['10.10.1.2'], (p) => { p.spec.containers[0].ports[0].containerPort = 9090; }),
       pod('c', ['10.10.1.3'], (p) => { p.spec.containers[0].ports[0].name = 'other'; }),
     ], []);
-    expect(slices.map((s) => [s.metadata.name, s.ports[0]!.port, s.endpoints.length])).toEqual([['web-ipv4', 8080, 1], ['web-ipv4-1', 9090, 1]]);
+    expect(slices.map((s) => [s.metadata.name, s.ports.map((p) => p.port), s.endpoints.length])).toEqual([['web-ipv4', [8080], 1], ['web-ipv4-1', [9090], 1], ['web-ipv4-2', [], 1]]);
+  });
+
+  it('a named targetPort one pod does not resolve drops only that endpoint from that port, not the Service\'s other ports', () => {
+    const twoPorts = makeSvc('web', (s) => Object.assign(s.spec, { selector: { app: 'web' }, ipFamilies: ['IPv4'],
+      ports: [{ name: 'h', port: 80, targetPort: 'http' }, { name: 'm', port: 9100, targetPort: 9100 }] }));
+    const slices = buildEndpointSlices(twoPorts as never, [
+      pod('a', ['10.10.1.1']), pod('b', ['10.10.1.2'], (p) => { p.spec.containers[0].ports = []; }),
+    ], []);
+    const view = slices.map((s) => ({ ports: s.ports.map((p) => `${p.name}:${p.port}`), pods: s.endpoints.map((e) => (e as { targetRef: { name: string } }).targetRef.name) }));
+    expect(view).toEqual([{ ports: ['h:8080', 'm:9100'], pods: ['a'] }, { ports: ['m:9100'], pods: ['b'] }]);
   });
 
   it('publishNotReadyAddresses keeps not-ready pods ready; no selector, no slices', () => {
