@@ -16,7 +16,7 @@ let api: LabApiServer;
 beforeAll(async () => {
   api = await LabApiServer.start({
     auth: { tokens: parseTokenFile(`admin-t,admin,1,"system:masters"\nop-t,${SA},2\nnobody-t,someone,3\n`), rbacYaml: [manifest('clusterrole.yaml'), manifest('clusterrolebinding.yaml')] },
-    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30 },
+    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30, advertiseAddress: '172.18.0.2' },
   });
 });
 afterAll(() => api.close());
@@ -33,6 +33,17 @@ async function call(token: string | undefined, method: string, path: string, bod
 const admin = (method: string, path: string, body?: unknown, contentType?: string) => call('admin-t', method, path, body, contentType);
 const svc = (name: string, spec: object) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name }, spec });
 const spec = (r: Reply) => r.json.spec as Record<string, unknown> & { ports: Array<Record<string, unknown>> };
+
+describe('lab API server: the kubernetes Service', () => {
+  it('exists in default on the first address of the service CIDR, https 443 to the server, with its EndpointSlice', async () => {
+    const port = Number(new URL(api.url).port);
+    const s = await admin('GET', '/api/v1/namespaces/default/services/kubernetes');
+    expect({ code: s.code, clusterIPs: spec(s).clusterIPs, ports: spec(s).ports, selector: spec(s).selector })
+      .toEqual({ code: 200, clusterIPs: ['10.200.1.1'], ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], selector: undefined });
+    const slice = await admin('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes');
+    expect(slice.json).toMatchObject({ addressType: 'IPv4', endpoints: [{ addresses: ['172.18.0.2'] }], ports: [{ name: 'https', port }] });
+  });
+});
 
 describe('lab API server: authentication and RBAC from manifests/', () => {
   it.each([

@@ -42,7 +42,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { KubeClient } from '../../kube/client.js';
 import { parse as parseYaml } from 'yaml';
-import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService } from './alloc.js';
+import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, parseRbac, userGroups } from './rbac.js';
 import {
@@ -91,6 +91,8 @@ export interface LabOptions {
   alloc?: AllocConfig;
   /** Pod grace period when neither the delete nor the Pod names one (default 30 s, as the API's default). */
   defaultGraceSeconds?: number;
+  /** The address the `kubernetes` Service's EndpointSlice points at (kube-apiserver's --advertise-address); none: the Service alone. */
+  advertiseAddress?: string;
 }
 
 /** Authentication and authorization: token -> user, and RBAC documents (YAML texts). */
@@ -171,7 +173,35 @@ export class LabApiServer {
       for (const name of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
         this.put('namespaces', { metadata: { name }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } });
       }
+      this.putKubernetesService(opts.lab);
     }
+  }
+
+  /**
+   * The `kubernetes` Service in `default`, as kube-apiserver keeps it: the first address of the
+   * primary service CIDR (alloc.ts never hands it out), https 443 to the server's own port, no
+   * selector; with an advertise address, its EndpointSlice (written by the server, not the
+   * EndpointSlice controller, which leaves selector-less Services alone).
+   */
+  private putKubernetesService(lab: LabOptions): void {
+    const range = parseCidr((lab.alloc ?? DEFAULT_ALLOC).serviceCIDRs[0]!);
+    const ip = formatIp(range.family, range.base + 1n);
+    const a = this.server.address();
+    const port = a && typeof a !== 'string' ? a.port : 443;
+    this.put('services', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { component: 'apiserver', provider: 'kubernetes' } },
+      spec: {
+        type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ipFamilies: [range.family], ipFamilyPolicy: 'SingleStack',
+        ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], sessionAffinity: 'None', internalTrafficPolicy: 'Cluster',
+      },
+    });
+    if (!lab.advertiseAddress) return;
+    this.put('endpointslices', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+      addressType: lab.advertiseAddress.includes(':') ? 'IPv6' : 'IPv4',
+      endpoints: [{ addresses: [lab.advertiseAddress], conditions: { ready: true } }],
+      ports: [{ name: 'https', port, protocol: 'TCP' }],
+    });
   }
 
   /** Starts a server on `host` (default 127.0.0.1) and `port` (default a free one); rejects when it cannot listen. */
