@@ -125,7 +125,7 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
   const child = spawn('ip', ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
-    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.unref();
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });
