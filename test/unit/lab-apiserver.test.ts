@@ -45,6 +45,39 @@ describe('lab API server: the kubernetes Service', () => {
   });
 });
 
+describe('lab API server: Events expire an hour after their last write, as with --event-ttl=1h', () => {
+  it('an Event is listed until its TTL runs out, an update starts it again, then it is gone with DELETED to a watch', async () => {
+    let t = Date.parse('2026-11-25T00:00:00Z');
+    const own = await LabApiServer.start({ lab: { clock: () => t } });
+    try {
+      const path = '/api/v1/namespaces/default/events';
+      const at = (p: string, init?: RequestInit) => fetch(`${own.url}${p}`, { ...init, headers: { 'content-type': 'application/json' } });
+      const names = async () => ((await (await at(path)).json()) as { items: Array<{ metadata: { name: string } }> }).items.map((i) => i.metadata.name).sort();
+      const ev = (name: string, count: number) => ({ apiVersion: 'v1', kind: 'Event', metadata: { name, namespace: 'default' }, reason: 'Test', message: 'm', count,
+        involvedObject: { kind: 'Node', name: 'n1' } });
+      expect((await at(path, { method: 'POST', body: JSON.stringify(ev('a.1', 1)) })).status).toBe(201);
+      expect((await at(path, { method: 'POST', body: JSON.stringify(ev('b.1', 1)) })).status).toBe(201);
+      t += 59 * 60_000;
+      expect(await names()).toEqual(['a.1', 'b.1']);
+      const cur = (await (await at(`${path}/a.1`)).json()) as { metadata: object };
+      expect((await at(`${path}/a.1`, { method: 'PUT', body: JSON.stringify({ ...ev('a.1', 2), metadata: cur.metadata }) })).status).toBe(200);
+      const rv = own.resourceVersion;
+      t += 2 * 60_000; // 61 min after both writes of b, 2 min after a's update
+      expect(await names()).toEqual(['a.1']);
+      const watch = await at(`${path}?watch=true&resourceVersion=${rv}`);
+      const reader = watch.body!.getReader();
+      const { value } = await reader.read();
+      expect(new TextDecoder().decode(value)).toMatch(/^\{"type":"DELETED","object":\{.*"name":"b\.1"/);
+      await reader.cancel();
+      t += 58 * 60_000;
+      expect(await names()).toEqual([]);
+      expect((await at(`${path}/a.1`)).status).toBe(404);
+    } finally {
+      await own.close();
+    }
+  });
+});
+
 describe('lab API server: authentication and RBAC from manifests/', () => {
   it.each([
     ['no token', undefined, 'GET', '/api/v1/services', 401],

@@ -91,6 +91,10 @@ export interface LabOptions {
   alloc?: AllocConfig;
   /** Pod grace period when neither the delete nor the Pod names one (default 30 s, as the API's default). */
   defaultGraceSeconds?: number;
+  /** How long an Event lives after its last write (kube-apiserver's --event-ttl; default 1 h). */
+  eventTtlMs?: number;
+  /** The clock Event expiry reads (ms since the epoch; default Date.now): tests move it. */
+  clock?: () => number;
   /** The address the `kubernetes` Service's EndpointSlice points at (kube-apiserver's --advertise-address); none: the Service alone. */
   advertiseAddress?: string;
 }
@@ -147,6 +151,8 @@ export class LabApiServer {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private readonly staticRbac: RbacPolicy;
   private reconciling = false;
+  /** When each Event goes (resource/namespace/name -> ms), as kube-apiserver's etcd lease of --event-ttl. */
+  private readonly eventExpiry = new Map<string, number>();
 
   private constructor(private readonly server: Server, private readonly opts: LabApiServerOptions) {
     for (const r of Object.keys(RESOURCES) as ResourceName[]) this.store.set(r, new Map());
@@ -245,6 +251,9 @@ export class LabApiServer {
     o.metadata.creationTimestamp = old?.metadata.creationTimestamp ?? now();
     o.metadata.resourceVersion = String(++this.rv);
     m.set(k, o);
+    if (this.opts.lab && RESOURCES[resource].kind === 'Event') {
+      this.eventExpiry.set(`${resource}/${k}`, (this.opts.lab.clock ?? Date.now)() + (this.opts.lab.eventTtlMs ?? 3_600_000));
+    }
     this.record(resource, old ? 'MODIFIED' : 'ADDED', o);
     this.afterWrite(resource);
     return o;
@@ -354,6 +363,18 @@ export class LabApiServer {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers); run before every request. */
+  expireEvents(): void {
+    if (!this.opts.lab || this.eventExpiry.size === 0) return;
+    const t = (this.opts.lab.clock ?? Date.now)();
+    for (const [k, at] of this.eventExpiry) {
+      if (at > t) continue;
+      this.eventExpiry.delete(k);
+      const [resource, ns, name] = k.split('/') as [ResourceName, string, string];
+      this.remove(resource, name, ns || undefined);
+    }
+  }
+
   private record(resource: ResourceName, type: WatchType, object: Obj): void {
     this.history.push({ rv: this.rv, resource, type, object });
     const corrupt = this.corrupt.delete(resource);
@@ -426,6 +447,7 @@ export class LabApiServer {
     }
     const rec: RecordedRequest = { method, path: url.pathname, query: url.search, ...(body !== undefined ? { body } : {}) };
     this.requests.push(rec);
+    this.expireEvents();
     try {
       await this.serve(req, res, url, method, body, rec);
     } catch (e) {
