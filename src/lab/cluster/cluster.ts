@@ -512,7 +512,8 @@ async function startServer(ns: string, argv: readonly string[]): Promise<ChildPr
 async function terminate(child: ChildProcess, killAfterMs: number): Promise<PodTermination | undefined> {
   await stopChild(child, killAfterMs);
   // The pipe may deliver the last line just after 'exit': wait for the stream's end.
-  if (child.stdout && !child.stdout.readableEnded) await new Promise((r) => { child.stdout!.once('end', r); child.stdout!.once('close', r); });
+  const out = child.stdout;
+  if (out && !out.readableEnded && !out.destroyed) await new Promise((r) => { out.once('end', r); out.once('close', r); });
   const line = (serverOutput.get(child) ?? '').split('\n').find((l) => l.startsWith('{"terminated"'));
   return line ? (JSON.parse(line) as { terminated: PodTermination }).terminated : undefined;
 }
