@@ -16,6 +16,12 @@ export interface LoadResult {
   errors: number;
   /** Error kinds (code or message, or `status <n>`) with their counts. */
   errorKinds: Record<string, number>;
+  /**
+   * The first 100 errors, each with when it came (ms from the start) and the client's local port:
+   * through a VIP the client only sees the VIP, so the port is what finds the backend afterwards
+   * (`ipvsadm -Lnc` on the client's node, or the backend's own record of the connections it cut).
+   */
+  errorDetails: Array<{ kind: string; atMs: number; localPort?: number }>;
   /** Answers per pod name. */
   byPod: Record<string, number>;
   /** Answers per peer address (port dropped) as the pods saw it. */
@@ -50,20 +56,23 @@ async function main(): Promise<void> {
   const agent = new Agent({ keepAlive: values['keep-alive'], maxSockets: concurrency });
 
   const result: LoadResult = {
-    count, ok: 0, errors: 0, errorKinds: {}, byPod: {}, byPeer: {}, sequence: [],
+    count, ok: 0, errors: 0, errorKinds: {}, errorDetails: [], byPod: {}, byPeer: {}, sequence: [],
     latencyMs: { min: 0, p50: 0, p90: 0, p95: 0, p99: 0, max: 0, mean: 0 }, durationMs: 0,
   };
+  const start = performance.now();
   const samples: Array<[string, number]> | undefined = values.samples ? [] : undefined;
   const latencies: number[] = [];
   const bump = (m: Record<string, number>, k: string) => { m[k] = (m[k] ?? 0) + 1; };
-  const fail = (kind: string, t0: number) => {
+  const fail = (kind: string, t0: number, localPort?: number) => {
     result.errors++;
     bump(result.errorKinds, kind);
+    if (result.errorDetails.length < 100) result.errorDetails.push({ kind, atMs: round(performance.now() - start), ...(localPort ? { localPort } : {}) });
     samples?.push(['', round(performance.now() - t0)]);
   };
 
   const one = () => new Promise<void>((done) => {
     const t0 = performance.now();
+    let localPort: number | undefined;
     // Without keep-alive every request must be its own connection: Node's Agent would otherwise
     // hand a queued request the socket a finished one just freed, even with keepAlive false.
     const headers = values['keep-alive'] ? {} : { connection: 'close' };
@@ -73,7 +82,7 @@ async function main(): Promise<void> {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d: string) => { body += d; });
-      res.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0); done(); });
+      res.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0, localPort); done(); });
       res.on('end', () => {
         latencies.push(performance.now() - t0);
         if (res.statusCode !== 200) {
@@ -94,12 +103,13 @@ async function main(): Promise<void> {
         done();
       });
     });
+    // (A destroyed socket no longer knows its port: keep it from the connect.)
+    req.on('socket', (s) => s.once('connect', () => { localPort = s.localPort; }));
     req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
-    req.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0); done(); });
+    req.on('error', (e: NodeJS.ErrnoException) => { fail(e.code ?? e.message, t0, localPort); done(); });
     req.end();
   });
 
-  const start = performance.now();
   let next = 0;
   const worker = async () => {
     while (next < count) {

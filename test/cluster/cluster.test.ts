@@ -109,6 +109,13 @@ async function realServers(node: string, vip: string): Promise<number | undefine
   return block === undefined ? undefined : (block.match(/->\s+[\d[]/g) ?? []).length;
 }
 
+/** A real server's connection counters in `ipvsadm -Ln` text (undefined: no such virtual or real server). */
+function realServerConns(table: string, vip: string, rs: string): { weight: number; active: number; inactive: number } | undefined {
+  const block = table.split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${vip} `));
+  const m = block?.split('\n').map((l) => /^\s*->\s+(\S+)\s+\S+\s+(\d+)\s+(\d+)\s+(\d+)/.exec(l)).find((x) => x?.[1] === rs);
+  return m ? { weight: Number(m[2]), active: Number(m[3]), inactive: Number(m[4]) } : undefined;
+}
+
 /** Waits until every node's IPVS table has `vip` with `n` real servers. */
 async function programmedEverywhere(vip: string, n: number): Promise<void> {
   await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} with ${n} real servers on ${node.name}`,
@@ -659,8 +666,12 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       const line = (await ipvsOn(n.name)).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 '))?.split('\n').find((l) => l.includes(`${old}:80`));
       return line === undefined || /Masq\s+0\s/.test(line);
     }, 60_000, 300)));
-    await new Promise((r) => setTimeout(r, 2000));
-    await cluster.deletePod('webpod-1');
+    // Out of rotation is not drained: wait until the client's node has no connection left to it
+    // (IPVS ActiveConn, from the kernel), then delete it as a kubelet would (SIGTERM, grace period).
+    const clientNode = cluster.pods.get('net-pod-3')!.node;
+    await waitFor(`webpod-1's connections from net-pod-3 ended on ${clientNode}`,
+      async () => realServerConns(await ipvsOn(clientNode), '10.200.1.10:80', `${old}:80`)?.active === 0, 60_000, 200);
+    const terminated = await cluster.deletePod('webpod-1');
     api.put('endpointslices', sliceOf('webpod', ['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
     // Gone from the slice: a real server with connections left (TIME_WAIT included, as kube-proxy
     // counts them) stays at weight 0 until they end; the others carry the traffic.
@@ -671,6 +682,9 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       return true;
     }, 60_000, 300)));
     const s = await steady;
+    // Which backend reset a request, if one did: the old pod's own count of what it cut, and when.
+    process.stderr.write(`rolling replacement: webpod-1 terminated ${JSON.stringify(terminated)}; load errors ${JSON.stringify(s.errorDetails)}; by pod ${JSON.stringify(s.byPod)}\n`);
+    expect(terminated).toMatchObject({ cut: 0 });
     expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 400, errorKinds: {} });
     expect(s.byPod['webpod-4']).toBeGreaterThan(0);
   }, 600_000);

@@ -62,11 +62,11 @@ d('lab API server process with the real kubectl and the operator source', () => 
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('serves HTTPS with a verified certificate; kubectl lists an empty cluster', async () => {
+  it('serves HTTPS with a verified certificate; kubectl lists a new cluster: the kubernetes Service alone', async () => {
     expect(url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
     const r = await kubectl('admin', 'get', 'nodes,pods,svc', '-o', 'wide');
-    expect(r).toMatchObject({ code: 0, out: '' });
-    expect(r.err).toContain('No resources found');
+    expect(r).toMatchObject({ code: 0, err: '' });
+    expect(r.out.trim().split('\n').slice(1).map((l) => l.split(/\s+/).slice(0, 5).join(' '))).toEqual(['service/kubernetes ClusterIP 10.200.1.1 <none> 443/TCP']);
     expect((await kubectl('admin', 'get', 'namespaces', '-o', 'name')).out.split('\n')).toEqual(expect.arrayContaining(['namespace/default', 'namespace/kube-system']));
   });
 
@@ -121,6 +121,35 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
     expect(desc.out).toMatch(/IP:\s+10\.200\.1\.\d+/);
     expect(desc.out).toMatch(/Endpoints:\s+10\.10\.1\.3:80/);
     expect(desc.out).toMatch(/Warning\s+InvalidAnnotation/);
+  });
+
+  it('kubectl patch of spec.type: NodePort -> ClusterIP releases the node port, LoadBalancer with eTP Local gets a healthCheckNodePort, Cluster drops it', async () => {
+    const get = async (name: string, path: string) => (await kubectl('admin', 'get', 'svc', name, '-o', `jsonpath=${path}`)).out;
+    const patch = (name: string, spec: object) => kubectl('admin', 'patch', 'svc', name, '-p', JSON.stringify({ spec }));
+    // (kubectl create service sends protobuf, which the lab API server does not decode: files.)
+    const nodePortService = (name: string, nodePort?: number) => {
+      const f = join(dir, `${name}.json`);
+      writeFileSync(f, JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' },
+        spec: { type: 'NodePort', selector: { app: name }, ports: [{ name: 'http', port: 80, targetPort: 8080, ...(nodePort ? { nodePort } : {}) }] } }));
+      return kubectl('admin', 'create', '--validate=false', '-f', f);
+    };
+    expect(await nodePortService('tt')).toMatchObject({ code: 0, err: '' });
+    const first = Number(await get('tt', '{.spec.ports[0].nodePort}'));
+    expect(first).toBeGreaterThanOrEqual(30000);
+    expect(await patch('tt', { type: 'ClusterIP' })).toMatchObject({ code: 0 });
+    expect(await get('tt', '{.spec.type} {.spec.ports[0].nodePort} {.spec.externalTrafficPolicy}')).toBe('ClusterIP  ');
+    // Released: another Service can ask for it.
+    expect(await nodePortService('tt2', first)).toMatchObject({ code: 0, err: '' });
+    expect(await patch('tt', { type: 'LoadBalancer', externalTrafficPolicy: 'Local' })).toMatchObject({ code: 0 });
+    const [np, hc] = (await get('tt', '{.spec.ports[0].nodePort} {.spec.healthCheckNodePort}')).split(' ').map(Number);
+    expect(new Set([first, np, hc]).size).toBe(3);
+    expect(await patch('tt', { externalTrafficPolicy: 'Cluster' })).toMatchObject({ code: 0 });
+    expect(await get('tt', '{.spec.type} {.spec.ports[0].nodePort} {.spec.healthCheckNodePort}')).toBe(`LoadBalancer ${np} `);
+    // A node port changed on the way to ClusterIP is refused as kube-apiserver refuses it.
+    const bad = await kubectl('admin', 'patch', 'svc', 'tt2', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/type', value: 'ClusterIP' }, { op: 'replace', path: '/spec/ports/0/nodePort', value: hc }]));
+    expect(bad.code).not.toBe(0);
+    expect(bad.err).toContain('spec.ports[0].nodePort: Forbidden');
+    expect(await kubectl('admin', 'delete', 'svc', 'tt', 'tt2')).toMatchObject({ code: 0 });
   });
 
   it('the operator token: list/watch allowed, the rest 403 through kubectl', async () => {

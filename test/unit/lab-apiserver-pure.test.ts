@@ -68,6 +68,61 @@ describe('allocateService', () => {
     expect(spec).toMatchObject({ ports: [{ port: 80 }], healthCheckNodePort: 30000 });
     expect((spec.ports as Array<Record<string, unknown>>)[0]!.nodePort).toBeUndefined();
   });
+
+  describe('type transitions, as a merge patch of spec.type makes them (the rest of the stored spec kept)', () => {
+    const big = { ...cfg, nodePortRange: [30000, 30009] as [number, number] };
+    /** Creates `svc`, then updates it to the stored spec with `patch` merged over it; the stored spec after each. */
+    const transition = (spec: Record<string, unknown>, patch: Record<string, unknown>, others: ServiceLike[] = []) => {
+      const created = allocateService(makeSvc('t', (s) => Object.assign(s.spec, spec)), undefined, others, big);
+      if (!created.ok) throw new Error(created.message);
+      const next = structuredClone(created.service);
+      Object.assign(next.spec!, patch);
+      return { before: created.service.spec as Record<string, unknown>, after: allocateService(next, created.service, others, big) };
+    };
+    const nodePorts = (spec: Record<string, unknown>) => (spec.ports as Array<{ nodePort?: number }>).map((p) => p.nodePort);
+
+    it('NodePort -> ClusterIP releases the node ports and externalTrafficPolicy; the clusterIP stays', () => {
+      const { before, after } = transition({ type: 'NodePort' }, { type: 'ClusterIP' });
+      expect(nodePorts(before)).toEqual([30000]);
+      const spec = ok(after);
+      expect({ nodePorts: nodePorts(spec), etp: spec.externalTrafficPolicy, clusterIP: spec.clusterIP }).toEqual({ nodePorts: [undefined], etp: undefined, clusterIP: before.clusterIP });
+      // Released: another Service may take the port now.
+      expect(nodePorts(ok(allocateService(makeSvc('u', (s) => Object.assign(s.spec, { type: 'NodePort', ports: [{ port: 80, nodePort: 30000 }] })), undefined, [after.ok ? after.service : makeSvc('x')], big)))).toEqual([30000]);
+    });
+
+    it('ClusterIP -> NodePort allocates a node port per port and defaults externalTrafficPolicy', () => {
+      const spec = ok(transition({}, { type: 'NodePort' }).after);
+      expect({ nodePorts: nodePorts(spec), etp: spec.externalTrafficPolicy }).toEqual({ nodePorts: [30000], etp: 'Cluster' });
+    });
+
+    it('NodePort -> LoadBalancer keeps the node ports; eTP Local adds a healthCheckNodePort, back to Cluster releases it', () => {
+      const { before, after } = transition({ type: 'NodePort' }, { type: 'LoadBalancer', externalTrafficPolicy: 'Local' });
+      const lb = ok(after);
+      expect({ nodePorts: nodePorts(lb), hc: lb.healthCheckNodePort, alloc: lb.allocateLoadBalancerNodePorts }).toEqual({ nodePorts: nodePorts(before), hc: 30001, alloc: true });
+      const stored = (after as { service: ServiceLike }).service;
+      const cluster = ok(allocateService({ ...stored, spec: { ...stored.spec, externalTrafficPolicy: 'Cluster' } }, stored, [], big));
+      expect({ nodePorts: nodePorts(cluster), hc: cluster.healthCheckNodePort }).toEqual({ nodePorts: nodePorts(before), hc: undefined });
+    });
+
+    it('LoadBalancer (eTP Local) -> ClusterIP releases node ports, healthCheckNodePort and allocateLoadBalancerNodePorts', () => {
+      const spec = ok(transition({ type: 'LoadBalancer', externalTrafficPolicy: 'Local' }, { type: 'ClusterIP' }).after);
+      expect({ nodePorts: nodePorts(spec), hc: spec.healthCheckNodePort, etp: spec.externalTrafficPolicy, alloc: spec.allocateLoadBalancerNodePorts })
+        .toEqual({ nodePorts: [undefined], hc: undefined, etp: undefined, alloc: undefined });
+    });
+
+    it('NodePort -> ClusterIP with a node port changed on the way is refused, as kube-apiserver refuses it', () => {
+      const { after } = transition({ type: 'NodePort' }, { type: 'ClusterIP', ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080, nodePort: 30005 }] });
+      expect(after).toMatchObject({ ok: false, message: expect.stringContaining('spec.ports[0].nodePort: Forbidden') });
+    });
+
+    it('ClusterIP -> ExternalName drops the addresses; ExternalName -> ClusterIP allocates new ones', () => {
+      const { after } = transition({}, { type: 'ExternalName', externalName: 'example.org' });
+      const ext = ok(after);
+      expect({ clusterIP: ext.clusterIP, clusterIPs: ext.clusterIPs }).toEqual({ clusterIP: undefined, clusterIPs: undefined });
+      const stored = (after as { service: ServiceLike }).service;
+      expect(ok(allocateService({ ...stored, spec: { ...stored.spec, type: 'ClusterIP' } }, stored, [], big))).toMatchObject({ clusterIPs: ['10.200.1.2'] });
+    });
+  });
 });
 
 describe('buildEndpointSlices', () => {
@@ -90,12 +145,22 @@ describe('buildEndpointSlices', () => {
     ]);
   });
 
-  it('pods that name the target port differently go to different slices; an unresolved name leaves the pod out', () => {
+  it('pods that name the target port differently go to different slices; an unresolved name leaves the pod in a slice without that port', () => {
     const slices = buildEndpointSlices({ ...web, spec: { ...web.spec, ipFamilies: ['IPv4'] } } as never, [
       pod('a', ['10.10.1.1']), pod('b', ['10.10.1.2'], (p) => { p.spec.containers[0].ports[0].containerPort = 9090; }),
       pod('c', ['10.10.1.3'], (p) => { p.spec.containers[0].ports[0].name = 'other'; }),
     ], []);
-    expect(slices.map((s) => [s.metadata.name, s.ports[0]!.port, s.endpoints.length])).toEqual([['web-ipv4', 8080, 1], ['web-ipv4-1', 9090, 1]]);
+    expect(slices.map((s) => [s.metadata.name, s.ports.map((p) => p.port), s.endpoints.length])).toEqual([['web-ipv4', [8080], 1], ['web-ipv4-1', [9090], 1], ['web-ipv4-2', [], 1]]);
+  });
+
+  it('a named targetPort one pod does not resolve drops only that endpoint from that port, not the Service\'s other ports', () => {
+    const twoPorts = makeSvc('web', (s) => Object.assign(s.spec, { selector: { app: 'web' }, ipFamilies: ['IPv4'],
+      ports: [{ name: 'h', port: 80, targetPort: 'http' }, { name: 'm', port: 9100, targetPort: 9100 }] }));
+    const slices = buildEndpointSlices(twoPorts as never, [
+      pod('a', ['10.10.1.1']), pod('b', ['10.10.1.2'], (p) => { p.spec.containers[0].ports = []; }),
+    ], []);
+    const view = slices.map((s) => ({ ports: s.ports.map((p) => `${p.name}:${p.port}`), pods: s.endpoints.map((e) => (e as { targetRef: { name: string } }).targetRef.name) }));
+    expect(view).toEqual([{ ports: ['h:8080', 'm:9100'], pods: ['a'] }, { ports: ['m:9100'], pods: ['b'] }]);
   });
 
   it('publishNotReadyAddresses keeps not-ready pods ready; no selector, no slices', () => {

@@ -16,7 +16,7 @@ let api: LabApiServer;
 beforeAll(async () => {
   api = await LabApiServer.start({
     auth: { tokens: parseTokenFile(`admin-t,admin,1,"system:masters"\nop-t,${SA},2\nnobody-t,someone,3\n`), rbacYaml: [manifest('clusterrole.yaml'), manifest('clusterrolebinding.yaml')] },
-    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30 },
+    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30, advertiseAddress: '172.18.0.2' },
   });
 });
 afterAll(() => api.close());
@@ -33,6 +33,50 @@ async function call(token: string | undefined, method: string, path: string, bod
 const admin = (method: string, path: string, body?: unknown, contentType?: string) => call('admin-t', method, path, body, contentType);
 const svc = (name: string, spec: object) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name }, spec });
 const spec = (r: Reply) => r.json.spec as Record<string, unknown> & { ports: Array<Record<string, unknown>> };
+
+describe('lab API server: the kubernetes Service', () => {
+  it('exists in default on the first address of the service CIDR, https 443 to the server, with its EndpointSlice', async () => {
+    const port = Number(new URL(api.url).port);
+    const s = await admin('GET', '/api/v1/namespaces/default/services/kubernetes');
+    expect({ code: s.code, clusterIPs: spec(s).clusterIPs, ports: spec(s).ports, selector: spec(s).selector })
+      .toEqual({ code: 200, clusterIPs: ['10.200.1.1'], ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], selector: undefined });
+    const slice = await admin('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes');
+    expect(slice.json).toMatchObject({ addressType: 'IPv4', endpoints: [{ addresses: ['172.18.0.2'] }], ports: [{ name: 'https', port }] });
+  });
+});
+
+describe('lab API server: Events expire an hour after their last write, as with --event-ttl=1h', () => {
+  it('an Event is listed until its TTL runs out, an update starts it again, then it is gone with DELETED to a watch', async () => {
+    let t = Date.parse('2026-11-25T00:00:00Z');
+    const own = await LabApiServer.start({ lab: { clock: () => t } });
+    try {
+      const path = '/api/v1/namespaces/default/events';
+      const at = (p: string, init?: RequestInit) => fetch(`${own.url}${p}`, { ...init, headers: { 'content-type': 'application/json' } });
+      const names = async () => ((await (await at(path)).json()) as { items: Array<{ metadata: { name: string } }> }).items.map((i) => i.metadata.name).sort();
+      const ev = (name: string, count: number) => ({ apiVersion: 'v1', kind: 'Event', metadata: { name, namespace: 'default' }, reason: 'Test', message: 'm', count,
+        involvedObject: { kind: 'Node', name: 'n1' } });
+      expect((await at(path, { method: 'POST', body: JSON.stringify(ev('a.1', 1)) })).status).toBe(201);
+      expect((await at(path, { method: 'POST', body: JSON.stringify(ev('b.1', 1)) })).status).toBe(201);
+      t += 59 * 60_000;
+      expect(await names()).toEqual(['a.1', 'b.1']);
+      const cur = (await (await at(`${path}/a.1`)).json()) as { metadata: object };
+      expect((await at(`${path}/a.1`, { method: 'PUT', body: JSON.stringify({ ...ev('a.1', 2), metadata: cur.metadata }) })).status).toBe(200);
+      const rv = own.resourceVersion;
+      t += 2 * 60_000; // 61 min after both writes of b, 2 min after a's update
+      expect(await names()).toEqual(['a.1']);
+      const watch = await at(`${path}?watch=true&resourceVersion=${rv}`);
+      const reader = watch.body!.getReader();
+      const { value } = await reader.read();
+      expect(new TextDecoder().decode(value)).toMatch(/^\{"type":"DELETED","object":\{.*"name":"b\.1"/);
+      await reader.cancel();
+      t += 58 * 60_000;
+      expect(await names()).toEqual([]);
+      expect((await at(`${path}/a.1`)).status).toBe(404);
+    } finally {
+      await own.close();
+    }
+  });
+});
 
 describe('lab API server: authentication and RBAC from manifests/', () => {
   it.each([

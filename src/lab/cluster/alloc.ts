@@ -7,6 +7,12 @@
 // immutable on update and kept when an update leaves them out, nodePorts likewise per port;
 // ipFamilyPolicy SingleStack / PreferDualStack / RequireDualStack with ipFamilies in order;
 // clusterIP None (headless) allocates nothing; ExternalName Services get no clusterIP.
+// Type transitions as kube-apiserver's dropTypeDependentFields makes them: a field the new type
+// does not use (clusterIPs for ExternalName, nodePorts for ClusterIP, healthCheckNodePort without
+// LoadBalancer + externalTrafficPolicy Local, externalTrafficPolicy without NodePort/LoadBalancer
+// or externalIPs, allocateLoadBalancerNodePorts without LoadBalancer) is wiped when the update
+// left it as it was, so `kubectl patch -p '{"spec":{"type":"ClusterIP"}}'` releases the node
+// ports; one the user changed on the way is validated (and refused) as given.
 // Approximated: addresses and ports are handed out lowest-free-first (the real allocator is
 // random), and ports of one Service may not share a nodePort even across protocols.
 
@@ -42,6 +48,8 @@ export function allocateService(svc: ServiceLike, old: ServiceLike | undefined, 
   const spec = (s.spec ??= {});
   const prev = old?.spec ?? {};
   spec.type ??= 'ClusterIP';
+  if (old) dropTypeDependentFields(spec, prev);
+  if (spec.type === 'LoadBalancer') spec.allocateLoadBalancerNodePorts ??= true;
   spec.sessionAffinity ??= 'None';
   spec.internalTrafficPolicy ??= 'Cluster';
   for (const p of spec.ports ?? []) {
@@ -53,11 +61,37 @@ export function allocateService(svc: ServiceLike, old: ServiceLike | undefined, 
     delete spec.clusterIPs;
     return { ok: true, service: s };
   }
-  const ips = allocateClusterIPs(spec, prev, others, cfg);
+  // A Service coming from ExternalName has no addresses to keep: it gets new ones as on create.
+  const ips = allocateClusterIPs(spec, prev.type === 'ExternalName' ? {} : prev, others, cfg);
   if (typeof ips === 'string') return { ok: false, message: ips };
   const ports = allocateNodePorts(spec, prev, others, cfg);
   if (ports) return { ok: false, message: ports };
   return { ok: true, service: s };
+}
+
+const needsNodePorts = (s: Spec) => s.type === 'NodePort' || s.type === 'LoadBalancer';
+const needsHealthCheckNodePort = (s: Spec) => s.type === 'LoadBalancer' && s.externalTrafficPolicy === 'Local';
+const externalPolicyApplies = (s: Spec & { externalIPs?: string[] }) => needsNodePorts(s) || (s.externalIPs?.length ?? 0) > 0;
+const portKey = (p: Port) => `${p.port}/${p.protocol ?? 'TCP'}`;
+
+/** kube-apiserver's dropTypeDependentFields (see the file comment): wipes in `spec` what the new type does not use and the update did not change. */
+function dropTypeDependentFields(spec: Spec, prev: Spec): void {
+  if (prev.type !== 'ExternalName' && spec.type === 'ExternalName') {
+    if (JSON.stringify(spec.clusterIPs ?? (spec.clusterIP ? [spec.clusterIP] : prev.clusterIPs)) === JSON.stringify(prev.clusterIPs)) {
+      delete spec.clusterIP;
+      delete spec.clusterIPs;
+    }
+    if (JSON.stringify(spec.ipFamilies) === JSON.stringify(prev.ipFamilies)) delete spec.ipFamilies;
+    if (spec.ipFamilyPolicy === prev.ipFamilyPolicy) delete spec.ipFamilyPolicy;
+  }
+  const oldNodePorts = new Map((prev.ports ?? []).map((p) => [portKey(p), p.nodePort]));
+  const sameNodePorts = (spec.ports ?? []).every((p) => p.nodePort === undefined || p.nodePort === oldNodePorts.get(portKey(p)));
+  if (needsNodePorts(prev) && !needsNodePorts(spec) && sameNodePorts) for (const p of spec.ports ?? []) delete p.nodePort;
+  if (needsHealthCheckNodePort(prev) && !needsHealthCheckNodePort(spec) && (spec.healthCheckNodePort ?? prev.healthCheckNodePort) === prev.healthCheckNodePort) {
+    delete spec.healthCheckNodePort;
+  }
+  if (spec.type !== 'LoadBalancer' && spec.allocateLoadBalancerNodePorts === prev.allocateLoadBalancerNodePorts) delete spec.allocateLoadBalancerNodePorts;
+  if (!externalPolicyApplies(spec) && spec.externalTrafficPolicy === prev.externalTrafficPolicy) delete spec.externalTrafficPolicy;
 }
 
 function allocateClusterIPs(spec: Spec, prev: Spec, others: readonly ServiceLike[], cfg: AllocConfig): true | string {

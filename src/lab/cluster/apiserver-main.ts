@@ -3,13 +3,14 @@
 //   node dist/src/lab/cluster/apiserver-main.js --listen 0.0.0.0:6443 --cert F --key F --tokens F \
 //     --rbac manifests/clusterrole.yaml --rbac manifests/clusterrolebinding.yaml \
 //     [--service-cidr 10.200.1.0/24,fd00:10:200::/108] [--node-port-range 30000-32767] [--seed F.yaml ...]
+//     [--advertise-address IP]  (the `kubernetes` Service's endpoint)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
 // (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing.
 // Without --tokens every request is allowed (no authentication); without --cert it serves HTTP.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { DEFAULT_ALLOC } from './alloc.js';
+import { DEFAULT_ALLOC, parseIp } from './alloc.js';
 import { LabApiServer, type LabApiServerOptions } from './apiserver.js';
 import { parseTokenFile } from './rbac.js';
 import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from './store.js';
@@ -17,7 +18,7 @@ import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from '.
 /** Parsed command line of the API server process. */
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
-  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[];
+  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string;
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -40,6 +41,10 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
       case '--tokens': out.tokens = value; break;
       case '--rbac': out.rbac.push(value); break;
       case '--seed': out.seed.push(value); break;
+      case '--advertise-address':
+        if (!parseIp(value)) throw new Error(`--advertise-address: expected an IP address, got "${value}"`);
+        out.advertiseAddress = value;
+        break;
       case '--service-cidr': out.serviceCIDRs = value.split(',').filter(Boolean); break;
       case '--node-port-range': {
         const m = /^(\d+)-(\d+)$/.exec(value);
@@ -66,7 +71,7 @@ async function main(): Promise<void> {
   const args = parseApiServerArgs(process.argv.slice(2));
   const opts: LabApiServerOptions = {
     host: args.host, port: args.port,
-    lab: { alloc: { serviceCIDRs: args.serviceCIDRs, nodePortRange: args.nodePortRange } },
+    lab: { alloc: { serviceCIDRs: args.serviceCIDRs, nodePortRange: args.nodePortRange }, ...(args.advertiseAddress ? { advertiseAddress: args.advertiseAddress } : {}) },
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
   };

@@ -42,7 +42,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { KubeClient } from '../../kube/client.js';
 import { parse as parseYaml } from 'yaml';
-import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService } from './alloc.js';
+import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, parseRbac, userGroups } from './rbac.js';
 import {
@@ -91,6 +91,12 @@ export interface LabOptions {
   alloc?: AllocConfig;
   /** Pod grace period when neither the delete nor the Pod names one (default 30 s, as the API's default). */
   defaultGraceSeconds?: number;
+  /** How long an Event lives after its last write (kube-apiserver's --event-ttl; default 1 h). */
+  eventTtlMs?: number;
+  /** The clock Event expiry reads (ms since the epoch; default Date.now): tests move it. */
+  clock?: () => number;
+  /** The address the `kubernetes` Service's EndpointSlice points at (kube-apiserver's --advertise-address); none: the Service alone. */
+  advertiseAddress?: string;
 }
 
 /** Authentication and authorization: token -> user, and RBAC documents (YAML texts). */
@@ -145,6 +151,8 @@ export class LabApiServer {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private readonly staticRbac: RbacPolicy;
   private reconciling = false;
+  /** When each Event goes (resource/namespace/name -> ms), as kube-apiserver's etcd lease of --event-ttl. */
+  private readonly eventExpiry = new Map<string, number>();
 
   private constructor(private readonly server: Server, private readonly opts: LabApiServerOptions) {
     for (const r of Object.keys(RESOURCES) as ResourceName[]) this.store.set(r, new Map());
@@ -171,7 +179,35 @@ export class LabApiServer {
       for (const name of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
         this.put('namespaces', { metadata: { name }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } });
       }
+      this.putKubernetesService(opts.lab);
     }
+  }
+
+  /**
+   * The `kubernetes` Service in `default`, as kube-apiserver keeps it: the first address of the
+   * primary service CIDR (alloc.ts never hands it out), https 443 to the server's own port, no
+   * selector; with an advertise address, its EndpointSlice (written by the server, not the
+   * EndpointSlice controller, which leaves selector-less Services alone).
+   */
+  private putKubernetesService(lab: LabOptions): void {
+    const range = parseCidr((lab.alloc ?? DEFAULT_ALLOC).serviceCIDRs[0]!);
+    const ip = formatIp(range.family, range.base + 1n);
+    const a = this.server.address();
+    const port = a && typeof a !== 'string' ? a.port : 443;
+    this.put('services', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { component: 'apiserver', provider: 'kubernetes' } },
+      spec: {
+        type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ipFamilies: [range.family], ipFamilyPolicy: 'SingleStack',
+        ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], sessionAffinity: 'None', internalTrafficPolicy: 'Cluster',
+      },
+    });
+    if (!lab.advertiseAddress) return;
+    this.put('endpointslices', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+      addressType: lab.advertiseAddress.includes(':') ? 'IPv6' : 'IPv4',
+      endpoints: [{ addresses: [lab.advertiseAddress], conditions: { ready: true } }],
+      ports: [{ name: 'https', port, protocol: 'TCP' }],
+    });
   }
 
   /** Starts a server on `host` (default 127.0.0.1) and `port` (default a free one); rejects when it cannot listen. */
@@ -215,6 +251,9 @@ export class LabApiServer {
     o.metadata.creationTimestamp = old?.metadata.creationTimestamp ?? now();
     o.metadata.resourceVersion = String(++this.rv);
     m.set(k, o);
+    if (this.opts.lab && RESOURCES[resource].kind === 'Event') {
+      this.eventExpiry.set(`${resource}/${k}`, (this.opts.lab.clock ?? Date.now)() + (this.opts.lab.eventTtlMs ?? 3_600_000));
+    }
     this.record(resource, old ? 'MODIFIED' : 'ADDED', o);
     this.afterWrite(resource);
     return o;
@@ -324,6 +363,18 @@ export class LabApiServer {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
+  /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers); run before every request. */
+  expireEvents(): void {
+    if (!this.opts.lab || this.eventExpiry.size === 0) return;
+    const t = (this.opts.lab.clock ?? Date.now)();
+    for (const [k, at] of this.eventExpiry) {
+      if (at > t) continue;
+      this.eventExpiry.delete(k);
+      const [resource, ns, name] = k.split('/') as [ResourceName, string, string];
+      this.remove(resource, name, ns || undefined);
+    }
+  }
+
   private record(resource: ResourceName, type: WatchType, object: Obj): void {
     this.history.push({ rv: this.rv, resource, type, object });
     const corrupt = this.corrupt.delete(resource);
@@ -396,6 +447,7 @@ export class LabApiServer {
     }
     const rec: RecordedRequest = { method, path: url.pathname, query: url.search, ...(body !== undefined ? { body } : {}) };
     this.requests.push(rec);
+    this.expireEvents();
     try {
       await this.serve(req, res, url, method, body, rec);
     } catch (e) {

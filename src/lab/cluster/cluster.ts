@@ -64,7 +64,12 @@ export interface LabPod extends PodPlan {
   sctp: ChildProcess[];
   /** The namespace of its Pod object, when it was registered with the API server. */
   registered?: string;
+  /** Its terminationGracePeriodSeconds, in ms: how long deletePod lets the server finish. */
+  graceMs: number;
 }
+
+/** What a pod's server reported as it terminated (pod.ts): its connections and requests at SIGTERM, how many it cut at the grace deadline. */
+export interface PodTermination { open: number; inFlight: number; cut: number; ms: number }
 
 interface OperatorRun {
   child: ChildProcess;
@@ -125,7 +130,7 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
   const child = spawn('ip', ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
-    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.unref();
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });
@@ -400,17 +405,18 @@ export class LabCluster {
    * (default true), and its Pod object when the API server serves pods (Pod-lite: the
    * EndpointSlice controller follows its labels, node and readiness).
    */
-  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; sctpPorts?: number[]; namespace?: string; register?: boolean }): Promise<LabPod> {
+  async addPod(o: { name: string; node: string; labels?: Record<string, string>; serve?: boolean; ports?: number[]; udpPorts?: number[]; sctpPorts?: number[]; namespace?: string; register?: boolean; terminationGracePeriodSeconds?: number }): Promise<LabPod> {
     if (this.pods.has(o.name) || existsSync(`/run/netns/${o.name}`)) throw new Error(`lab cluster: pod ${o.name} exists already`);
     const n = this.node(o.node);
     const used = new Set([...this.pods.values()].filter((p) => p.node === n.name).map((p) => Number(p.ipv4.split('.')[3])));
     const plan = planPod(o.name, n, freePodIndex(used));
-    const pod: LabPod = { ...plan, labels: o.labels ?? {}, server: undefined, sctp: [] };
+    const graceMs = (o.terminationGracePeriodSeconds ?? 30) * 1000;
+    const pod: LabPod = { ...plan, labels: o.labels ?? {}, server: undefined, sctp: [], graceMs };
     this.pods.set(o.name, pod);
     await ipBatch([`netns add ${plan.name}`]);
     await ipBatch(podNodeLines(plan, n), n.name);
     await ipBatch(podLines(plan, n), plan.name);
-    if (o.serve ?? true) pod.server = await startServer(plan.name, [process.execPath, POD_SERVER, '--name', plan.name, '--ports', (o.ports ?? [80]).join(','), '--udp-ports', (o.udpPorts ?? [53]).join(',')]);
+    if (o.serve ?? true) pod.server = await startServer(plan.name, [process.execPath, POD_SERVER, '--name', plan.name, '--ports', (o.ports ?? [80]).join(','), '--udp-ports', (o.udpPorts ?? [53]).join(','), '--grace-ms', String(graceMs)]);
     for (const port of o.sctpPorts ?? []) pod.sctp.push(await startServer(plan.name, ['python3', SCTP_TOOL, 'serve', '--name', plan.name, '--port', String(port)]));
     if (o.register) pod.registered = o.namespace ?? 'default';
     if (o.register) await this.apply(`/api/v1/namespaces/${o.namespace ?? 'default'}/pods`, this.podObject(o.name, o.namespace) as { metadata: { name: string } });
@@ -432,14 +438,20 @@ export class LabCluster {
     };
   }
 
-  /** Stops a pod's server and deletes its netns (its veth goes with it; the node's route too). */
-  async deletePod(name: string): Promise<void> {
+  /**
+   * Deletes a pod as a kubelet does: SIGTERM to its server, which finishes what it is answering
+   * within the grace period (pod.ts); SIGKILL only after it (plus a margin for a slow machine);
+   * then its netns goes (its veth with it; the node's route too). Resolves with the server's
+   * termination report (undefined: no server, or it died without one). Missing pod: nothing.
+   */
+  async deletePod(name: string): Promise<PodTermination | undefined> {
     const p = this.pods.get(name);
-    if (!p) return;
+    if (!p) return undefined;
     this.pods.delete(name);
-    await Promise.all([p.server, ...p.sctp].map(stopChild));
+    const [report] = await Promise.all([p.server ? terminate(p.server, p.graceMs + 10_000) : undefined, ...p.sctp.map((c) => stopChild(c))]);
     if (p.registered) await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${p.registered}/pods/${name}`).catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
     if (existsSync(`/run/netns/${name}`)) await runOk('ip', ['netns', 'del', name]);
+    return report;
   }
 
   /** Runs a command in a node's or pod's netns (or `external`); never throws on a non-zero exit. */
@@ -464,6 +476,9 @@ export class LabCluster {
   }
 }
 
+/** What each server printed after "ready" (the last 4000 characters): pod.ts's termination report. */
+const serverOutput = new WeakMap<ChildProcess, string>();
+
 /** Starts `argv` in netns `ns`; resolves once it prints "ready". */
 async function startServer(ns: string, argv: readonly string[]): Promise<ChildProcess> {
   const child = spawn('ip', ['netns', 'exec', ns, ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -473,23 +488,40 @@ async function startServer(ns: string, argv: readonly string[]): Promise<ChildPr
     let err = '';
     const timer = setTimeout(() => reject(new Error(`pod ${ns}: server not ready after 60 s: ${err}`)), 60_000);
     child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      if (serverOutput.has(child)) {
+        serverOutput.set(child, (serverOutput.get(child)! + d).slice(-4000));
+        return;
+      }
       out += d;
-      if (out.includes('ready\n')) { clearTimeout(timer); resolveReady(); }
+      if (out.includes('ready\n')) {
+        clearTimeout(timer);
+        serverOutput.set(child, out.slice(out.indexOf('ready\n') + 6));
+        // Read on to the termination report, without holding a caller's event loop open.
+        for (const s of [child.stdout, child.stderr]) (s as unknown as { unref?: () => void }).unref?.();
+        resolveReady();
+      }
     });
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => { err += d; });
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });
     child.on('error', (e) => { clearTimeout(timer); reject(e); });
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`pod ${ns}: server exited (${code}): ${err}`)); });
-  }).finally(() => {
-    child.stdout!.destroy();
-    child.stderr!.destroy();
   });
   return child;
 }
 
-async function stopChild(child: ChildProcess | undefined): Promise<void> {
+/** SIGTERM, then SIGKILL after `killAfterMs`; the pod server's termination report, if it printed one. */
+async function terminate(child: ChildProcess, killAfterMs: number): Promise<PodTermination | undefined> {
+  await stopChild(child, killAfterMs);
+  // The pipe may deliver the last line just after 'exit': wait for the stream's end.
+  const out = child.stdout;
+  if (out && !out.readableEnded && !out.destroyed) await new Promise((r) => { out.once('end', r); out.once('close', r); });
+  const line = (serverOutput.get(child) ?? '').split('\n').find((l) => l.startsWith('{"terminated"'));
+  return line ? (JSON.parse(line) as { terminated: PodTermination }).terminated : undefined;
+}
+
+async function stopChild(child: ChildProcess | undefined, killAfterMs = 5000): Promise<void> {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   await new Promise<void>((done) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
     child.once('exit', () => { clearTimeout(timer); done(); });
     child.kill('SIGTERM');
   });

@@ -8,7 +8,9 @@
 // ready = Ready condition and not terminating (always true with publishNotReadyAddresses),
 // serving = Ready condition, terminating = deletionTimestamp set; nodeName, zone from the Node's
 // topology.kubernetes.io/zone label, targetRef to the Pod; a named targetPort resolved from the
-// pod's container ports, pods that resolve the ports differently in different slices.
+// pod's container ports, pods that resolve the ports differently in different slices, and a name
+// a pod does not resolve drops only that port for that pod (the pod goes to a slice without it,
+// with no ports at all when none resolves: the real controller's getEndpointPorts skips it).
 // Approximated: slice names are `<service>-<family>[-<n>]` rather than generated, and there is no
 // 100-endpoint limit per slice.
 
@@ -56,13 +58,13 @@ export function buildEndpointSlices(svc: ServiceLike, pods: readonly PodLike[], 
     for (const pod of matching) {
       const addr = podAddresses(pod).find((a) => (a.includes(':') ? 'IPv6' : 'IPv4') === family);
       const ports = resolvePorts(svc, pod);
-      if (!addr || !ports) continue;
+      if (!addr) continue;
       const k = JSON.stringify(ports);
       if (!groups.has(k)) groups.set(k, { ports, endpoints: [] });
       groups.get(k)!.endpoints.push(endpointOf(pod, addr, zones.get(pod.spec!.nodeName!), !!svc.spec?.publishNotReadyAddresses));
     }
     // A Service whose pods are all gone keeps one empty slice with its ports, as the real controller does.
-    if (groups.size === 0) groups.set('', { ports: resolvePorts(svc, undefined) ?? [], endpoints: [] });
+    if (groups.size === 0) groups.set('', { ports: resolvePorts(svc, undefined), endpoints: [] });
     [...groups.values()].forEach((g, i) => out.push({
       metadata: {
         name: `${svc.metadata.name}-${family.toLowerCase()}${i ? `-${i}` : ''}`, namespace: ns,
@@ -97,8 +99,8 @@ function endpointOf(pod: PodLike, addr: string, zone: string | undefined, publis
   };
 }
 
-/** The slice ports for a pod (named targetPorts looked up in its containers); undefined when a name does not resolve. */
-function resolvePorts(svc: ServiceLike, pod: PodLike | undefined): SliceLike['ports'] | undefined {
+/** The slice ports for a pod (named targetPorts looked up in its containers); a name it does not resolve is left out (without a pod, every named one). */
+function resolvePorts(svc: ServiceLike, pod: PodLike | undefined): SliceLike['ports'] {
   const out: SliceLike['ports'] = [];
   for (const p of svc.spec?.ports ?? []) {
     const protocol = p.protocol ?? 'TCP';
@@ -107,7 +109,7 @@ function resolvePorts(svc: ServiceLike, pod: PodLike | undefined): SliceLike['po
       if (/^\d+$/.test(p.targetPort)) port = Number(p.targetPort);
       else if (pod) {
         const found = pod.spec?.containers?.flatMap((c) => c.ports ?? []).find((cp) => cp.name === p.targetPort && (cp.protocol ?? 'TCP') === protocol);
-        if (!found?.containerPort) return undefined;
+        if (!found?.containerPort) continue;
         port = found.containerPort;
       } else continue;
     }
