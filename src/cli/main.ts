@@ -97,19 +97,25 @@ export const COMMANDS: Record<string, Command> = {
         const problems = await loadPluginsFrom(String(v['plugins-dir']), registry, { timeoutMs: pluginTimeout * 1000 });
         for (const p of problems) log('warn', 'plugin skipped', { ...p });
       }
-      return runOperator({
-        source: parseSource(String(v.source)),
-        kubeconfig: v.kubeconfig as string | undefined,
-        nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
-        dryRun: v['dry-run'] === true,
-        metricsAddr,
-        ...(healthBound === undefined ? {} : { healthBoundMs: healthBound * 1000 }),
-        apiTimeoutMs: apiTimeout * 1000,
-        stateDir: String(v['state-dir']),
-        iptables: v['no-iptables'] !== true,
-        registry,
-        log,
-      });
+      try {
+        return await runOperator({
+          source: parseSource(String(v.source)),
+          kubeconfig: v.kubeconfig as string | undefined,
+          nodeName: String(v['node-name'] ?? process.env.NODE_NAME ?? hostname()),
+          dryRun: v['dry-run'] === true,
+          metricsAddr,
+          ...(healthBound === undefined ? {} : { healthBoundMs: healthBound * 1000 }),
+          apiTimeoutMs: apiTimeout * 1000,
+          stateDir: String(v['state-dir']),
+          iptables: v['no-iptables'] !== true,
+          registry,
+          log,
+        });
+      } catch (e) {
+        // Nothing to connect to is a usage error (exit 2), never a silent localhost fallback.
+        if ((e as Error)?.name === 'NoCredentialsError') throw new UsageError((e as Error).message);
+        throw e;
+      }
     },
   },
   'node-setup': {

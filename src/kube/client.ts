@@ -10,7 +10,7 @@
 // rotate); else $KUBECONFIG or ~/.kube/config. A kubeconfig this class does not read itself
 // (exec or auth-provider users, proxy-url, several files in $KUBECONFIG, no file at all) is
 // handed to client-node's KubeConfig, loaded only then, whose headers and agent are used as is.
-import { readFileSync, existsSync } from 'node:fs';
+import { closeSync, constants, existsSync, fstatSync, openSync, readSync } from 'node:fs';
 import { Agent as HttpAgent, type IncomingHttpHeaders, type IncomingMessage, STATUS_CODES, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { homedir } from 'node:os';
@@ -57,6 +57,31 @@ export interface FetchConfig {
 }
 
 const TOKEN_REREAD_MS = 60_000;
+/** Certificates, keys, tokens and kubeconfigs are small: a larger "file" is refused. */
+const MAX_CREDENTIAL_BYTES = 1 << 20;
+
+/** No kubeconfig was found and this is not a pod: the message names what was looked for. */
+export class NoCredentialsError extends Error {
+  override name = 'NoCredentialsError';
+}
+
+/**
+ * A small regular file's text, read through one descriptor opened non-blocking (a FIFO in its
+ * place never blocks start-up) and at most `max` bytes.
+ */
+export function readSmallFile(path: string, max = MAX_CREDENTIAL_BYTES): string {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
+    const buf = Buffer.alloc(max + 1);
+    let n = 0;
+    for (let r = 1; r > 0 && n <= max; n += r) r = readSync(fd, buf, n, max + 1 - n, null);
+    if (n > max) throw new Error(`${path} is larger than ${max} bytes`);
+    return buf.subarray(0, n).toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
 
 /** How long a request may take, step by step (a watch's open-ended body has only the first two). */
 export interface Deadlines { connectMs: number; firstByteMs: number; totalMs: number }
@@ -110,7 +135,12 @@ export class KubeClient implements FetchConfig {
   private constructor(private readonly creds: Credentials | undefined, private readonly delegate: FetchConfig | undefined) {
     this.server = (creds?.server ?? delegate?.getCurrentCluster()?.server ?? '').replace(/\/+$/, '');
     if (!this.server) throw new Error('the kubeconfig names no server');
-    const url = new URL(this.server);
+    let url: URL;
+    try {
+      url = new URL(this.server);
+    } catch {
+      throw new Error(`the kubeconfig's cluster.server ${JSON.stringify(this.server)} is not a URL (expected https://HOST:PORT)`);
+    }
     if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`the Kubernetes API server ${this.server} is not an http(s) URL`);
     this.agent = url.protocol === 'https:'
       ? new HttpsAgent({
@@ -315,9 +345,12 @@ export class KubeClient implements FetchConfig {
       const now = Date.now();
       if (!this.token || now - this.token.readAt >= TOKEN_REREAD_MS) {
         try {
-          this.token = { value: readFileSync(c.tokenFile, 'utf8').trim(), readAt: now };
+          const value = readSmallFile(c.tokenFile).trim();
+          if (!value) throw new Error('it is empty');
+          this.token = { value, readAt: now };
         } catch (e) {
-          // A token being rotated can be missing for a moment: the last one read is used meanwhile.
+          // A token being rotated can be missing or empty for a moment: the last good one is used
+          // meanwhile, and read again at the next request.
           if (!this.token) throw new Error(`reading the token file ${c.tokenFile}: ${(e as Error).message}`);
         }
       }
@@ -354,7 +387,7 @@ export function inClusterCredentials(env: NodeJS.ProcessEnv = process.env, dir =
   const caFile = join(dir, 'ca.crt');
   return {
     server: `https://${host.includes(':') ? `[${host}]` : host}:${port}`,
-    ...(existsSync(caFile) ? { ca: readFileSync(caFile, 'utf8') } : {}),
+    ...(existsSync(caFile) ? { ca: readSmallFile(caFile) } : {}),
     tokenFile,
   };
 }
@@ -404,7 +437,7 @@ export function kubeconfigCredentials(text: string, file: string): Credentials {
     const f = str(fileField, what);
     if (!f) return undefined;
     try {
-      return readFileSync(path(f), 'utf8');
+      return readSmallFile(path(f));
     } catch (e) {
       throw new Error(`kubeconfig ${file}: reading ${what} ${f}: ${(e as Error).message}`);
     }
@@ -438,7 +471,7 @@ export async function loadKubeClient(path?: string, env: NodeJS.ProcessEnv = pro
   if (!several && (path || existsSync(file))) {
     let text: string;
     try {
-      text = readFileSync(file, 'utf8');
+      text = readSmallFile(file);
     } catch (e) {
       throw new Error(`kubeconfig ${file}: ${(e as Error).message}`);
     }
@@ -448,7 +481,11 @@ export async function loadKubeClient(path?: string, env: NodeJS.ProcessEnv = pro
       if (!(e instanceof NeedsClientNode)) throw e;
     }
   }
-  // What only client-node reads: merged $KUBECONFIG files, auth plugins, proxies, its defaults.
+  // Never client-node's fallback to an unauthenticated http://localhost:8080.
+  if (!path && !env.KUBECONFIG && !existsSync(file)) {
+    throw new NoCredentialsError(`no Kubernetes credentials: no --kubeconfig, not in a pod (KUBERNETES_SERVICE_HOST unset), $KUBECONFIG unset and no ${file}`);
+  }
+  // What only client-node reads: merged $KUBECONFIG files, auth plugins, proxies.
   const { KubeConfig } = await import('@kubernetes/client-node');
   const kc = new KubeConfig();
   if (path) kc.loadFromFile(path);

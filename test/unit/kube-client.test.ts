@@ -2,14 +2,15 @@
 // in-cluster service account as client-go reads them, the requests it sends (checked by a real
 // HTTP(S) server that records them), its errors, and the hand-over to client-node's KubeConfig
 // for exec users (a real exec plugin: a shell script printing an ExecCredential).
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeApiError, KubeClient, inClusterCredentials, kubeconfigCredentials, loadKubeClient, pager } from '../../src/kube/client.js';
+import { KubeApiError, KubeClient, inClusterCredentials, kubeconfigCredentials, loadKubeClient, pager, readSmallFile } from '../../src/kube/client.js';
 import { describeError, httpStatus, retryAfterMs } from '../../src/kube/informer.js';
 import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
 
@@ -166,5 +167,69 @@ describe('TLS and the hand-over to client-node', () => {
     } finally {
       await srv.close();
     }
+  });
+});
+
+describe('credentials against a careless or hostile node (issue "Never wedged")', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'kube-creds-'));
+  const config = (cluster: string, user = 'token: t') =>
+    `apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {${cluster}}}]\nusers: [{name: u, user: {${user}}}]\n`;
+
+  it('no kubeconfig and not in a pod: an error naming what was looked for, never http://localhost:8080', async () => {
+    const home = process.env.HOME;
+    process.env.HOME = mkdtempSync(join(tmpdir(), 'no-home-'));
+    try {
+      await expect(loadKubeClient(undefined, {})).rejects.toMatchObject({
+        name: 'NoCredentialsError', message: expect.stringMatching(/no --kubeconfig, not in a pod \(KUBERNETES_SERVICE_HOST unset\), \$KUBECONFIG unset and no .*\.kube\/config/),
+      });
+    } finally {
+      process.env.HOME = home;
+    }
+  });
+
+  it('a server that is not a URL is an error naming cluster.server, not a bare TypeError', async () => {
+    const file = join(dir, 'bad-server');
+    writeFileSync(file, config('server: "::not a url::"'));
+    await expect(loadKubeClient(file, {})).rejects.toThrow(/cluster\.server "::not a url::" is not a URL/);
+  });
+
+  it('a FIFO as certificate-authority is refused at once (start-up never blocks on it)', async () => {
+    const fifo = join(dir, 'ca.fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const file = join(dir, 'fifo-ca');
+    writeFileSync(file, config(`server: "https://127.0.0.1:6443", certificate-authority: ${fifo}`));
+    await expect(loadKubeClient(file, {})).rejects.toThrow(/reading certificate-authority .*ca\.fifo: .*is not a regular file/);
+    expect(() => readSmallFile(fifo)).toThrow(/not a regular file/);
+  });
+
+  it('a credential file over the size limit is refused', () => {
+    const big = join(dir, 'big');
+    writeFileSync(big, 'x'.repeat(2000));
+    expect(() => readSmallFile(big, 1000)).toThrow(/larger than 1000 bytes/);
+    expect(readSmallFile(big, 2000)).toHaveLength(2000);
+  });
+
+  it('a rotated token file found empty or gone keeps the last good token; empty from the start is an error', async () => {
+    const token = join(dir, 'token');
+    writeFileSync(token, 'first\n');
+    const c = KubeClient.fromCredentials({ server: 'http://127.0.0.1:1', tokenFile: token });
+    const auth = async () => (await c.applyToFetchOptions()).headers.Authorization;
+    jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'setTimeout', 'setInterval', 'queueMicrotask'] });
+    try {
+      jest.setSystemTime(1_000_000);
+      expect(await auth()).toBe('Bearer first');
+      writeFileSync(token, '');
+      jest.setSystemTime(1_000_000 + 61_000);
+      expect(await auth()).toBe('Bearer first');
+      writeFileSync(token, 'second');
+      jest.setSystemTime(1_000_000 + 62_000);
+      expect(await auth()).toBe('Bearer second');
+    } finally {
+      jest.useRealTimers();
+    }
+    const empty = join(dir, 'empty-token');
+    writeFileSync(empty, '  \n');
+    const d = KubeClient.fromCredentials({ server: 'http://127.0.0.1:1', tokenFile: empty });
+    await expect(d.applyToFetchOptions()).rejects.toThrow(/token file .*empty-token: it is empty/);
   });
 });
