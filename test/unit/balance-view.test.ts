@@ -1,0 +1,184 @@
+// Cluster load view, pure parts one by one: report checks, Little's law, target weights, damping,
+// the weights check, rendezvous reporters and the node's "moved" test. Backends 10.10.1.1-3:8080,
+// nodes node-a.. ; times in ms from 0 (the clock is a parameter).
+import { describe, expect, it } from '@jest/globals';
+import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, sumSamples, timeInSystem } from '../../src/balance/estimate.js';
+import { DEFAULT_DAMPING, checkWeights, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
+import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
+
+const B = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
+const SET = new Set(B);
+const LIMITS: ReportLimits = { periodMs: 10_000, stalePeriods: 3, maxSkewMs: 5_000, maxConnRate: 1_000, maxConns: 10_000 };
+
+function counters(backend: string, mutate?: (c: BackendCounters) => void): BackendCounters {
+  const c = { backend, active: 2, inactive: 1, conns: 100, inBytes: 1_000, outBytes: 5_000 };
+  mutate?.(c);
+  return c;
+}
+
+function report(node: string, at: number, mutate?: (c: BackendCounters) => void): NodeReport {
+  return { node, at, backends: B.map((b) => counters(b, mutate)) };
+}
+
+describe('checkReport', () => {
+  const prev = report('node-a', 0);
+
+  it('a first report only sets the baseline; the next gives rates over the interval', () => {
+    const first = checkReport(prev, undefined, SET, 0, LIMITS);
+    expect(first.samples.size).toBe(0);
+    expect(first.baseline).toEqual(prev);
+    const next = checkReport(report('node-a', 10_000, (c) => { c.conns = 150; c.inBytes = 2_000; c.active = 4; }), prev, SET, 10_000, LIMITS);
+    expect(next.rejections).toEqual([]);
+    expect(next.samples.get(B[0]!)).toEqual({ active: 4, rate: 5, byteRate: 100 });
+  });
+
+  it.each([
+    ['stale', report('node-a', 10_000), 50_001],
+    ['future', report('node-a', 20_000), 10_000],
+    ['non-finite', report('node-a', 10_000, (c) => { c.conns = NaN; }), 10_000],
+    ['non-finite', { ...report('node-a', 10_000), at: Infinity }, 10_000],
+    ['negative', report('node-a', 10_000, (c) => { c.active = -1; }), 10_000],
+    ['backwards', report('node-a', 10_000, (c) => { c.conns = 99; }), 10_000],
+    ['backwards', report('node-a', 10_000, (c) => { c.outBytes = 0; }), 10_000],
+    ['absurd-rate', report('node-a', 10_000, (c) => { c.conns = 100 + 10_001; }), 10_000],
+    ['absurd-conns', report('node-a', 10_000, (c) => { c.active = 10_001; }), 10_000],
+  ] as [string, NodeReport, number][])('drops a %s report whole and clears the baseline', (reason, r, now) => {
+    const c = checkReport(r, prev, SET, now, LIMITS);
+    expect(c.rejections.map((x) => x.reason)).toEqual([reason]);
+    expect(c.samples.size).toBe(0);
+    expect(c.baseline).toBeUndefined();
+  });
+
+  it('a wrong-typed value is non-finite, not a crash', () => {
+    const r = report('node-a', 10_000, (c) => { (c as unknown as Record<string, unknown>).conns = '150'; });
+    expect(checkReport(r, prev, SET, 10_000, LIMITS).rejections[0]?.reason).toBe('non-finite');
+  });
+
+  it('a report not newer than the baseline is refused and the baseline kept', () => {
+    const c = checkReport(report('node-a', 0), prev, SET, 1_000, LIMITS);
+    expect(c.rejections.map((x) => x.reason)).toEqual(['not-newer']);
+    expect(c.baseline).toBe(prev);
+  });
+
+  it('drops an unknown backend alone and a duplicated one with the report', () => {
+    const r = report('node-a', 10_000, (c) => { c.conns = 110; });
+    const unknown = checkReport({ ...r, backends: [...r.backends, counters('10.10.9.9:80')] }, prev, SET, 10_000, LIMITS);
+    expect(unknown.rejections.map((x) => [x.reason, x.backend])).toEqual([['unknown-backend', '10.10.9.9:80']]);
+    expect(unknown.samples.size).toBe(3);
+    const dup = checkReport({ ...r, backends: [...r.backends, r.backends[0]!] }, prev, SET, 10_000, LIMITS);
+    expect(dup.rejections.map((x) => x.reason)).toEqual(['duplicate-backend']);
+  });
+});
+
+describe("Little's law", () => {
+  it('sums nodes and divides Σ active by Σ rate', () => {
+    const s = sumSamples([new Map([[B[0]!, { active: 2, rate: 20, byteRate: 0 }]]), new Map([[B[0]!, { active: 3, rate: 30, byteRate: 0 }]])]);
+    expect(s.get(B[0]!)).toEqual({ active: 5, rate: 50, nodes: 2 });
+    expect(timeInSystem(5, 50, 0.001)).toBeCloseTo(0.1);
+    expect(timeInSystem(0, 50, 0.001)).toBe(0.001);
+    expect(timeInSystem(5, 0, 0.001)).toBeUndefined();
+  });
+});
+
+describe('weights', () => {
+  it('are inversely proportional to the time in system, fastest at max, clamped to the floor', () => {
+    const t = targetWeights(new Map([[B[0]!, 0.05], [B[1]!, 0.5], [B[2]!, 10]]), new Map(), DEFAULT_DAMPING);
+    expect([...t.values()]).toEqual([20, 2, 1]);
+  });
+
+  it('a backend not measured keeps its previous weight, or max when new', () => {
+    const t = targetWeights(new Map([[B[0]!, 0.05], [B[1]!, undefined], [B[2]!, undefined]]), new Map([[B[1]!, 7]]), DEFAULT_DAMPING);
+    expect([...t.values()]).toEqual([20, 7, 20]);
+  });
+
+  /** Two nodes each reporting `perBackend` [active, new conns per period] at the end of period p. */
+  function reports(p: number, perBackend: [number, number][]): NodeReport[] {
+    return ['node-a', 'node-b'].map((node) => ({ node, at: p * 10_000, backends: B.map((backend, i) => ({
+      backend, active: perBackend[i]![0], inactive: 0, conns: p * perBackend[i]![1], inBytes: 0, outBytes: 0 })) }));
+  }
+
+  it('move at most maxStep per period towards the target, and then stop writing', () => {
+    let state = initialView(B);
+    const writes: boolean[] = [];
+    const trail: number[][] = [];
+    for (let p = 0; p < 8; p++) {
+      // 100 conns per period each: W = 0.5 s, 0.5 s and 5 s → target 20, 20, 2.
+      const s = stepView(state, reports(p, [[5, 100], [5, 100], [50, 100]]), B, p * 10_000, LIMITS);
+      state = s.state;
+      writes.push(s.write);
+      trail.push(B.map((b) => s.weights.get(b)!));
+    }
+    expect(trail.map((w) => w[2])).toEqual([20, 15, 10, 5, 2, 2, 2, 2]);
+    expect(writes).toEqual([false, true, true, true, true, false, false, false]);
+    expect(trail[7]!.slice(0, 2)).toEqual([20, 20]);
+  });
+
+  it('hysteresis: no write while every change stays below the threshold', () => {
+    let state = initialView(B);
+    for (let p = 0; p < 3; p++) state = stepView(state, reports(p, [[5, 100], [5, 100], [5, 100]]), B, p * 10_000, LIMITS).state;
+    // The second backend 10 % slower, 3 % after the EWMA: target 19, a change of 1 < threshold 2.
+    const s = stepView(state, reports(3, [[5, 100], [5.5, 100], [5, 100]]), B, 30_000, LIMITS);
+    expect(s.target.get(B[1]!)).toBe(19);
+    expect(s.write).toBe(false);
+    expect(s.weights.get(B[1]!)).toBe(20);
+  });
+
+  it('a silent node keeps counting until its baseline is stale, then is forgotten', () => {
+    let state = stepView(initialView(B), reports(0, [[5, 100], [5, 100], [5, 100]]), B, 0, LIMITS).state;
+    state = stepView(state, reports(1, [[5, 100], [5, 100], [5, 100]]), B, 10_000, LIMITS).state;
+    const quiet = stepView(state, [], B, 30_000, LIMITS);
+    expect(quiet.rejections).toEqual([]);
+    expect(quiet.estimate.get(B[0]!)).toBeCloseTo(0.5) // 5 active / 10 conn/s, from the samples kept;
+    const stale = stepView(quiet.state, [], B, 40_001, LIMITS);
+    expect(stale.rejections.map((r) => [r.node, r.reason])).toEqual([['node-a', 'stale'], ['node-b', 'stale']]);
+    expect(stale.state.nodes.size).toBe(0);
+  });
+
+  it('a backend leaving or joining the Service is a write', () => {
+    const s = stepView(initialView(B), [], B.slice(0, 2), 0, LIMITS);
+    expect(s.write).toBe(true);
+    expect([...s.weights.keys()]).toEqual(B.slice(0, 2));
+  });
+
+  it('a node checks a published weights object like any input', () => {
+    expect(checkWeights({ [B[0]!]: 20, [B[1]!]: 1, [B[2]!]: 7 }, B)).toEqual([]);
+    expect(checkWeights({ [B[0]!]: 0, [B[1]!]: 2.5, [B[2]!]: '7', '10.10.9.9:80': 3 }, B)).toHaveLength(4);
+  });
+});
+
+describe('reporters', () => {
+  const nodes = Array.from({ length: 50 }, (_, i) => `node-${i}`);
+
+  it('picks K stable reporters per Service, spread over the nodes', () => {
+    const r = pickReporters('ns1/svc1', nodes, 3);
+    expect(r).toHaveLength(3);
+    expect(pickReporters('ns1/svc1', [...nodes].reverse(), 3)).toEqual(r);
+    const used = new Set(Array.from({ length: 100 }, (_, i) => pickReporters(`ns1/svc${i}`, nodes, 3)).flat());
+    expect(used.size).toBeGreaterThan(40);
+    expect(pickReporters('ns1/svc1', nodes, 99)).toHaveLength(50);
+  });
+
+  it('removing a node changes only the Services it reported for, by one node', () => {
+    const gone = pickReporters('ns1/svc1', nodes, 3)[0]!;
+    const after = pickReporters('ns1/svc1', nodes.filter((n) => n !== gone), 3);
+    expect(after.filter((n) => pickReporters('ns1/svc1', nodes, 3).includes(n))).toHaveLength(2);
+    for (let i = 0; i < 100; i++) {
+      const before = pickReporters(`ns1/svc${i}`, nodes, 3);
+      if (!before.includes(gone)) expect(pickReporters(`ns1/svc${i}`, nodes.filter((n) => n !== gone), 3)).toEqual(before);
+    }
+  });
+});
+
+describe('shouldReport', () => {
+  const t = { relative: 0.2, minActive: 2, minRate: 1, maxSilentMs: 20_000 };
+  const reading = (at: number, active: number, rate: number) => ({ at, active: new Map([[B[0]!, active]]), rate: new Map([[B[0]!, rate]]) });
+
+  it('reports the first time, on a move past the threshold, and after maxSilentMs', () => {
+    expect(shouldReport(undefined, reading(0, 1, 1), t)).toBe(true);
+    expect(shouldReport(reading(0, 10, 10), reading(10_000, 11, 11), t)).toBe(false);
+    expect(shouldReport(reading(0, 10, 10), reading(10_000, 13, 10), t)).toBe(true);
+    expect(shouldReport(reading(0, 10, 10), reading(10_000, 10, 7), t)).toBe(true);
+    expect(shouldReport(reading(0, 0, 0), reading(10_000, 1, 0.5), t)).toBe(false);
+    expect(shouldReport(reading(0, 10, 10), reading(20_000, 10, 10), t)).toBe(true);
+  });
+});
