@@ -10,7 +10,7 @@
 // clients and over its backends by the published weights (as wrr would); a backend's time in
 // system is fixed (20..200 ms, one backend per Service 10× slower); per period a node's new
 // connections to a backend are Poisson(rate × period) and its active count Poisson(rate × time).
-// Run: npx tsc -p tsconfig.json && node dist/bench/balance-budget.js [nodes] [services] [backends] [rate] [periods] [K,K,all]
+// Run: npx tsc -p tsconfig.json && node dist/bench/balance-budget.js [nodes] [services] [backends] [rate] [periods] [K,K,all] [reads]
 // (K=all at the defaults took 80 s of one core here.)
 import { type NodeReport, type ReportLimits } from '../src/balance/estimate.js';
 import { DEFAULT_DAMPING, type ViewState, initialView, stepView } from '../src/balance/damping.js';
@@ -21,6 +21,7 @@ const S = Number(process.argv[3] ?? 100);
 const B = Number(process.argv[4] ?? 20);
 const RATE = Number(process.argv[5] ?? 1_000);
 const PERIODS = Number(process.argv[6] ?? 13);
+const READS = Number(process.argv[8] ?? 1);
 const KS = (process.argv[7] ?? '3,30,all').split(',').map((k) => (k === 'all' ? N : Number(k)));
 const PERIOD_MS = 10_000;
 const WARMUP = 3;
@@ -77,7 +78,9 @@ function run(k: number): Totals {
           const fresh = poisson(rate * PERIOD_MS / 1000);
           c[b]! += fresh;
           if (p > WARMUP) t.seenPerBackend += fresh;
-          const active = poisson(rate * svc.seconds[b]!);
+          // The mean of READS reads of the active count over the period (reads far enough apart to
+          // be independent): a sum of READS Poisson samples is Poisson(READS × mean).
+          const active = poisson(READS * rate * svc.seconds[b]!) / READS;
           reading.active.set(`${s} ${backend}`, active);
           reading.rate.set(`${s} ${backend}`, fresh / (PERIOD_MS / 1000));
           return { backend, active, inactive: poisson(rate * 60), conns: c[b]!, inBytes: c[b]! * 400, outBytes: c[b]! * 5_200 };
@@ -107,7 +110,7 @@ function run(k: number): Totals {
 
 const seconds = ((PERIODS - WARMUP) * PERIOD_MS) / 1000;
 console.log(`cluster load view write budget: ${N} nodes × ${S} Services × ${B} backends, ${RATE} new conn/s per Service, ` +
-  `period ${PERIOD_MS / 1000} s, ${PERIODS - WARMUP} periods measured after ${WARMUP} of warm-up`);
+  `period ${PERIOD_MS / 1000} s, ${READS} read(s) of active per period, ${PERIODS - WARMUP} periods measured after ${WARMUP} of warm-up`);
 for (const k of KS) {
   const t0 = process.hrtime.bigint();
   const t = run(k);
