@@ -25,6 +25,8 @@ export interface DampingConfig {
   threshold: number;
   /** Floor of the estimated time in system, in seconds (keeps 1/W finite). */
   minSeconds: number;
+  /** Smoothed Σ active below which a backend counts as not measured (keeps its weight). */
+  minLoad: number;
 }
 
 /**
@@ -32,9 +34,10 @@ export interface DampingConfig {
  * weights on purpose: the kernel's wrr serves one cycle of Σ weight / gcd picks per node, and
  * with 100/98/13 (gcd 1) that is 211 picks, more than a node with a few clients opens in a period,
  * so the slow backend got its picks in bursts (0 in one period, 70 in the next; the simulation
- * showed it). With 1..20 the cycle stays near 40 picks.
+ * showed it). With 1..20 the cycle stays near 40 picks. A backend with less than one open
+ * connection on average over the reporters is not measured (timeInSystem).
  */
-export const DEFAULT_DAMPING: DampingConfig = { alpha: 0.3, minWeight: 1, maxWeight: 20, maxStep: 5, threshold: 2, minSeconds: 0.001 };
+export const DEFAULT_DAMPING: DampingConfig = { alpha: 0.3, minWeight: 1, maxWeight: 20, maxStep: 5, threshold: 2, minSeconds: 0.001, minLoad: 1 };
 
 /** What the aggregator remembers about one node of one Service. */
 export interface NodeMemory {
@@ -126,7 +129,7 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
     const next = !s ? prev : !prev ? { load: s.active, rate: s.rate }
       : { load: a * s.active + (1 - a) * prev.load, rate: a * s.rate + (1 - a) * prev.rate };
     if (next) smoothed.set(b, next);
-    estimate.set(b, next ? timeInSystem(next.load, next.rate, damping.minSeconds) : undefined);
+    estimate.set(b, next ? timeInSystem(next.load, next.rate, damping.minSeconds, damping.minLoad) : undefined);
   }
   const target = targetWeights(estimate, state.weights, damping);
   const stepped = new Map<string, number>();

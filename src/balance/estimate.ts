@@ -170,10 +170,11 @@ export function sumSamples(perNode: Iterable<Map<string, Sample>>): Map<string, 
 
 /**
  * Little's law: the mean time in system in seconds, L / λ; undefined when λ is 0 (no new
- * connection, nothing to measure). Never below `minSeconds`, so an idle-looking backend
- * (L = 0) gets a large but finite weight.
+ * connection) or L is below `minLoad` (too few open connections to measure: a sample of 0 active
+ * with λ > 0 would read as an infinitely fast backend and crush every other weight to the floor,
+ * which the budget bench showed). Never below `minSeconds`.
  */
-export function timeInSystem(load: number, rate: number, minSeconds: number): number | undefined {
-  if (!(rate > 0)) return undefined;
+export function timeInSystem(load: number, rate: number, minSeconds: number, minLoad = 0): number | undefined {
+  if (!(rate > 0) || !(load >= minLoad)) return undefined;
   return Math.max(minSeconds, load / rate);
 }

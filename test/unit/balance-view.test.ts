@@ -77,6 +77,10 @@ describe("Little's law", () => {
     expect(timeInSystem(5, 50, 0.001)).toBeCloseTo(0.1);
     expect(timeInSystem(0, 50, 0.001)).toBe(0.001);
     expect(timeInSystem(5, 0, 0.001)).toBeUndefined();
+    // Less than one open connection: not measured, rather than "infinitely fast".
+    expect(timeInSystem(0, 50, 0.001, 1)).toBeUndefined();
+    expect(timeInSystem(0.5, 50, 0.001, 1)).toBeUndefined();
+    expect(timeInSystem(1, 50, 0.001, 1)).toBeCloseTo(0.02);
   });
 });
 
