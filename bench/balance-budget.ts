@@ -13,7 +13,7 @@
 // Run: npx tsc -p tsconfig.json && node dist/bench/balance-budget.js [nodes] [services] [backends] [rate] [periods] [K,K,all] [reads]
 // (K=all at the defaults took 80 s of one core here.)
 import { type NodeReport, type ReportLimits } from '../src/balance/estimate.js';
-import { DEFAULT_DAMPING, type ViewState, initialView, stepView } from '../src/balance/damping.js';
+import { DEFAULT_DAMPING, type ViewState, initialView, stepView, targetWeights } from '../src/balance/damping.js';
 import { type MoveThreshold, type Reading, pickReporters, shouldReport } from '../src/balance/reporting.js';
 
 const N = Number(process.argv[2] ?? 1_000);
@@ -50,7 +50,7 @@ const services = Array.from({ length: S }, (_, s) => ({
   seconds: Array.from({ length: B }, (_, b) => (b === 0 ? 10 : 1) * (0.02 + 0.18 * rand())),
 }));
 
-interface Totals { statusWrites: number; statusBytes: number; weightWrites: number; weightBytes: number; reporters: number; seenPerBackend: number }
+interface Totals { error: number; statusWrites: number; statusBytes: number; weightWrites: number; weightBytes: number; reporters: number; seenPerBackend: number }
 
 function run(k: number): Totals {
   const reportersOf = services.map((s) => pickReporters(s.key, nodes, k));
@@ -60,7 +60,7 @@ function run(k: number): Totals {
   const conns = new Map<string, Float64Array>();
   const sent = new Map<string, Reading>();
   let views: ViewState[] = services.map((s) => initialView(s.backends));
-  const t: Totals = { statusWrites: 0, statusBytes: 0, weightWrites: 0, weightBytes: 0, reporters: byNode.size, seenPerBackend: 0 };
+  const t: Totals = { error: 0, statusWrites: 0, statusBytes: 0, weightWrites: 0, weightBytes: 0, reporters: byNode.size, seenPerBackend: 0 };
   for (let p = 1; p <= PERIODS; p++) {
     const now = p * PERIOD_MS;
     const inbox: NodeReport[][] = services.map(() => []);
@@ -105,6 +105,12 @@ function run(k: number): Totals {
       return step.state;
     });
   }
+  // How far the final weights are from the ideal ones (the target from the true times in system).
+  views.forEach((v, s) => {
+    const svc = services[s]!;
+    const ideal = targetWeights(new Map(svc.backends.map((b, i) => [b, svc.seconds[i]!])), new Map(), DEFAULT_DAMPING);
+    for (const b of svc.backends) t.error += Math.abs(v.weights.get(b)! - ideal.get(b)!) / (S * B);
+  });
   return t;
 }
 
@@ -122,5 +128,6 @@ for (const k of KS) {
     `${t.statusWrites ? Math.round(t.statusBytes / t.statusWrites) : 0} B each; ` +
     `weight writes ${f(t.weightWrites)}/s (bound ${(S / (PERIOD_MS / 1000)).toFixed(1)}/s), ${kb(t.weightBytes)} KiB/s, ` +
     `watch fan-out to ${N} nodes ${kb(t.weightBytes * N)} KiB/s; ` +
+    `final weights off the ideal by ${t.error.toFixed(1)} on average (of 1..20); ` +
     `reporters saw ${(t.seenPerBackend / (S * B * (PERIODS - WARMUP))).toFixed(1)} new conns per backend per period; ${ms.toFixed(0)} ms`);
 }
