@@ -52,7 +52,7 @@ export const DEFAULT_LIMITS: ReportLimits = {
 };
 
 /** Why a report (or one backend's entry) was not used. */
-export type RejectReason = 'stale' | 'future' | 'not-newer' | 'non-finite' | 'negative' | 'backwards'
+export type RejectReason = 'malformed' | 'stale' | 'future' | 'not-newer' | 'non-finite' | 'negative' | 'backwards'
   | 'absurd-rate' | 'absurd-conns' | 'unknown-backend' | 'duplicate-backend';
 
 /** A report, or one entry of it, that was dropped, and why. */
@@ -87,7 +87,7 @@ const COUNTERS = ['active', 'inactive', 'conns', 'inBytes', 'outBytes'] as const
 
 /**
  * Check `report` against the node's previous accepted one (`prev`), the Service's backends and
- * the clock. A report that is stale, from the future, not newer than `prev`, or has any
+ * the clock. A report that is malformed, stale, from the future, not newer than `prev`, or has any
  * non-finite, negative, backwards or absurd value is dropped whole and also clears the baseline,
  * so the node contributes again only from its second good report in a row (a legitimate counter
  * reset, a destination re-added, costs two periods; a node that alternates lies never
@@ -95,12 +95,17 @@ const COUNTERS = ['active', 'inactive', 'conns', 'inBytes', 'outBytes'] as const
  */
 export function checkReport(report: NodeReport, prev: NodeReport | undefined, backends: ReadonlySet<string>,
   now: number, limits: ReportLimits): Checked {
-  const node = report.node;
+  const node = String(report.node);
   const drop = (reason: RejectReason, message: string, backend?: string): Checked => ({
     samples: new Map(), baseline: undefined,
     rejections: [{ node, reason, message, ...(backend === undefined ? {} : { backend }) }],
   });
-  if (!Number.isFinite(report.at)) return drop('non-finite', `report time ${report.at}`);
+  // Reports come from other nodes through the API: the shape is checked here too, not assumed.
+  if (typeof report.node !== 'string' || !Array.isArray(report.backends)
+    || report.backends.some((b) => typeof b !== 'object' || b === null || typeof b.backend !== 'string')) {
+    return drop('malformed', 'report is not { node, at, backends: [{ backend, ... }] }');
+  }
+  if (typeof report.at !== 'number' || !Number.isFinite(report.at)) return drop('non-finite', `report time ${String(report.at)}`);
   if (now - report.at > limits.stalePeriods * limits.periodMs) {
     return drop('stale', `report is ${now - report.at} ms old, more than ${limits.stalePeriods} periods`);
   }

@@ -54,6 +54,17 @@ describe('checkReport', () => {
     expect(checkReport(r, prev, SET, 10_000, LIMITS).rejections[0]?.reason).toBe('non-finite');
   });
 
+  it.each([
+    { node: 'node-a', at: 10_000, backends: 'x' },
+    { node: 'node-a', at: 10_000, backends: [null] },
+    { node: 'node-a', at: 10_000, backends: [{ backend: 7 }] },
+    { node: 7, at: 10_000, backends: [] },
+  ])('drops a malformed report (%j) with a reason', (r) => {
+    const c = checkReport(r as unknown as NodeReport, prev, SET, 10_000, LIMITS);
+    expect(c.rejections.map((x) => x.reason)).toEqual(['malformed']);
+    expect(c.baseline).toBeUndefined();
+  });
+
   it('a report not newer than the baseline is refused and the baseline kept', () => {
     const c = checkReport(report('node-a', 0), prev, SET, 1_000, LIMITS);
     expect(c.rejections.map((x) => x.reason)).toEqual(['not-newer']);
