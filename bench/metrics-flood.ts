@@ -2,6 +2,7 @@
 // IPVS table of 5 000 virtual servers x 3 real servers, so only the operator's own work counts),
 // with /metrics served from one snapshot and one render per 5 s. Prints the figures:
 // `node dist/bench/metrics-flood.js`.
+import { spawn } from 'node:child_process';
 import type { Server } from 'node:http';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer, virtualServerKey } from '../src/model/ipvs.js';
@@ -31,13 +32,16 @@ async function run(snapshotMs: number): Promise<string> {
   const server: Server = await serveHttp('127.0.0.1:0', () => ({ healthy: true, ready: true, reason: '' }), metrics);
   const port = (server.address() as { port: number }).port;
   const end = Date.now() + SECONDS * 1000;
-  let scrapes = 0;
-  const scraper = async () => {
-    while (Date.now() < end) {
-      await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-      scrapes++;
-    }
-  };
+  // The scrapers are another process, as Prometheus is: their own parsing must not load this loop.
+  const scrapers = spawn(process.execPath, ['--input-type=module', '-e', `
+    let n = 0; const end = Date.now() + ${SECONDS * 1000};
+    await Promise.all(Array.from({ length: ${SCRAPERS} }, async () => {
+      while (Date.now() < end) { await (await fetch('http://127.0.0.1:${port}/metrics')).arrayBuffer(); n++; }
+    }));
+    console.log(n);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  scrapers.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+  const scraped = new Promise<number>((r) => scrapers.once('exit', () => r(Number(out.trim()))));
   const lat: number[] = [];
   const prober = async () => {
     while (Date.now() < end) {
@@ -47,7 +51,8 @@ async function run(snapshotMs: number): Promise<string> {
       await new Promise((r) => setTimeout(r, 50));
     }
   };
-  await Promise.all([...Array.from({ length: SCRAPERS }, scraper), prober()]);
+  await prober();
+  const scrapes = await scraped;
   await new Promise<void>((r) => server.close(() => r()));
   lat.sort((a, b) => a - b);
   const q = (p: number) => lat[Math.min(lat.length - 1, Math.ceil(p * lat.length) - 1)]!.toFixed(1);

@@ -11,6 +11,7 @@ export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Me
   const parsed = parseHostPort(addr, { allowPortZero: true });
   if (!parsed.ok) return Promise.reject(new Error(`listen address ${parsed.error}`));
   const { host, port } = parsed.addr;
+  let encoded: { text: string; body: Buffer } | undefined;
   const server = createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     const reply = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
@@ -28,7 +29,12 @@ export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Me
       reply(200, JSON.stringify(origins()), 'application/json');
     } else if (url === '/metrics') {
       metrics.render().then(
-        (text) => reply(200, text, metrics.registry.contentType),
+        (text) => {
+          // The same text serves every scrape for a while: encode it once, not per scrape.
+          if (encoded?.text !== text) encoded = { text, body: Buffer.from(text, 'utf8') };
+          res.writeHead(200, { 'content-type': metrics.registry.contentType });
+          res.end(encoded.body);
+        },
         (e: unknown) => reply(500, `metrics: ${(e as Error).message}\n`),
       );
     } else {

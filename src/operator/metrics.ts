@@ -68,8 +68,9 @@ export class Metrics {
     name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'], registers: [this.registry],
   });
 
-  /** Adds the per-server IPVS counters, read from the kernel once per scrape. */
   private rendered: { at: number; text: Promise<string> } | undefined;
+  /** The IPVS series (watchKernel), rendered apart from prom-client's registry. */
+  private kernelText: (() => Promise<string>) | undefined;
 
   /**
    * The /metrics text, rendered at most once per KERNEL_SNAPSHOT_MS and shared by every scrape
@@ -78,7 +79,8 @@ export class Metrics {
    */
   render(now: number = Date.now(), maxAgeMs = KERNEL_SNAPSHOT_MS): Promise<string> {
     if (this.rendered && now - this.rendered.at < maxAgeMs) return this.rendered.text;
-    const text = this.registry.metrics();
+    const kernel = this.kernelText;
+    const text = this.registry.metrics().then(async (own) => (kernel ? `${own.endsWith('\n') ? own : `${own}\n`}${await kernel()}` : own));
     const entry = { at: now, text };
     this.rendered = entry;
     text.catch(() => { if (this.rendered === entry) this.rendered = undefined; });
@@ -88,70 +90,78 @@ export class Metrics {
   /**
    * Exports the kernel's per virtual and real server counters. Every scrape is served from one
    * snapshot of the IPVS table, read at most once per `snapshotMs` (default 5 s) however many
-   * scrapers there are: a dump costs the sync socket's time, and eight scrapers in a loop on a
-   * 5 000-Service node had pushed /healthz past 700 ms.
+   * scrapers there are: a dump costs the sync socket's time. The series (tens of thousands on a
+   * large node) are written as text here, in chunks that yield to the event loop between them,
+   * not through prom-client, whose one-piece render of 140 000 series held /healthz for hundreds
+   * of milliseconds.
    */
   watchKernel(ipvs: IpvsClient, origins: OriginLookup, opts: { snapshotMs?: number; now?: () => number } = {}): void {
     const snapshotMs = opts.snapshotMs ?? KERNEL_SNAPSHOT_MS;
     const now = opts.now ?? Date.now;
-    const vsLabels = ['namespace', 'service', 'port', 'virtual_server'];
-    const rsLabels = [...vsLabels, 'endpoint'];
-    const fields: Array<[keyof IpvsStats, string, string]> = [
-      ['conns', 'connections_total', 'Connections scheduled'],
-      ['inPkts', 'packets_in_total', 'Packets in'],
-      ['outPkts', 'packets_out_total', 'Packets out'],
-      ['inBytes', 'bytes_in_total', 'Bytes in'],
-      ['outBytes', 'bytes_out_total', 'Bytes out'],
-    ];
-    // prom-client collects every metric of a scrape concurrently: each gauge's collect awaits the
-    // same kernel read, started by whichever collect runs first; its values serve every scrape
-    // until the snapshot is `snapshotMs` old. A failed read is not kept: the next scrape reads.
-    let reading: Promise<void> | undefined;
+    let reading: Promise<string> | undefined;
     let readAt = -Infinity;
-    const collect = (): Promise<void> => {
+    this.kernelText = () => {
       if (reading && now() - readAt < snapshotMs) return reading;
       readAt = now();
-      const r: Promise<void> = read().catch((e: unknown) => {
+      const r: Promise<string> = readKernel(ipvs, origins()).catch((e: unknown) => {
         if (reading === r) { reading = undefined; readAt = -Infinity; }
         throw e;
       });
       reading = r;
       return r;
     };
-    const gauge = (name: string, help: string, labelNames: string[]) =>
-      new Gauge({ name, help, labelNames, registers: [this.registry], collect });
-    // The kernel's counters only grow (until their virtual server is re-created, which Prometheus
-    // sees as a counter reset): exported as counters, set to the kernel's value at each scrape.
-    const counter = (name: string, help: string, labelNames: string[]) =>
-      new Counter({ name, help, labelNames, registers: [this.registry], collect });
-    const vsGauges = fields.map(([f, n, h]) => [f, counter(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, vsLabels)] as const);
-    const rsGauges = fields.map(([f, n, h]) => [f, counter(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, rsLabels)] as const);
-    const active = gauge('ipvsop_real_server_active_connections', 'Active connections (IPVS)', rsLabels);
-    const inactive = gauge('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', rsLabels);
-    const all = [...vsGauges.map(([, g]) => g), ...rsGauges.map(([, g]) => g), active, inactive];
+  }
+}
 
-    async function read(): Promise<void> {
-      const o = origins();
-      const list = await ipvs.listVirtualServers();
-      const rows: Array<() => void> = [];
-      for (const vs of list) {
-        const key = virtualServerKey(vs);
-        const origin = o.get(key);
-        if (!origin) continue; // foreign virtual servers are not ours to report
-        const base = { namespace: origin.namespace, service: origin.name, port: origin.portName, virtual_server: key };
-        rows.push(() => { for (const [f, c] of vsGauges) if (vs.stats) c.inc(base, Number(vs.stats[f])); });
-        for (const rs of await ipvs.listRealServers(vs)) {
-          const labels = { ...base, endpoint: realServerKey(rs) };
-          rows.push(() => {
-            for (const [f, c] of rsGauges) if (rs.stats) c.inc(labels, Number(rs.stats[f]));
-            active.set(labels, rs.activeConns ?? 0);
-            inactive.set(labels, rs.inactiveConns ?? 0);
-          });
-        }
-      }
-      // Replace all values at once, so a scrape never mixes two reads (or keeps deleted servers).
-      for (const g of all) g.reset();
-      for (const r of rows) r();
+/** One server's series: its label text and its counters. */
+interface KernelRow { labels: string; stats?: IpvsStats; active?: number; inactive?: number }
+
+const KERNEL_FIELDS: Array<[keyof IpvsStats, string, string]> = [
+  ['conns', 'connections_total', 'Connections scheduled'],
+  ['inPkts', 'packets_in_total', 'Packets in'],
+  ['outPkts', 'packets_out_total', 'Packets out'],
+  ['inBytes', 'bytes_in_total', 'Bytes in'],
+  ['outBytes', 'bytes_out_total', 'Bytes out'],
+];
+/** Rows written between two yields to the event loop. */
+const ROWS_PER_CHUNK = 500;
+
+/** A Prometheus label value, escaped as the text format asks. */
+function labelValue(v: string): string {
+  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+/**
+ * Reads the table (only virtual servers with a Service: foreign ones are not ours to report) and
+ * writes the IPVS series in the Prometheus text format. The kernel's counters only grow (until
+ * their virtual server is re-created, which Prometheus sees as a counter reset), so they are
+ * counters; active and inactive connections are gauges.
+ */
+async function readKernel(ipvs: IpvsClient, o: ReadonlyMap<string, { namespace: string; name: string; portName: string }>): Promise<string> {
+  const vsRows: KernelRow[] = [];
+  const rsRows: KernelRow[] = [];
+  for (const vs of await ipvs.listVirtualServers()) {
+    const key = virtualServerKey(vs);
+    const origin = o.get(key);
+    if (!origin) continue;
+    const base = `namespace="${labelValue(origin.namespace)}",service="${labelValue(origin.name)}",port="${labelValue(origin.portName)}",virtual_server="${labelValue(key)}"`;
+    vsRows.push({ labels: base, ...(vs.stats ? { stats: vs.stats } : {}) });
+    for (const rs of await ipvs.listRealServers(vs)) {
+      rsRows.push({ labels: `${base},endpoint="${labelValue(realServerKey(rs))}"`, ...(rs.stats ? { stats: rs.stats } : {}), active: rs.activeConns ?? 0, inactive: rs.inactiveConns ?? 0 });
     }
   }
+  const out: string[] = [];
+  const series = async (name: string, help: string, type: string, rows: readonly KernelRow[], value: (r: KernelRow) => number | undefined) => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+    for (let i = 0; i < rows.length; i++) {
+      const v = value(rows[i]!);
+      if (v !== undefined) out.push(`${name}{${rows[i]!.labels}} ${v}`);
+      if (i % ROWS_PER_CHUNK === ROWS_PER_CHUNK - 1) await new Promise<void>((r) => setImmediate(r));
+    }
+  };
+  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, 'counter', vsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
+  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, 'counter', rsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
+  await series('ipvsop_real_server_active_connections', 'Active connections (IPVS)', 'gauge', rsRows, (r) => r.active);
+  await series('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', 'gauge', rsRows, (r) => r.inactive);
+  return `${out.join('\n')}\n`;
 }

@@ -24,7 +24,7 @@ describe('Metrics', () => {
     await ipvs.addVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 80, scheduler: 'rr' }));
     const m = new Metrics();
     m.watchKernel(ipvs, () => new Map([['TCP 10.200.1.10:80', { namespace: 'default', name: 'web', portName: 'http' }]]));
-    const text = await m.registry.metrics();
+    const text = await m.render(0, 0);
     expect(text).toContain('# TYPE ipvsop_virtual_server_connections_total counter');
     expect(text).toContain('# TYPE ipvsop_real_server_bytes_in_total counter');
     expect(text).toContain('# TYPE ipvsop_real_server_active_connections gauge');
@@ -46,7 +46,7 @@ describe('Metrics', () => {
     let t = 0;
     const m = new Metrics();
     m.watchKernel(ipvs, () => new Map([['TCP 10.200.1.10:80', { namespace: 'default', name: 'web', portName: 'http' }]]), { snapshotMs: 5000, now: () => t });
-    const scrape = () => m.registry.metrics();
+    const scrape = () => m.render(t, 0);
     await Promise.all(Array.from({ length: 8 }, scrape));
     for (let i = 0; i < 8; i++) await scrape();
     expect(dumps).toBe(1);
@@ -64,5 +64,26 @@ describe('Metrics', () => {
     const text = await scrape();
     expect(dumps).toBe(4);
     expect(text).toMatch(/endpoint="10.10.1.3:8080"\} 0$/m);
+  });
+
+  it('writes the IPVS series in Prometheus text format, labels escaped, and yields to the event loop while it does', async () => {
+    const ipvs = new FakeIpvs();
+    const origins = new Map<string, { namespace: string; name: string; portName: string }>();
+    for (let i = 0; i < 600; i++) {
+      const vs = makeVirtualServer({ family: 'IPv4', address: `10.200.${i >> 8}.${i & 255}`, port: 80, scheduler: 'rr' });
+      await ipvs.addVirtualServer(vs);
+      await ipvs.addRealServer(vs, makeRealServer({ address: '10.10.1.3', port: 8080 }));
+      origins.set(`TCP 10.200.${i >> 8}.${i & 255}:80`, { namespace: 'default', name: i === 0 ? 'we"ird\\name' : `svc-${i}`, portName: 'http' });
+    }
+    const m = new Metrics();
+    m.watchKernel(ipvs, () => origins);
+    let ticks = 0;
+    const ticker = setInterval(() => { ticks++; }, 0);
+    const text = await m.render(0, 0);
+    clearInterval(ticker);
+    expect(ticks).toBeGreaterThan(0);
+    expect(text.match(/^ipvsop_real_server_active_connections\{/gm)).toHaveLength(600);
+    expect(text).toContain('service="we\\"ird\\\\name"');
+    expect(text.split('\n').filter((l) => l.startsWith('# TYPE ipvsop_real_server_active_connections gauge'))).toHaveLength(1);
   });
 });
