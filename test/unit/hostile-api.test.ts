@@ -4,7 +4,7 @@
 // is only skipped), everything converges to the API's objects once it behaves, RSS stays bounded,
 // and SIGTERM ends it. Short bounds by flag: --health-bound 1, --api-timeout 2.
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -112,4 +112,35 @@ describe('the CLI process against a hostile API server', () => {
       await server.close();
     }
   }, 60_000);
+});
+
+describe('the CLI process against a careless or hostile files source', () => {
+  it('a file emptied, then swapped for a FIFO: alive, no Service deleted, SIGTERM ends it within 5 s', async () => {
+    const src = mkdtempSync(join(dir, 'files-'));
+    const svc = (name: string, ip: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: default}\nspec: {clusterIP: ${ip}, ports: [{port: 80, protocol: TCP}]}\n`;
+    writeFileSync(join(src, 'a.yaml'), svc('a', '10.96.1.10'));
+    writeFileSync(join(src, 'b.yaml'), svc('b', '10.96.1.11'));
+    const port = await freePort();
+    const child = spawn(process.execPath, [CLI, 'run', '--source', `files:${src}`, '--node-name', 'n1', '--dry-run', '--no-iptables',
+      '--metrics-addr', `127.0.0.1:${port}`, '--log-format', 'json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+    const op: Run = { child, out: () => out, exited: new Promise((r) => child.once('exit', (code) => r(code))), port };
+    try {
+      await waitFor('both planned', () => out.includes('add-service TCP 10.96.1.10:80') && out.includes('add-service TCP 10.96.1.11:80'), 30_000, 100);
+      writeFileSync(join(src, 'a.yaml'), '');
+      await waitFor('the empty-file problem', () => out.includes('EmptyManifestFile'), 30_000, 100);
+      rmSync(join(src, 'b.yaml'));
+      expect(spawnSync('mkfifo', [join(src, 'b.yaml')]).status).toBe(0);
+      await waitFor('the FIFO refused', () => /b\.yaml: cannot be read: not a regular file/.test(out), 30_000, 100);
+      writeFileSync(join(src, 'c.yaml'), svc('c', '10.96.1.12'));
+      await waitFor('a later file still read', () => out.includes('add-service TCP 10.96.1.12:80'), 30_000, 100);
+      expect({ alive: child.exitCode === null, deleted: /delete-service/.test(out) }).toEqual({ alive: true, deleted: false });
+      child.kill('SIGTERM');
+      expect(await exitWithin(op, 5000)).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 90_000);
 });
