@@ -226,8 +226,10 @@ export class KubeClient implements FetchConfig {
     let aborted: { err: Error | undefined } | undefined;
     const done = (async () => {
       const { res, what, abort } = await this.open('GET', path, query, undefined, false);
-      abortIt = abort;
-      if (aborted) abort(aborted.err);
+      // Ending a watch always drops its connection (an error or not), so no old stream lingers.
+      const drop = (err: Error | undefined) => abort(err ?? Object.assign(new Error(`${what}: watch ended`), { stopped: true }));
+      abortIt = drop;
+      if (aborted) drop(aborted.err);
       const code = res.statusCode ?? 0;
       if (code < 200 || code > 299) {
         const text = await readCapped(res, 65_536);
@@ -273,7 +275,7 @@ export class KubeClient implements FetchConfig {
         res.on('error', (e) => end(e));
         res.on('end', () => end());
         res.on('close', () => end(res.complete ? undefined : new Error(`${what}: the watch connection closed`)));
-        abortIt = (err) => { abort(err); end(err); };
+        abortIt = (err) => { drop(err); end(err); };
         if (aborted) abortIt(aborted.err);
       });
     })();

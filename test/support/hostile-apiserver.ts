@@ -36,6 +36,8 @@ function slice(name: string, ip: string): object {
 
 export class HostileApiServer {
   mode: HostileMode = 'good';
+  /** Watches of Services whose connection is still open. */
+  openServiceWatches = 0;
   /** Requests per path kind, for assertions ("list services", "watch services", ...). */
   readonly counts = new Map<string, number>();
   private readonly held = new Set<Socket>();
@@ -93,6 +95,10 @@ export class HostileApiServer {
       this.json(res, 200, { kind, apiVersion: 'v1', metadata: { resourceVersion: '10', ...extra }, items });
     if (path === '/api/v1/services') {
       this.count(`${watch ? 'watch' : 'list'} services`);
+      if (watch) {
+        this.openServiceWatches++;
+        res.on('close', () => { this.openServiceWatches--; });
+      }
       return this.services(url, watch, res, list);
     }
     if (watch) {

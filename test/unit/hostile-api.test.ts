@@ -9,6 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { KubeClient } from '../../src/kube/client.js';
+import { Reflector } from '../../src/kube/reflector.js';
 import { HOSTILE_MODES, type HostileMode, HostileApiServer } from '../support/hostile-apiserver.js';
 import { freePort } from '../support/net.js';
 import { waitFor } from '../support/operator-process.js';
@@ -143,4 +146,32 @@ describe('the CLI process against a careless or hostile files source', () => {
       child.kill('SIGKILL');
     }
   }, 90_000);
+});
+
+describe('a Reflector ending its watch', () => {
+  it('drops the old connection on every relist: one watch stays open, not one per relist', async () => {
+    const server = await HostileApiServer.start();
+    const client = KubeClient.fromCredentials({ server: server.url });
+    const seen: string[] = [];
+    const r = new Reflector<KubernetesObject>({
+      name: 'services', path: '/api/v1/services', pageSize: 100, client, log: () => undefined,
+      handlers: { upsert: (o) => seen.push(o.metadata!.name!), delete: () => undefined },
+      healing: { backoff: { initialMs: 10, maxMs: 50, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 0, maxRetryAfterMs: 1000 },
+    });
+    try {
+      r.start();
+      await r.synced();
+      for (let i = 1; i <= 4; i++) {
+        await waitFor(`watch ${i} open`, () => (server.counts.get('watch services') ?? 0) === i && r.up, 10_000, 10);
+        expect(r.relistNow()).toBe(true);
+      }
+      await waitFor('the fifth watch', () => (server.counts.get('watch services') ?? 0) === 5, 10_000, 10);
+      await waitFor('the old watches closed', () => server.openServiceWatches === 1, 10_000, 10);
+      expect(server.counts.get('list services')).toBe(5);
+    } finally {
+      await r.stop();
+      client.close();
+      await server.close();
+    }
+  });
 });
