@@ -21,23 +21,13 @@ import { describe, expect, it } from '@jest/globals';
 import { preferenceOrder } from '../../src/balance/order.js';
 import { type DampingConfig, DEFAULT_DAMPING, type ViewState, initialView, stepView } from '../../src/balance/damping.js';
 import { type NodeReport, type ReportLimits } from '../../src/balance/estimate.js';
+import { prng } from './fixtures.js';
 
 const BACKENDS = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
 const SERVICE = 'ns1/svc1/http/IPv4';
 const PERIOD_MS = 2_000;
 const LIMITS: ReportLimits = { periodMs: PERIOD_MS, stalePeriods: 3, maxSkewMs: 1_000, maxConnRate: 1_000_000, maxConns: 10_000_000 };
 
-/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
 

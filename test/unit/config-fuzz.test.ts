@@ -7,18 +7,10 @@
 import { describe, expect, it } from '@jest/globals';
 import { validateConfig } from '../../src/config/load.js';
 import type { ConfigResult } from '../../src/config/schema.js';
+import { prng } from './fixtures.js';
 
-/** mulberry32: a small deterministic PRNG, so a failure replays from the seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The shared seeded PRNG, so a failure replays from the seed. */
+const rng = prng;
 
 const SEED = 20261123;
 const CASES = 10_000;
