@@ -377,7 +377,7 @@ function resolveSafely(choice: SchedulerChoice, env: BuildEnv, eps: readonly Plu
   const context = frozenContext(env.context);
   const attempt = (c: SchedulerChoice): Resolution | string => {
     try {
-      const res: unknown = c.plugin.resolve(deepFrozenCopy(c.options), deepFrozenCopy(eps) as PluginEndpoint[], context);
+      const res: unknown = c.plugin.resolve(deepFrozenCopy(c.options), frozenEndpoints(eps), context);
       return checkResolution(res, eps.length, env.context.availableSchedulers);
     } catch (e) {
       return `threw: ${firstLineOf(e)}`;
@@ -424,6 +424,20 @@ function deepFrozenCopy<T>(v: T): T {
   };
   freeze(copy);
   return copy;
+}
+
+/**
+ * Frozen copies of the endpoints, their nested records and lists copied too: on the path of every
+ * Service's build, so a field-wise copy (about twice as fast as structuredClone here) rather than
+ * a generic deep one. A field added to PluginEndpoint that holds an object must be copied here.
+ */
+function frozenEndpoints(eps: readonly PluginEndpoint[]): PluginEndpoint[] {
+  return Object.freeze(eps.map((e) => Object.freeze({
+    ...e,
+    sliceLabels: Object.freeze({ ...e.sliceLabels }),
+    ...(e.zoneHints ? { zoneHints: Object.freeze([...e.zoneHints]) } : {}),
+    ...(e.nodeHints ? { nodeHints: Object.freeze([...e.nodeHints]) } : {}),
+  }))) as PluginEndpoint[];
 }
 
 /** The plugin context with a read-only view of the scheduler set (a frozen Set can still be added to). */
