@@ -22,6 +22,7 @@
 import type { DesiredTable, DesiredVirtualServer } from '../desired/types.js';
 import { realServerKey } from '../model/ipvs.js';
 import { composeWeight } from './weights.js';
+import { overlayTable } from './overlay.js';
 
 /** The annotation: a duration ("30s", "2m", "1m30s", "500ms"); "0s" turns slow start off. */
 export const SLOW_START_ANNOTATION = 'ipvs-operator.io/slow-start';
@@ -156,7 +157,7 @@ export class SlowStartTracker {
     }
     let nextAt: number | undefined;
     for (const at of this.ramping.values()) if (nextAt === undefined || at < nextAt) nextAt = at;
-    const result: RampResult = { table: this.out.size ? overlay(table, this.out) : table };
+    const result: RampResult = { table: this.out.size ? overlayTable(table, this.out) : table };
     if (nextAt !== undefined) result.nextAt = nextAt;
     return result;
   }
@@ -167,27 +168,6 @@ export class SlowStartTracker {
     const window = this.out.get(vsKey)?.slowStartMs;
     return first === undefined || window === undefined ? 1 : rampFactor(first, now, window);
   }
-}
-
-/** `base` with the entries of `over` in place of its own (for keys `base` has); a live view. */
-function overlay(base: DesiredTable, over: ReadonlyMap<string, DesiredVirtualServer>): DesiredTable {
-  const get = (k: string) => (base.has(k) ? over.get(k) ?? base.get(k) : undefined);
-  // Generators end with `void` where MapIterator says `undefined`: the same at run time.
-  type It<T> = ReturnType<Map<string, T>['values']>;
-  const entries = () => (function* () {
-    for (const k of base.keys()) yield [k, get(k)!] as [string, DesiredVirtualServer];
-  })() as unknown as It<[string, DesiredVirtualServer]>;
-  const view: DesiredTable = {
-    get,
-    has: (k) => base.has(k),
-    get size() { return base.size; },
-    keys: () => base.keys(),
-    values: () => (function* () { for (const k of base.keys()) yield get(k)!; })() as unknown as It<DesiredVirtualServer>,
-    entries,
-    forEach(cb, thisArg?) { for (const k of base.keys()) cb.call(thisArg, get(k)!, k, view); },
-    [Symbol.iterator]: entries,
-  };
-  return view;
 }
 
 /**

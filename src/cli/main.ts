@@ -56,7 +56,7 @@ const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--balance-period SECONDS] [--balance-namespace NS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
@@ -65,6 +65,9 @@ export const COMMANDS: Record<string, Command> = {
       '  --health-bound SECONDS  how long a failing sync, source or kernel socket may last before /healthz\n' +
       '                  fails (default 2 x syncPeriod, kube-proxy\'s rule)\n' +
       '  --api-timeout SECONDS  deadline of every API request (default 60; connect within 10, headers within 30)\n' +
+      '  --balance-period SECONDS  the cluster load view\'s report and aggregation period (default 10; 0: off);\n' +
+      '                  Services opt in with ipvs-operator.io/balance: cluster (docs/balance.md)\n' +
+      '  --balance-namespace NS  where its Lease lives (default $POD_NAMESPACE, else ipvs-operator)\n' +
       `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
       '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped\n' +
       `  --plugin-load-timeout SECONDS  longest import of one plugin file (default ${DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000});\n` +
@@ -77,6 +80,8 @@ export const COMMANDS: Record<string, Command> = {
       'metrics-addr': { type: 'string', default: '127.0.0.1:10249' },
       'health-bound': { type: 'string' },
       'api-timeout': { type: 'string', default: '60' },
+      'balance-period': { type: 'string', default: '10' },
+      'balance-namespace': { type: 'string' },
       'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
       'plugins-dir': { type: 'string' },
       'plugin-load-timeout': { type: 'string', default: String(DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000) },
@@ -92,6 +97,8 @@ export const COMMANDS: Record<string, Command> = {
       if (healthBound !== undefined && !(healthBound >= 1 && healthBound <= 86_400)) throw new UsageError(`--health-bound must be 1 <= SECONDS <= 86400, not ${JSON.stringify(v['health-bound'])}`);
       const apiTimeout = Number(v['api-timeout']);
       if (!(apiTimeout >= 1 && apiTimeout <= 3600)) throw new UsageError(`--api-timeout must be 1 <= SECONDS <= 3600, not ${JSON.stringify(v['api-timeout'])}`);
+      const balancePeriod = Number(v['balance-period']);
+      if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${JSON.stringify(v['balance-period'])}`);
       const registry = new PluginRegistry();
       if (v['plugins-dir']) {
         const problems = await loadPluginsFrom(String(v['plugins-dir']), registry, { timeoutMs: pluginTimeout * 1000 });
@@ -106,6 +113,8 @@ export const COMMANDS: Record<string, Command> = {
           metricsAddr,
           ...(healthBound === undefined ? {} : { healthBoundMs: healthBound * 1000 }),
           apiTimeoutMs: apiTimeout * 1000,
+          balancePeriodMs: balancePeriod * 1000,
+          balanceNamespace: String(v['balance-namespace'] ?? process.env.POD_NAMESPACE ?? 'ipvs-operator'),
           stateDir: String(v['state-dir']),
           iptables: v['no-iptables'] !== true,
           registry,
@@ -128,6 +137,8 @@ export const COMMANDS: Record<string, Command> = {
       'manifests/components/node-setup (a privileged init container). Exit code 1 names what failed.',
     options: { 'strict-arp': { type: 'boolean', default: false }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
     async run(v) {
+      const balancePeriod = Number(v['balance-period']);
+      if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${JSON.stringify(v['balance-period'])}`);
       const registry = new PluginRegistry();
       const schedulers = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))].sort();
       const r = await nodeSetup({ schedulers, strictArp: v['strict-arp'] === true, stateDir: String(v['state-dir']) });

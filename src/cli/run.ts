@@ -21,6 +21,7 @@ import { ProxierHealthServer, ServiceHealthServers } from '../operator/health-se
 import { ProxierHealth } from '../operator/proxier-health.js';
 import { RtnlVipLink, type VipLink } from '../rtnl/vips.js';
 import type { SourceEvent } from '../source/types.js';
+import { ClusterWeights } from '../balance/cluster-view.js';
 import { ServiceNotFoundError, renderExplain } from './explain.js';
 import { type SourceSpec, iptablesPath, logSinks, wire } from './wiring.js';
 
@@ -34,6 +35,9 @@ export interface RunOptions {
   healthBoundMs?: number;
   /** Every API request's deadline (default 60 s; connect within 10 s, headers within 30 s). */
   apiTimeoutMs?: number;
+  /** The cluster load view's period (0: off; default 10 s) and its Lease's namespace. */
+  balancePeriodMs?: number;
+  balanceNamespace?: string;
   /** Where the ownership record lives (record.ts). */
   stateDir: string;
   iptables: boolean;
@@ -93,6 +97,9 @@ export async function runOperator(o: RunOptions): Promise<number> {
     if (timeouts) await ipvs.setTimeouts(timeouts).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
   };
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
+  // The cluster load view (issue 27) needs the API and writes to it: not with files, not in a dry run.
+  const balancePeriodMs = o.balancePeriodMs ?? 10_000;
+  const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0 ? new ClusterWeights(3 * balancePeriodMs) : undefined;
   // kube-proxy's health checking (a dry run opens no port): the proxy health server on
   // healthzBindAddress, the health-check NodePorts after each sync (health-edge.ts).
   const proxierHealth = new ProxierHealth(2 * config.syncPeriod * 1000);
@@ -109,7 +116,16 @@ export async function runOperator(o: RunOptions): Promise<number> {
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
     ...(o.dryRun ? {} : { conntrack: new NetlinkConntrack() }),
     ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
+    ...(clusterWeights ? { clusterWeights } : {}),
   });
+  const view = clusterWeights && wired.client
+    ? new (await import('../kube/cluster-view.js')).ClusterView({
+      client: wired.client, nodeName: o.nodeName, namespace: o.balanceNamespace ?? 'ipvs-operator', ipvs, weights: clusterWeights,
+      backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log, periodMs: balancePeriodMs,
+      onRejection: (reason) => metrics.balanceRejections.inc({ reason }),
+      onEstimate: (viewKey, estimate, weights) => metrics.setBalanceView(viewKey, estimate, weights),
+    })
+    : undefined;
   metrics.watchKernel(ipvs, () => operator.origins());
 
   const applyTimeouts = async (e: SourceEvent) => {
@@ -135,6 +151,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   if (!o.dryRun) void proxierServer.ensure(config.healthzBindAddress);
   const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
   const closeAll = async () => {
+    await view?.stop();
     await source.stop();
     await operator.stop();
     await Promise.all([serviceHealth.close(), proxierServer.close()]);
@@ -157,6 +174,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   sourceStarted = true;
   await syncStrictArp();
   operator.start();
+  view?.start();
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });
 
   await stopped;

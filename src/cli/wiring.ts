@@ -7,6 +7,7 @@ import type { Log } from '../operator/log.js';
 import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';
+import type { KubeClient } from '../kube/client.js';
 
 /** The iptables + ipset path: masquerade marking, source ranges, VIP filtering (src/iptables/). */
 export async function iptablesPath(): Promise<IptablesSync> {
@@ -20,6 +21,8 @@ export interface Wiring {
   source: Source;
   events: EventSink;
   status: StatusSink;
+  /** The API client (the kube source only): the cluster load view writes through it. */
+  client?: KubeClient;
 }
 
 /** Events and node status as log lines (the files source, and dry runs of any source). */
@@ -54,6 +57,7 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
     source: new KubeSource({ client, nodeName, log, startTimeoutMs: 0, onMalformed: api.onMalformed }),
     events: new KubeEventSink({ client, nodeName, log }),
     status: new KubeStatusSink({ client, nodeName, log }),
+    client,
   };
 }
 

@@ -36,6 +36,7 @@ import { type HealthCheck, healthCheckOf } from './health-checks.js';
 import { FORWARDING_ANNOTATION, chooseForwarding, tunnelledKind } from './forwarding.js';
 import { addOrder, chooseEndpointOrder } from '../balance/order.js';
 import { chooseSlowStart, slowStartInapplicable, SLOW_START_ANNOTATION } from '../balance/slow-start.js';
+import { BALANCE_ANNOTATION, chooseBalance, clusterBalanceInapplicable } from '../balance/cluster-view.js';
 
 /** Label selecting which proxy handles a Service (kube-proxy honours it the same way). */
 export const SERVICE_PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
@@ -128,6 +129,8 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   const order = chooseEndpointOrder(id, obj(annotations), problems);
   const slowStartMs = chooseSlowStart(id, obj(annotations), problems);
   let warnedSlowStart = false;
+  const balance = chooseBalance(id, obj(annotations), problems);
+  let warnedBalance = false;
 
   const ipsField = stringList(spec.clusterIPs, 'spec.clusterIPs');
   const clusterIP = str(spec.clusterIP);
@@ -247,8 +250,14 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
           warnedSlowStart = true;
           problems.push({ service: id, reason: 'SlowStartInapplicable', message: `${SLOW_START_ANNOTATION}: ${notRamped}; no slow start` });
         }
+        const notBalanced = balance === 'cluster' ? clusterBalanceInapplicable(res.scheduler) : undefined;
+        if (notBalanced && !warnedBalance) {
+          warnedBalance = true;
+          problems.push({ service: id, reason: 'ClusterBalanceInapplicable', message: `${BALANCE_ANNOTATION}: ${notBalanced}; balancing locally` });
+        }
         entry.vss.push({ vs, dests, origin: { namespace: str(obj(service.metadata)?.namespace) ?? '', name: str(obj(service.metadata)?.name) ?? '', portName, kind, plugin: choice.plugin.name },
-          ...(slowStartMs !== undefined && !notRamped ? { slowStartMs } : {}) });
+          ...(slowStartMs !== undefined && !notRamped ? { slowStartMs } : {}),
+          ...(balance === 'cluster' && !notBalanced ? { clusterBalance: true as const } : {}) });
         return tunnelled !== undefined;
       };
       const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port, ...extra });

@@ -357,7 +357,7 @@ function keyOf(d: DesiredVirtualServer): string {
 function sameDesired(a: DesiredVirtualServer, b: DesiredVirtualServer): boolean {
   return virtualServerEqual(a.vs, b.vs) && a.vs.timeout === b.vs.timeout && a.vs.netmask === b.vs.netmask
     && a.dests.length === b.dests.length && a.dests.every((r, i) => realServerEqual(r, b.dests[i]!))
-    && a.slowStartMs === b.slowStartMs && a.origin.kind === b.origin.kind && a.origin.portName === b.origin.portName
+    && a.slowStartMs === b.slowStartMs && a.clusterBalance === b.clusterBalance && a.origin.kind === b.origin.kind && a.origin.portName === b.origin.portName
     && a.origin.plugin === b.origin.plugin && a.origin.name === b.origin.name && a.origin.namespace === b.origin.namespace;
 }
 

@@ -69,6 +69,26 @@ export class Metrics {
   });
 
   private rendered: { at: number; text: Promise<string> } | undefined;
+  readonly balanceRejections = new Counter({
+    name: 'ipvsop_balance_report_rejections_total', help: 'Node load reports (or entries) the cluster load view\'s leader refused, by reason', labelNames: ['reason'], registers: [this.registry],
+  });
+  readonly balanceWeight = new Gauge({
+    name: 'ipvsop_balance_weight', help: 'Cluster load view weight per backend, as the leader last computed it', labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
+  });
+  readonly balanceEstimate = new Gauge({
+    name: 'ipvsop_balance_estimate_seconds', help: 'Cluster load view estimate of a backend\'s mean time in system (Little\'s law), from the leader', labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
+  });
+
+  /** The leader's latest estimate and weights of one Service port (view key ns/name/port). */
+  setBalanceView(viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>): void {
+    const [namespace = '', service = '', port = ''] = viewKey.split('/');
+    for (const [backend, w] of weights) this.balanceWeight.set({ namespace, service, port, backend }, w);
+    for (const [backend, e] of estimate) {
+      if (e === undefined) this.balanceEstimate.remove({ namespace, service, port, backend });
+      else this.balanceEstimate.set({ namespace, service, port, backend }, e);
+    }
+  }
+
   /** The IPVS series (watchKernel), rendered apart from prom-client's registry. */
   private kernelText: (() => Promise<string>) | undefined;
 

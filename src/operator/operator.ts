@@ -27,6 +27,7 @@
 import type { PluginRegistry } from '../../plugins/index.js';
 import { DesiredState } from '../desired/state.js';
 import { SlowStartTracker } from '../balance/slow-start.js';
+import type { ClusterWeights } from '../balance/cluster-view.js';
 import type { Desired, Problem } from '../desired/types.js';
 import type { HealthCheck } from '../desired/health-checks.js';
 import type { ProxyConfig } from '../config/types.js';
@@ -96,6 +97,8 @@ export interface OperatorDeps {
    * logged and keeps the previous problems.
    */
   afterSync?: (view: AfterSyncView) => Promise<readonly Problem[]>;
+  /** Cluster load view weights (balance/cluster-view.ts), applied before slow start; none: local weights only. */
+  clusterWeights?: ClusterWeights;
 }
 
 /** The outcome of the last sync, for status and tests. */
@@ -217,6 +220,11 @@ export class Operator {
     });
   }
 
+  /** Asks for a sync (within minSyncPeriod) when something outside the source changed what is desired (cluster weights). */
+  poke(): void {
+    this.runner.run();
+  }
+
   /** Feeds one source event; a sync follows within minSyncPeriod. */
   handle(e: SourceEvent): void {
     this.pendingSince ??= this.clock.now();
@@ -268,7 +276,8 @@ export class Operator {
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
-      const ramp = this.slowStart.apply(built.table, changed, t0);
+      const cluster = this.deps.clusterWeights?.apply(built.table, changed, t0);
+      const ramp = this.slowStart.apply(cluster?.table ?? built.table, changed, t0);
       const desired = { ...built, table: ramp.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
@@ -304,7 +313,7 @@ export class Operator {
       failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
       await this.cleanConntrack(plan, failures, desired);
       this.draining = plan.draining;
-      this.armDeadline(earliest(plan.nextDeadline, ramp.nextAt));
+      this.armDeadline(earliest(earliest(plan.nextDeadline, ramp.nextAt), cluster?.nextAt));
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(plan, failures, desired, t0);
@@ -480,7 +489,7 @@ export class Operator {
 
   /** Every problem now: the desired state's, and one per Service whose ops the kernel refuses. */
   problems(): Problem[] {
-    return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems];
+    return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems, ...(this.deps.clusterWeights?.lastProblems ?? [])];
   }
 
   /** Events for problems. Failures are logged: they never fail a sync. */
@@ -542,6 +551,19 @@ export class Operator {
   }
 
   /** The desired state's origin of each virtual server key (for status / explain / metrics labels). */
+  /** Per opted-in Service port (view key), its backends (`ip:port`) over every virtual server of that port. */
+  clusterBackends(opted: ReadonlyMap<string, string>): Map<string, string[]> {
+    const out = new Map<string, Set<string>>();
+    for (const [key, vk] of opted) {
+      const d = this.state.desiredTable.get(key);
+      if (!d) continue;
+      const set = out.get(vk) ?? new Set<string>();
+      for (const rs of d.dests) set.add(realServerKey(rs));
+      out.set(vk, set);
+    }
+    return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
+  }
+
   origins(): ReadonlyMap<string, { namespace: string; name: string; portName: string; plugin: string }> {
     const out = new Map<string, { namespace: string; name: string; portName: string; plugin: string }>();
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);

@@ -71,7 +71,7 @@ describe('the DaemonSet container as a lab node process', () => {
   it('builds argv, env, volumes and capabilities from manifests/daemonset.yaml', () => {
     const l = launchFromDaemonSet(DS, POD);
     expect(l.argv).toEqual(['ipvs-operator', 'run', '--source=kube', '--node-name=myk8s-worker2', '--metrics-addr=0.0.0.0:10262', '--log-format=json', '--log-level=info']);
-    expect(l.env).toEqual({ KUBERNETES_SERVICE_HOST: '172.18.0.2', KUBERNETES_SERVICE_PORT: '6443', KUBERNETES_SERVICE_PORT_HTTPS: '6443', NODE_NAME: 'myk8s-worker2' });
+    expect(l.env).toEqual({ KUBERNETES_SERVICE_HOST: '172.18.0.2', KUBERNETES_SERVICE_PORT: '6443', KUBERNETES_SERVICE_PORT_HTTPS: '6443', NODE_NAME: 'myk8s-worker2', POD_NAMESPACE: 'ipvs-operator' });
     expect(l.capabilities).toEqual(['net_admin', 'net_raw']);
     expect(l.hostPaths.map((h) => [h.hostPath, h.mountPath, h.readOnly])).toEqual([
       ['/lib/modules', '/lib/modules', true], ['/run/xtables.lock', '/run/xtables.lock', false], ['/run/ipvs-operator', '/run/ipvs-operator', false],

@@ -61,7 +61,7 @@ describe('CRDs', () => {
   const crds = ofKind(docs('crds/'), 'CustomResourceDefinition').map((d) => d.object as any); // eslint-disable-line @typescript-eslint/no-explicit-any
 
   it('are apiextensions.k8s.io/v1 with a status subresource where status is written, printer columns and short names', () => {
-    expect(crds.map((c) => c.metadata.name).sort()).toEqual(['ipvsnodestates.ipvs-operator.io', 'ipvsproxyconfigs.ipvs-operator.io']);
+    expect(crds.map((c) => c.metadata.name).sort()).toEqual(['ipvsloadreports.ipvs-operator.io', 'ipvsnodestates.ipvs-operator.io', 'ipvsproxyconfigs.ipvs-operator.io', 'ipvsserviceweights.ipvs-operator.io']);
     for (const c of crds) {
       expect(c.apiVersion).toBe('apiextensions.k8s.io/v1');
       expect(c.spec.names.shortNames.length).toBeGreaterThan(0);

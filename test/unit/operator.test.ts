@@ -10,7 +10,8 @@ import { NoIptables } from '../../src/iptables/sync.js';
 import { IptablesRestore } from '../../src/iptables/restore.js';
 import { FakeHost } from '../support/iptables-fake.js';
 import { memoryLog } from '../../src/operator/log.js';
-import { Operator } from '../../src/operator/operator.js';
+import { Operator, type OperatorDeps } from '../../src/operator/operator.js';
+import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import type { EventSink, NodeStatus, StatusSink } from '../../src/source/types.js';
 import type { Problem } from '../../src/desired/types.js';
@@ -24,7 +25,7 @@ function manualClock(start = 1_000_000) {
   return { now: () => t, setTimeout: (_fn: () => void, _ms: number): unknown => ({}), clearTimeout: () => undefined, advance: (ms: number) => { t += ms; } };
 }
 
-function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualClock()) {
+function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualClock(), extra: Partial<OperatorDeps> = {}) {
   const posted: Problem[][] = [];
   const statuses: NodeStatus[] = [];
   const events: EventSink = { report: async (p) => { posted.push([...p]); } };
@@ -33,6 +34,7 @@ function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualCl
   const op = new Operator(config, {
     ipvs, vips, iptables: new NoIptables(), events, status, log, registry: new PluginRegistry(), nodeName: NODE, clock,
     kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr', 'lc', 'sed', 'sh', 'mh']) },
+    ...extra,
   });
   return { op, ipvs, vips, posted, statuses, log, clock };
 }
@@ -406,5 +408,59 @@ describe('slow start through the sync loop', () => {
     const before = ipvs.applied.length;
     await op.sync();
     expect(ipvs.applied.length).toBe(before);
+  });
+});
+
+describe('cluster weights through the sync loop', () => {
+  const balanced = (scheduler: string, balance = 'cluster', rv = '1') => web((s) => {
+    s.metadata!.annotations = { 'ipvs-operator.io/scheduler': scheduler, 'ipvs-operator.io/balance': balance };
+    s.metadata!.resourceVersion = rv;
+  });
+  const weightsNow = (ipvs: FakeIpvs) => [...ipvs.dump().matchAll(/-> (10\.10\.1\.\d+):8080 w=(\d+)/g)].map((m) => `${m[1]} ${m[2]}`);
+
+  it('applies published weights by update-dest, falls back to local weights when the view goes stale, and says so', async () => {
+    const clock = manualClock();
+    const cluster = new ClusterWeights(30_000);
+    const { op, ipvs, posted } = setup(undefined, undefined, clock, { clusterWeights: cluster });
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('wrr') });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4', '10.10.1.5']) });
+    await op.sync();
+    expect(weightsNow(ipvs)).toEqual(['10.10.1.3 1', '10.10.1.4 1', '10.10.1.5 1']);
+    const [viewKey] = [...cluster.optedIn().values()];
+    expect(viewKey).toMatch(/^default\/web\//);
+
+    cluster.setAlive(true, clock.now());
+    cluster.publish('default/web', new Map([[viewKey!, new Map([['10.10.1.3:8080', 20], ['10.10.1.4:8080', 20], ['10.10.1.5:8080', 2]])]]));
+    let before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.slice(before).map((o) => o.replace(/ masq$/, '')).sort()).toEqual([
+      'update-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=20', 'update-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=20', 'update-dest TCP 10.200.1.10:80 -> 10.10.1.5:8080 w=2']);
+    // Unchanged weights: nothing to do.
+    before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.length).toBe(before);
+
+    // The view dies: local weights at once, the problem once it has been missing for 30 s.
+    cluster.setAlive(false, clock.now());
+    await op.sync();
+    expect(weightsNow(ipvs)).toEqual(['10.10.1.3 1', '10.10.1.4 1', '10.10.1.5 1']);
+    expect(posted.at(-1)!.map((p) => p.reason)).not.toContain('ClusterViewStale');
+    clock.advance(30_000);
+    await op.sync();
+    expect(posted.at(-1)).toEqual(expect.arrayContaining([expect.objectContaining({ service: 'default/web', reason: 'ClusterViewStale' })]));
+  });
+
+  it('a scheduler that ignores weights, or a bad value, is a problem and keeps local balancing', async () => {
+    const cluster = new ClusterWeights();
+    const { op, posted } = setup(undefined, undefined, undefined, { clusterWeights: cluster });
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('rr') });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    expect(posted.at(-1)!.map((p) => p.reason)).toContain('ClusterBalanceInapplicable');
+    expect(cluster.optedIn().size).toBe(0);
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('wrr', 'global', '2') });
+    await op.sync();
+    expect(posted.at(-1)).toEqual(expect.arrayContaining([expect.objectContaining({ reason: 'InvalidBalance', message: expect.stringContaining('"global" is not one of local, cluster') })]));
+    expect(cluster.optedIn().size).toBe(0);
   });
 });

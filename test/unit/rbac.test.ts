@@ -13,6 +13,9 @@ import { KubeEventSink } from '../../src/kube/events.js';
 import { listOnce } from '../../src/kube/list-once.js';
 import { KubeSource } from '../../src/kube/source.js';
 import { KubeStatusSink } from '../../src/kube/status.js';
+import { ClusterView } from '../../src/kube/cluster-view.js';
+import { ClusterWeights } from '../../src/balance/cluster-view.js';
+import { BACKENDS, KEY, VIEW, kernelStub, table } from '../support/cluster-view.js';
 import type { NodeStatus } from '../../src/source/types.js';
 import { FakeApiServer, type RecordedRequest, clientFor } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/wait.js';
@@ -121,6 +124,22 @@ async function exerciseTheCode(): Promise<void> {
   await sink.write(status(3)); // 409: get again, update status
   server.remove('ipvsnodestates', NODE);
   await sink.write(status(4)); // 404: get, create, update status
+
+  // The cluster load view, leading: the Lease (get 404, create, get, update), this node's report
+  // (get 404, create, then update), the reports and weights watched, weights written twice (get
+  // 404, create; get, update) as the slow backend's weight comes down in steps.
+  const weights = new ClusterWeights(3000);
+  weights.apply(table, new Set([KEY]), Date.now());
+  const view = new ClusterView({
+    client, nodeName: NODE, namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
+    backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]), poke: () => undefined, log: () => undefined,
+    periodMs: 200, leaseDurationMs: 1000, renewDeadlineMs: 800, retryPeriodMs: 100,
+    healing: { backoff: { initialMs: 20, maxMs: 100, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 30, maxRetryAfterMs: 1000 },
+  });
+  view.start();
+  const written = () => server.requests.filter((r) => r.method === 'PUT' && r.path.includes('/ipvsserviceweights/')).length;
+  await waitFor(() => written() >= 1 && server.requests.some((r) => r.method === 'PUT' && r.path.includes('/ipvsloadreports/')), 'weights and report updated', 20_000);
+  await view.stop();
 }
 
 beforeAll(async () => {
@@ -139,7 +158,8 @@ const role = parse(readFileSync('manifests/clusterrole.yaml', 'utf8')) as { kind
 describe('the ClusterRole against the API calls the code makes', () => {
   it('the run made every API request written in src/', () => {
     const written = staticRequests();
-    expect(written).toEqual(['src/kube/events.ts POST', 'src/kube/list-once.ts GET', 'src/kube/reflector.ts GET',
+    expect(written).toEqual(['src/kube/cluster-view.ts GET', 'src/kube/cluster-view.ts POST', 'src/kube/cluster-view.ts PUT',
+      'src/kube/events.ts POST', 'src/kube/lease.ts GET', 'src/kube/lease.ts POST', 'src/kube/lease.ts PUT', 'src/kube/list-once.ts GET', 'src/kube/reflector.ts GET',
       'src/kube/status.ts GET', 'src/kube/status.ts POST', 'src/kube/status.ts PUT']);
     expect(written.filter((r) => !called.has(r))).toEqual([]);
   });
@@ -147,7 +167,7 @@ describe('the ClusterRole against the API calls the code makes', () => {
   it('only the files the run exercises make API requests or watches', () => {
     const clients = operatorFiles()
       .filter((f) => new RegExp(REQUEST.source).test(readFileSync(f, 'utf8')) || /\.watchStream\(/.test(readFileSync(f, 'utf8'))).sort();
-    expect(clients).toEqual(['src/kube/events.ts', 'src/kube/list-once.ts', 'src/kube/reflector.ts', 'src/kube/status.ts']);
+    expect(clients).toEqual(['src/kube/cluster-view.ts', 'src/kube/events.ts', 'src/kube/lease.ts', 'src/kube/list-once.ts', 'src/kube/reflector.ts', 'src/kube/status.ts']);
   });
 
   it('grants every access the code made', () => {
@@ -161,16 +181,29 @@ describe('the ClusterRole against the API calls the code makes', () => {
     expect(granted.filter((g) => !used.has(g))).toEqual([]);
     expect(new Set(granted).size).toBe(granted.length); // no grant twice
     expect([...used].sort()).toEqual([
+      'create coordination.k8s.io/leases',
       'create core/events',
+      'create ipvs-operator.io/ipvsloadreports',
       'create ipvs-operator.io/ipvsnodestates',
+      'create ipvs-operator.io/ipvsserviceweights',
+      'get coordination.k8s.io/leases',
+      'get ipvs-operator.io/ipvsloadreports',
       'get ipvs-operator.io/ipvsnodestates',
+      'get ipvs-operator.io/ipvsserviceweights',
       'list core/nodes', 'list core/services',
       'list discovery.k8s.io/endpointslices',
+      'list ipvs-operator.io/ipvsloadreports',
       'list ipvs-operator.io/ipvsproxyconfigs',
+      'list ipvs-operator.io/ipvsserviceweights',
+      'update coordination.k8s.io/leases',
+      'update ipvs-operator.io/ipvsloadreports',
       'update ipvs-operator.io/ipvsnodestates/status',
+      'update ipvs-operator.io/ipvsserviceweights',
       'watch core/nodes', 'watch core/services',
       'watch discovery.k8s.io/endpointslices',
+      'watch ipvs-operator.io/ipvsloadreports',
       'watch ipvs-operator.io/ipvsproxyconfigs',
+      'watch ipvs-operator.io/ipvsserviceweights',
     ]);
   });
 

@@ -1,0 +1,319 @@
+// The cluster load view's API edge (issue 27; the model is docs/balance.md, the pure parts are
+// src/balance/). Every node, for the Services that opt in:
+// - reports: once per period at most, and only when its values moved (or it stayed silent for
+//   two periods), it writes its IPVSLoadReport with the kernel's per-destination counters;
+// - elects: one candidate per node on one Lease (lease.ts); the holder aggregates;
+// - applies: it watches the IPVSServiceWeights objects and hands them, checked, to the
+//   ClusterWeights tracker the sync loop applies.
+// The leader, once per period, steps each opted-in Service port's view (stepView) with the new
+// reports, writes a Service's weights object only when stepView says so, and stamps the Lease with
+// the time it last aggregated. A node that has not seen that stamp change for `stalePeriods`
+// periods (on its own clock) falls back to local weights, with a ClusterViewStale problem.
+// Nothing here can fail a sync: every failure is logged (once per kind) and retried next period.
+import type { IpvsClient } from '../ipvs/types.js';
+import { virtualServerKey } from '../model/ipvs.js';
+import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseReportObject, parseWeightsObject, reportObject, weightsObject, type PortWeights } from '../balance/cluster-view.js';
+import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
+import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits } from '../balance/estimate.js';
+import { type MoveThreshold, type Reading, shouldReport } from '../balance/reporting.js';
+import type { LogFn } from '../source/log.js';
+import type { KubeClient } from './client.js';
+import { FailureLog, defaultHealing, type Healing, httpStatus } from './informer.js';
+import { LeaseElector, type Observed } from './lease.js';
+import { Reflector } from './reflector.js';
+
+/** The Lease annotation the leader stamps after each aggregation. */
+export const VIEW_AT_ANNOTATION = 'ipvs-operator.io/view-at';
+export const LEASE_NAME = 'ipvs-operator-balance';
+
+export interface ClusterViewOptions {
+  client: KubeClient;
+  nodeName: string;
+  /** Where the Lease lives (the operator's namespace). */
+  namespace: string;
+  ipvs: Pick<IpvsClient, 'listVirtualServers' | 'listRealServers'>;
+  /** The node's tracker, applied by the sync loop. */
+  weights: ClusterWeights;
+  /** The opted-in Service ports this node knows and their backends (`ip:port`), for the leader. */
+  backends: () => ReadonlyMap<string, readonly string[]>;
+  /** Ask the sync loop for a sync (new weights, or the view died or came back). */
+  poke: () => void;
+  log: LogFn;
+  /** false: report and apply, never lead (default true). */
+  elect?: boolean;
+  /** Reporting and aggregation period (default 10 s). */
+  periodMs?: number;
+  leaseDurationMs?: number;
+  renewDeadlineMs?: number;
+  retryPeriodMs?: number;
+  limits?: Partial<ReportLimits>;
+  damping?: DampingConfig;
+  move?: MoveThreshold;
+  healing?: Healing;
+  now?: () => number;
+  /** A report (or one entry) the leader refused, by reason (a metric). */
+  onRejection?: (reason: RejectReason) => void;
+  /** Each published Service port's estimate and weights (metrics), from the leader. */
+  onEstimate?: (viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>) => void;
+}
+
+/** Relative move of 20 %, at least 2 active or 1 conn/s, and at least every 2 periods. */
+export function defaultMove(periodMs: number): MoveThreshold {
+  return { relative: 0.2, minActive: 2, minRate: 1, maxSilentMs: 2 * periodMs };
+}
+
+export class ClusterView {
+  private readonly periodMs: number;
+  private readonly limits: ReportLimits;
+  private readonly staleMs: number;
+  private readonly now: () => number;
+  private readonly elector: LeaseElector;
+  private readonly weightsReflector: Reflector<Record<string, unknown> & { metadata?: { name?: string; namespace?: string } }>;
+  private reportsReflector: Reflector<Record<string, unknown> & { metadata?: { name?: string } }> | undefined;
+  /** The leader's copy of every node's last report object, by node. */
+  private readonly reports = new Map<string, unknown>();
+  /** Per view key: the aggregator's state and the newest report time used per node. */
+  private views = new Map<string, { state: ViewState; used: Map<string, number> }>();
+  private sent: { reading: Reading; conns: Map<string, number>; at: number } | undefined;
+  private reportVersion: string | undefined;
+  private viewAt: { value: string | undefined; changedAt: number } = { value: undefined, changedAt: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = true;
+  private running: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private readonly reportFailures: FailureLog;
+  private readonly writeFailures: FailureLog;
+  private readonly rejectionsLogged = new Map<string, number>();
+
+  constructor(private readonly o: ClusterViewOptions) {
+    this.periodMs = o.periodMs ?? 10_000;
+    this.limits = { ...DEFAULT_LIMITS, periodMs: this.periodMs, ...o.limits };
+    this.staleMs = this.limits.stalePeriods * this.periodMs;
+    this.now = o.now ?? Date.now;
+    this.reportFailures = new FailureLog(o.log, 'writing the IPVSLoadReport');
+    this.writeFailures = new FailureLog(o.log, 'writing IPVSServiceWeights');
+    this.viewAt.changedAt = this.now();
+    this.elector = new LeaseElector({
+      client: o.client, namespace: o.namespace, name: LEASE_NAME, identity: o.nodeName,
+      leaseDurationMs: o.leaseDurationMs ?? 15_000, renewDeadlineMs: o.renewDeadlineMs ?? 10_000, retryPeriodMs: o.retryPeriodMs ?? 2_000,
+      log: o.log, now: this.now, campaign: o.elect !== false,
+      onLeading: (leading) => this.leadingChanged(leading),
+      onObserved: (obs) => this.observed(obs),
+    });
+    const healing = o.healing ?? defaultHealing;
+    this.weightsReflector = new Reflector({
+      name: 'ipvsserviceweights', path: WEIGHTS_PATH, pageSize: 500, client: o.client, log: o.log, healing, optional: true,
+      handlers: {
+        upsert: (obj) => {
+          const service = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+          const parsed = parseWeightsObject(obj, o.damping ?? DEFAULT_DAMPING);
+          if ('error' in parsed) {
+            o.log('warn', 'refusing a published IPVSServiceWeights; local weights', { service, error: parsed.error });
+            o.weights.refuse(service, parsed.error);
+          } else {
+            o.weights.publish(service, parsed.views);
+          }
+          o.poke();
+        },
+        delete: (obj) => {
+          o.weights.forget(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`);
+          o.poke();
+        },
+      },
+    });
+  }
+
+  /** The leader's Lease as last observed, and whether this node leads (status, tests). */
+  get leading(): boolean {
+    return this.elector.isLeader;
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.weightsReflector.start();
+    this.elector.start();
+    this.running = this.loop();
+  }
+
+  /** Stops every loop; a leader releases the Lease (bounded; `release: false` keeps it until it expires, as a crash). */
+  async stop(release = true): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.wake?.();
+    await this.running;
+    await Promise.all([this.weightsReflector.stop(), this.reportsReflector?.stop(), this.elector.stop(release ? 1000 : 0)]);
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, this.periodMs); });
+      if (this.stopped) break;
+      this.checkAlive();
+      await this.report();
+      if (this.elector.isLeader) await this.aggregate();
+    }
+  }
+
+  /** The view is alive while the leader's stamp changed within staleMs (on this node's clock). */
+  private observed(obs: Observed | undefined): void {
+    const value = obs?.record.holderIdentity ? obs.annotations[VIEW_AT_ANNOTATION] : undefined;
+    if (value !== this.viewAt.value) this.viewAt = { value, changedAt: this.now() };
+    this.checkAlive();
+  }
+
+  private checkAlive(): void {
+    const now = this.now();
+    const alive = this.viewAt.value !== undefined && now - this.viewAt.changedAt < this.staleMs;
+    const changed = alive !== this.o.weights.isAlive;
+    this.o.weights.setAlive(alive, now);
+    if (!changed) return;
+    this.o.log(alive ? 'info' : 'warn', alive ? 'cluster load view is live' : 'cluster load view is stale; local weights', { node: this.o.nodeName });
+    this.o.poke();
+  }
+
+  /** Reads the opted-in virtual servers' counters and writes the report when they moved. */
+  private async report(): Promise<void> {
+    const opted = this.o.weights.optedIn();
+    if (opted.size === 0) return;
+    const at = this.now();
+    let views: Map<string, BackendCounters[]>;
+    try {
+      const read: Array<{ viewKey: string; dests: Awaited<ReturnType<IpvsClient['listRealServers']>> }> = [];
+      for (const vs of await this.o.ipvs.listVirtualServers()) {
+        const vk = opted.get(virtualServerKey(vs));
+        if (vk !== undefined) read.push({ viewKey: vk, dests: await this.o.ipvs.listRealServers(vs) });
+      }
+      views = countersByView(read);
+    } catch (e) {
+      this.reportFailures.failed(e);
+      return;
+    }
+    const active = new Map<string, number>();
+    const rate = new Map<string, number>();
+    const conns = new Map<string, number>();
+    for (const [vk, backends] of views) {
+      for (const b of backends) {
+        const k = `${vk} ${b.backend}`;
+        active.set(k, b.active);
+        conns.set(k, b.conns);
+        const before = this.sent?.conns.get(k);
+        rate.set(k, before === undefined || !this.sent ? 0 : Math.max(0, (b.conns - before) / ((at - this.sent.at) / 1000)));
+      }
+    }
+    const reading: Reading = { at, active, rate };
+    if (!shouldReport(this.sent?.reading, reading, this.o.move ?? defaultMove(this.periodMs))) return;
+    const body = reportObject(this.o.nodeName, at, views);
+    try {
+      this.reportVersion = await this.put(REPORTS_PATH, this.o.nodeName, body, this.reportVersion);
+      this.sent = { reading, conns, at };
+      this.reportFailures.succeeded();
+    } catch (e) {
+      this.reportVersion = undefined;
+      this.reportFailures.failed(e);
+    }
+  }
+
+  /** PUT with the resourceVersion known (GET it when unknown), POST when missing; the new resourceVersion. */
+  private async put(collection: string, name: string, body: Record<string, unknown>, rv: string | undefined): Promise<string | undefined> {
+    let version = rv;
+    if (version === undefined) {
+      const got = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('GET', `${collection}/${name}`).catch((e: unknown) => {
+        if (httpStatus(e) === 404) return undefined;
+        throw e;
+      });
+      if (!got) {
+        const made = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('POST', collection, { body });
+        return made.metadata?.resourceVersion;
+      }
+      version = got.metadata?.resourceVersion;
+    }
+    const meta = body.metadata as Record<string, unknown>;
+    const written = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('PUT', `${collection}/${name}`,
+      { body: { ...body, metadata: { ...meta, resourceVersion: version } } });
+    return written.metadata?.resourceVersion;
+  }
+
+  private leadingChanged(leading: boolean): void {
+    if (leading) {
+      this.views = new Map();
+      this.reports.clear();
+      this.reportsReflector = new Reflector({
+        name: 'ipvsloadreports', path: REPORTS_PATH, pageSize: 500, client: this.o.client, log: this.o.log,
+        healing: this.o.healing ?? defaultHealing, optional: true,
+        handlers: {
+          upsert: (obj) => this.reports.set(obj.metadata?.name ?? '', obj),
+          delete: (obj) => this.reports.delete(obj.metadata?.name ?? ''),
+        },
+      });
+      this.reportsReflector.start();
+    } else {
+      const r = this.reportsReflector;
+      this.reportsReflector = undefined;
+      void r?.stop();
+      this.views = new Map();
+    }
+  }
+
+  /** One aggregation period: step every opted-in Service port, write what moved, stamp the Lease. */
+  private async aggregate(): Promise<void> {
+    if (!this.reportsReflector?.hasSynced) return;
+    const now = this.now();
+    const perView = new Map<string, NodeReport[]>();
+    for (const [node, obj] of this.reports) {
+      const parsed = parseReportObject(obj);
+      if ('error' in parsed) {
+        this.rejected(node, 'malformed', parsed.error);
+        continue;
+      }
+      for (const [vk, r] of parsed.reports) {
+        const list = perView.get(vk) ?? [];
+        list.push(r);
+        perView.set(vk, list);
+      }
+    }
+    const damping = this.o.damping ?? DEFAULT_DAMPING;
+    const byService = new Map<string, { write: boolean; ports: PortWeights[] }>();
+    const next = new Map<string, { state: ViewState; used: Map<string, number> }>();
+    for (const [vk, backends] of this.o.backends()) {
+      const prev = this.views.get(vk) ?? { state: initialView(backends, damping), used: new Map<string, number>() };
+      const fresh = (perView.get(vk) ?? []).filter((r) => typeof r.at !== 'number' || r.at > (prev.used.get(r.node) ?? -Infinity));
+      const step = stepView(prev.state, fresh, backends, now, this.limits, damping);
+      const used = new Map(prev.used);
+      for (const r of fresh) used.set(r.node, r.at);
+      for (const rej of step.rejections) this.rejected(rej.node, rej.reason, rej.message, vk);
+      next.set(vk, { state: step.state, used });
+      this.o.onEstimate?.(vk, step.estimate, step.weights);
+      const cut = vk.lastIndexOf('/');
+      const service = vk.slice(0, cut);
+      const s = byService.get(service) ?? { write: false, ports: [] };
+      const estimates: Record<string, number> = {};
+      for (const [b, w] of step.estimate) if (w !== undefined) estimates[b] = Math.round(w * 1e6) / 1e6;
+      s.ports.push({ port: vk.slice(cut + 1), weights: Object.fromEntries(step.weights), estimates });
+      s.write ||= step.write;
+      byService.set(service, s);
+    }
+    this.views = next;
+    for (const [service, s] of byService) {
+      if (!s.write) continue;
+      const [namespace, name] = [service.slice(0, service.indexOf('/')), service.slice(service.indexOf('/') + 1)];
+      try {
+        await this.put(`/apis/ipvs-operator.io/v1alpha1/namespaces/${namespace}/ipvsserviceweights`, name,
+          weightsObject(namespace, name, this.o.nodeName, now, s.ports), undefined);
+        this.writeFailures.succeeded();
+      } catch (e) {
+        this.writeFailures.failed(e, { service });
+      }
+    }
+    this.elector.annotations = { [VIEW_AT_ANNOTATION]: new Date(now).toISOString() };
+  }
+
+  private rejected(node: string, reason: RejectReason, message: string, viewKey?: string): void {
+    this.o.onRejection?.(reason);
+    const k = `${node} ${reason}`;
+    const now = this.now();
+    if (now - (this.rejectionsLogged.get(k) ?? -Infinity) < 60_000) return;
+    this.rejectionsLogged.set(k, now);
+    this.o.log('warn', 'a node report was refused', { node, reason, message, ...(viewKey ? { service: viewKey } : {}) });
+  }
+}

@@ -1,0 +1,192 @@
+// Leader election over a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it: a
+// candidate reads the Lease every retry period; it takes the Lease when nobody holds it or when the
+// record has not changed for leaseDuration as seen on the candidate's own clock (never by comparing
+// another node's renewTime with ours: clocks differ); the holder renews it every retry period and
+// steps down when it could not renew for renewDeadline. Writes carry the resourceVersion read, so
+// two candidates racing get one 409 Conflict and one Lease. The leader also stamps the Lease with
+// what it publishes (`annotations`), so followers see from one object whether a live leader works.
+import type { KubeClient } from './client.js';
+import { describeError, httpStatus } from './informer.js';
+import type { LogFn } from '../source/log.js';
+
+export interface LeaseRecord {
+  holderIdentity?: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: string;
+  renewTime?: string;
+  leaseTransitions?: number;
+}
+
+/** What a candidate knows of the Lease: its record and when (local clock) the record last changed. */
+export interface Observed {
+  record: LeaseRecord;
+  resourceVersion: string;
+  annotations: Record<string, string>;
+  /** Local time (ms) at which this record (holder, renewTime or annotations) was first seen. */
+  observedAt: number;
+}
+
+/** What to do with the Lease now. pure. */
+export function leaseAction(observed: Observed | undefined, me: string, now: number, durationMs: number): 'create' | 'renew' | 'acquire' | 'wait' {
+  if (!observed) return 'create';
+  const holder = observed.record.holderIdentity ?? '';
+  if (holder === me) return 'renew';
+  if (holder === '' || now - observed.observedAt >= durationMs) return 'acquire';
+  return 'wait';
+}
+
+/** MicroTime, as the API server writes it: 2006-01-02T15:04:05.000000Z. */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+export interface ElectorOptions {
+  client: Pick<KubeClient, 'request'>;
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+  log: LogFn;
+  now?: () => number;
+  /** false: only read the Lease (observe the leader), never take it. Default true. */
+  campaign?: boolean;
+  /** Called on every change of leadership (true: this candidate leads). */
+  onLeading?: (leading: boolean) => void;
+  /** Called after every read of the Lease (leading or not), with what was observed. */
+  onObserved?: (o: Observed | undefined) => void;
+}
+
+/**
+ * One candidate. `tick()` reads the Lease and, as leaseAction says, creates, renews or acquires it;
+ * `run()` ticks every retry period until `stop()`. `annotations` are written with every renewal.
+ */
+export class LeaseElector {
+  private observed: Observed | undefined;
+  private leading = false;
+  private lastRenew = -Infinity;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private running: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  /** What the leader stamps on the Lease (ipvs-operator.io/view-at, ...). */
+  annotations: Record<string, string> = {};
+  private readonly now: () => number;
+
+  constructor(private readonly o: ElectorOptions) {
+    this.now = o.now ?? Date.now;
+  }
+
+  get isLeader(): boolean {
+    return this.leading;
+  }
+
+  get path(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${this.o.namespace}/leases`;
+  }
+
+  /** What was last observed of the Lease. */
+  get last(): Observed | undefined {
+    return this.observed;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.stopped = false;
+    this.running = (async () => {
+      while (!this.stopped) {
+        await this.tick();
+        if (this.stopped) break;
+        await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, this.o.retryPeriodMs); });
+      }
+    })();
+  }
+
+  /**
+   * Stops; a leader gives the Lease up (holder cleared) so another takes it at once, bounded by
+   * `releaseMs` (0: keep it, as a crash would, until it expires).
+   */
+  async stop(releaseMs = 1000): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.wake?.();
+    await this.running;
+    this.running = undefined;
+    if (this.leading && this.observed && releaseMs > 0) {
+      const body = this.body(this.observed, { ...this.observed.record, holderIdentity: '', leaseDurationSeconds: 1 });
+      await this.o.client.request('PUT', `${this.path}/${this.o.name}`, { body, signal: AbortSignal.timeout(releaseMs) }).catch(() => undefined);
+    }
+    this.setLeading(false);
+  }
+
+  /** One round: read, then create, renew or acquire as due. Never rejects. */
+  async tick(): Promise<void> {
+    const now = this.now();
+    try {
+      const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`).catch((e: unknown) => {
+        if (httpStatus(e) === 404) return undefined;
+        throw e;
+      });
+      this.observe(got, now);
+      this.o.onObserved?.(this.observed);
+      const action = leaseAction(this.observed, this.o.identity, now, this.o.leaseDurationMs);
+      if (action === 'wait' || this.o.campaign === false) {
+        this.setLeading(false);
+        return;
+      }
+      const seconds = Math.ceil(this.o.leaseDurationMs / 1000);
+      const rec = this.observed?.record ?? {};
+      const record: LeaseRecord = action === 'renew'
+        ? { ...rec, renewTime: microTime(now), leaseDurationSeconds: seconds }
+        : { holderIdentity: this.o.identity, leaseDurationSeconds: seconds, acquireTime: microTime(now), renewTime: microTime(now),
+          leaseTransitions: (rec.leaseTransitions ?? 0) + (action === 'acquire' && rec.holderIdentity ? 1 : 0) };
+      const written = action === 'create'
+        ? await this.o.client.request<Record<string, unknown>>('POST', this.path, { body: this.body(undefined, record) })
+        : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`, { body: this.body(this.observed, record) });
+      this.observe(written, now);
+      this.lastRenew = now;
+      if (!this.leading) this.o.log('info', 'leading the cluster load view', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
+      this.setLeading(true);
+    } catch (e) {
+      // A 409 is another candidate's write between our read and ours: read again next round.
+      if (httpStatus(e) !== 409) this.o.log('debug', 'lease round failed', { error: describeError(e) });
+      if (this.leading && now - this.lastRenew >= this.o.renewDeadlineMs) {
+        this.o.log('warn', 'could not renew the lease within the renew deadline; stepping down', { error: describeError(e) });
+        this.setLeading(false);
+      }
+    }
+  }
+
+  private body(observed: Observed | undefined, record: LeaseRecord): Record<string, unknown> {
+    return {
+      apiVersion: 'coordination.k8s.io/v1', kind: 'Lease',
+      metadata: {
+        name: this.o.name, namespace: this.o.namespace,
+        ...(observed ? { resourceVersion: observed.resourceVersion } : {}),
+        annotations: record.holderIdentity === this.o.identity ? { ...this.annotations } : {},
+      },
+      spec: record,
+    };
+  }
+
+  private observe(o: Record<string, unknown> | undefined, now: number): void {
+    if (!o) {
+      this.observed = undefined;
+      return;
+    }
+    const meta = (o.metadata ?? {}) as { resourceVersion?: string; annotations?: Record<string, string> };
+    const record = (o.spec ?? {}) as LeaseRecord;
+    const annotations = { ...(meta.annotations ?? {}) };
+    const prev = this.observed;
+    const same = prev && prev.record.holderIdentity === record.holderIdentity && prev.record.renewTime === record.renewTime
+      && JSON.stringify(prev.annotations) === JSON.stringify(annotations);
+    this.observed = { record, resourceVersion: meta.resourceVersion ?? '', annotations, observedAt: same ? prev.observedAt : now };
+  }
+
+  private setLeading(leading: boolean): void {
+    if (leading === this.leading) return;
+    this.leading = leading;
+    this.o.onLeading?.(leading);
+  }
+}

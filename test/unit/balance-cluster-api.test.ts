@@ -1,0 +1,145 @@
+// The cluster load view over a real HTTP API (the lab API server, list/watch, resourceVersions,
+// 409s): three nodes' ClusterViews elect one leader on a Lease, report their IPVS counters, and the
+// leader's weights reach every node's tracker; then the leader dies (crash and graceful), the view
+// goes stale, a node lies, and a weights object is forged. Each node's "kernel" is a stub whose
+// per-destination counters grow as clients would drive them (test/support/cluster-view.ts).
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { ClusterWeights } from '../../src/balance/cluster-view.js';
+import type { RejectReason } from '../../src/balance/estimate.js';
+import { ClusterView, LEASE_NAME, VIEW_AT_ANNOTATION } from '../../src/kube/cluster-view.js';
+import { BACKENDS, KEY, VIEW, kernelStub, table } from '../support/cluster-view.js';
+import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
+import { waitFor } from '../support/wait.js';
+
+const PERIOD_MS = 250;
+interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejections: RejectReason[]; pokes: number }
+let server: FakeApiServer;
+let nodes: Node[] = [];
+
+async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean } = {}): Promise<Node> {
+  const weights = new ClusterWeights(3 * PERIOD_MS);
+  weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
+  const node: Node = { name, weights, rejections: [], pokes: 0, view: undefined as unknown as ClusterView };
+  node.view = new ClusterView({
+    client: clientFor(server), nodeName: name, namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
+    backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]),
+    poke: () => { node.pokes++; }, log: () => undefined,
+    periodMs: PERIOD_MS, leaseDurationMs: o.leaseDurationMs ?? 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
+    healing: { backoff: { initialMs: 50, maxMs: 200, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 30, maxRetryAfterMs: 1000 },
+    onRejection: (r) => node.rejections.push(r),
+    ...(o.elect === false ? { elect: false } : {}),
+  });
+  node.view.start();
+  nodes.push(node);
+  return node;
+}
+
+const leaders = () => nodes.filter((n) => n.view.leading);
+const lease = () => server.get('leases', LEASE_NAME, 'ipvs-operator');
+const published = () => server.get('ipvsserviceweights', 'web', 'shop');
+const weightOf = (o: ReturnType<typeof published>, backend: string) =>
+  ((o?.spec as { ports?: Array<{ weights: Record<string, number> }> } | undefined)?.ports?.[0]?.weights ?? {})[backend];
+
+afterEach(async () => {
+  await Promise.all(nodes.map((n) => n.view.stop(false)));
+  nodes = [];
+  await server?.close();
+});
+
+describe('the cluster load view against an API server', () => {
+  it('elects one leader, which turns the nodes\' reports into weights that every node applies', async () => {
+    server = await FakeApiServer.start();
+    for (const n of ['node-a', 'node-b', 'node-c']) await startNode(n);
+    await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    await waitFor(() => server.list('ipvsloadreports').length === 3, 'three reports', 20_000);
+    // The slow backend's weight comes down in steps of at most 5 per period to about 20 × 0.05 / 0.5.
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 3, 'the slow backend weighted down', 30_000);
+    const o = published()!;
+    expect(weightOf(o, '10.10.1.1:8080')).toBe(20);
+    expect(weightOf(o, '10.10.1.2:8080')).toBe(20);
+    expect((o.spec as { leader: string }).leader).toBe(leaders()[0]!.name);
+    expect(leaders().map((n) => n.name)).toEqual([(lease()!.spec as { holderIdentity: string }).holderIdentity]);
+    // Every node applies what was published: base weight 1 × the cluster weight.
+    for (const n of nodes) {
+      await waitFor(() => n.weights.isAlive && n.weights.weightsOf(VIEW)?.get('10.10.1.3:8080') === weightOf(published(), '10.10.1.3:8080'), `${n.name} has the weights`, 10_000);
+      const applied = n.weights.apply(table, new Set(), Date.now());
+      expect(applied.table.get(KEY)!.dests.map((d) => d.weight)).toEqual([20, 20, weightOf(published(), '10.10.1.3:8080')]);
+      expect(applied.problems).toEqual([]);
+      expect(n.pokes).toBeGreaterThan(0);
+    }
+  }, 90_000);
+
+  it('a crashed leader is replaced only after its lease expired; a stopping one hands over at once', async () => {
+    server = await FakeApiServer.start();
+    for (const n of ['node-a', 'node-b']) await startNode(n, { leaseDurationMs: 2000 });
+    await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    const first = leaders()[0]!;
+    const lastRenew = Date.parse((lease()!.spec as { renewTime: string }).renewTime);
+    await first.view.stop(false); // a crash: the Lease stays as it was
+    nodes = nodes.filter((n) => n !== first);
+    await waitFor(() => leaders().length === 1, 'a new leader', 20_000);
+    const taken = lease()!.spec as { holderIdentity: string; acquireTime: string; leaseTransitions: number };
+    expect(taken.holderIdentity).toBe(nodes[0]!.name);
+    expect(taken.leaseTransitions).toBe(1);
+    // No split brain: the survivor waited out the whole lease after the last renewal it saw.
+    expect(Date.parse(taken.acquireTime) - lastRenew).toBeGreaterThanOrEqual(2000 - 150);
+
+    // Graceful: with a 60 s lease, only the release lets the other node take over in time.
+    await Promise.all(nodes.map((n) => n.view.stop(false)));
+    nodes = [];
+    server.remove('leases', LEASE_NAME, 'ipvs-operator');
+    for (const n of ['node-c', 'node-d']) await startNode(n, { leaseDurationMs: 60_000 });
+    await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    const leaving = leaders()[0]!;
+    const stoppedAt = Date.now();
+    await leaving.view.stop(true);
+    nodes = nodes.filter((n) => n !== leaving);
+    await waitFor(() => leaders().length === 1, 'the other node leads', 30_000);
+    expect(Date.now() - stoppedAt).toBeLessThan(60_000);
+  }, 120_000);
+
+  it('with no live leader, nodes go back to local weights with a ClusterViewStale problem, and return when one leads', async () => {
+    server = await FakeApiServer.start();
+    const leader = await startNode('node-a');
+    const follower = await startNode('node-b', { elect: false });
+    await waitFor(() => leader.view.leading, 'node-a leads', 20_000);
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) < 20, 'weights published', 30_000);
+    await waitFor(() => follower.weights.isAlive && follower.weights.weightsOf(VIEW) !== undefined, 'the follower applies them', 10_000);
+    expect((lease()!.metadata as { annotations?: Record<string, string> }).annotations?.[VIEW_AT_ANNOTATION]).toBeDefined();
+
+    await leader.view.stop(false);
+    nodes = nodes.filter((n) => n !== leader);
+    await waitFor(() => !follower.weights.isAlive, 'the view goes stale on the follower', 20_000);
+    expect(follower.weights.weightsOf(VIEW)).toBeUndefined();
+    await waitFor(() => follower.weights.apply(table, new Set(), Date.now()).problems.some((p) => p.reason === 'ClusterViewStale'), 'a ClusterViewStale problem', 20_000);
+    const local = follower.weights.apply(table, new Set(), Date.now());
+    expect(local.table.get(KEY)!.dests.map((d) => d.weight)).toEqual([1, 1, 1]);
+    expect(local.problems).toEqual([expect.objectContaining({ service: 'shop/web', reason: 'ClusterViewStale' })]);
+
+    await startNode('node-c');
+    await waitFor(() => follower.weights.isAlive, 'live again once node-c leads', 30_000);
+    expect(follower.weights.apply(table, new Set(), Date.now()).problems).toEqual([]);
+  }, 120_000);
+
+  it('a lying node\'s report is refused with its reason and changes nothing; a forged weights object is refused', async () => {
+    server = await FakeApiServer.start();
+    const leader = await startNode('node-a');
+    await waitFor(() => leader.view.leading, 'node-a leads', 20_000);
+    const lie = (conns: number, active: number, at: number) => server.put('ipvsloadreports', {
+      metadata: { name: 'liar' },
+      spec: { node: 'liar', at: new Date(at).toISOString(), services: [{ key: VIEW, backends: BACKENDS.map((a) => ({ backend: `${a}:8080`, active, inactive: 0, conns, inBytes: 0, outBytes: 0 })) }] },
+    });
+    lie(0, 0, Date.now() - 1000);
+    await waitFor(() => server.list('ipvsloadreports').length === 2, 'the liar\'s first report stored', 5_000);
+    // Then 100 M connections in a second and more active connections than any node holds.
+    lie(100_000_000, 50_000_000, Date.now());
+    await waitFor(() => leader.rejections.includes('absurd-conns'), 'the absurd report refused', 20_000);
+    // The weights follow the honest node alone: the slow backend still goes down, the fast stay at the top.
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 3, 'weights from the honest node', 30_000);
+    expect(weightOf(published(), '10.10.1.1:8080')).toBe(20);
+
+    server.put('ipvsserviceweights', { metadata: { name: 'web', namespace: 'shop' }, spec: { leader: 'mallory', at: new Date().toISOString(), ports: [{ port: 'http', weights: { '10.10.1.1:8080': 1000 } }] } });
+    await waitFor(() => leader.weights.apply(table, new Set(), Date.now()).problems.some((p) => p.reason === 'ClusterWeightsInvalid'), 'the forged object refused', 10_000);
+    expect(leader.weights.weightsOf(VIEW)).toBeUndefined();
+  }, 120_000);
+});
