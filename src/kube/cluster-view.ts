@@ -79,6 +79,7 @@ export class ClusterView {
   private viewAt: { value: string | undefined; changedAt: number } = { value: undefined, changedAt: 0 };
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
+  private campaigning = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private readonly reportFailures: FailureLog;
@@ -132,7 +133,6 @@ export class ClusterView {
     if (!this.stopped) return;
     this.stopped = false;
     this.weightsReflector.start();
-    this.elector.start();
     this.running = this.loop();
   }
 
@@ -147,11 +147,28 @@ export class ClusterView {
 
   private async loop(): Promise<void> {
     while (!this.stopped) {
+      await this.campaignWhileNeeded();
       await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, this.periodMs); });
       if (this.stopped) break;
       this.checkAlive();
       await this.report();
       if (this.elector.isLeader) await this.aggregate();
+    }
+  }
+
+  /**
+   * The Lease is read (every retry period) and contended only while some Service on this node
+   * opts in: a cluster that uses no cluster view pays no API traffic for it.
+   */
+  private async campaignWhileNeeded(): Promise<void> {
+    const want = this.o.weights.optedIn().size > 0;
+    if (want && !this.campaigning) {
+      this.campaigning = true;
+      this.elector.start();
+    } else if (!want && this.campaigning) {
+      this.campaigning = false;
+      await this.elector.stop();
+      this.viewAt = { value: undefined, changedAt: this.now() };
     }
   }
 

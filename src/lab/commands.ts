@@ -100,12 +100,14 @@ export const COMMANDS: Record<string, LabCommand> = {
   },
   balance: {
     summary: 'the cross-node balance experiment: clients on several nodes, each through its own IPVS (docs/balance-measure.md)',
-    usage: 'balance [--nodes 4] [--modes rr,lc,sed] [--profile equal|one-slow|heterogeneous] [--requests 240] [--clients 4] [--placements one,spread] [--concurrency 1,2,8] [--reps 1] [--keep-alive] [--out DIR]',
+    usage: 'balance [--nodes 4] [--modes rr,lc,sed] [--profile equal|one-slow|heterogeneous] [--requests 240] [--clients 4] [--placements one,spread] [--concurrency 1,2,8] [--reps 1] [--keep-alive] [--balance-period 2] [--warmup 240] [--out DIR]',
     help: 'Boots the lab VM, brings up a lab cluster (as cluster up), serves port 8090 from the three webpods with the\n' +
       'profile\'s service times, and for each mode (a scheduler, then +key=value ipvs-operator.io/ annotations, e.g.\n' +
       'sed+endpoint-order=sorted) runs closed-loop clients in the nodes\' own netns: all on the control plane ("one")\n' +
       'or one per node ("spread"). Prints requests per backend, p50/p95/p99, the imbalance index and the first pod\n' +
-      'each client got; writes results.json and table.md to --out (default bench/results/balance). Build first.',
+      'each client got; writes results.json and table.md to --out (default bench/results/balance). Modes with\n' +
+      '+balance=cluster first run --warmup requests (default 240) while the operators, with --balance-period\n' +
+      '(default 2 s), learn the cluster load view; the weights then in force go into results.json. Build first.',
     async run(args) {
       const guest = join(projectRoot, 'dist', 'src', 'lab', 'cluster', 'balance.js');
       return runInVm({ command: [process.execPath, guest, ...args], cwd: projectRoot, timeoutMs: 3 * 3600_000, memoryMb: 3072 });

@@ -47,6 +47,25 @@ afterEach(async () => {
 });
 
 describe('the cluster load view against an API server', () => {
+  it('costs no Lease traffic until a Service opts in, and gives the Lease up when none does any more', async () => {
+    server = await FakeApiServer.start();
+    const weights = new ClusterWeights(3 * PERIOD_MS);
+    const view = new ClusterView({
+      client: clientFor(server), nodeName: 'node-a', namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
+      backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]), poke: () => undefined, log: () => undefined,
+      periodMs: PERIOD_MS, leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
+    });
+    nodes.push({ name: 'node-a', view, weights, rejections: [], pokes: 0 });
+    view.start();
+    const leaseRequests = () => server.requests.filter((r) => r.path.includes('/leases')).length;
+    await waitFor(() => server.requests.some((r) => r.path.includes('/ipvsserviceweights') && r.query.includes('watch=true')), 'the weights watched', 10_000);
+    expect(leaseRequests()).toBe(0);
+    weights.apply(table, new Set([KEY]), Date.now()); // a sync opts the Service in
+    await waitFor(() => view.leading, 'node-a leads', 10_000);
+    weights.apply(new Map(), new Set([KEY]), Date.now()); // the Service opts out
+    await waitFor(() => !view.leading && (lease()!.spec as { holderIdentity: string }).holderIdentity === '', 'the Lease given up', 10_000);
+  }, 60_000);
+
   it('elects one leader, which turns the nodes\' reports into weights that every node applies', async () => {
     server = await FakeApiServer.start();
     for (const n of ['node-a', 'node-b', 'node-c']) await startNode(n);

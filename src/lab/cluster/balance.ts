@@ -66,6 +66,8 @@ async function main(): Promise<void> {
       reps: { type: 'string', default: '1' },
       'keep-alive': { type: 'boolean', default: false },
       out: { type: 'string', default: 'bench/results/balance' },
+      'balance-period': { type: 'string', default: '2' },
+      warmup: { type: 'string', default: '240' },
     },
     strict: true,
   });
@@ -79,7 +81,9 @@ async function main(): Promise<void> {
   const [nodes, requests, clients, reps] = [values.nodes, values.requests, values.clients, values.reps].map(Number) as [number, number, number, number];
   const log = (l: string) => process.stderr.write(`balance: ${l}\n`);
 
-  const s = await bringUp(nodes, log);
+  // The cluster load view's period on every operator: short, so a run converges in seconds, not minutes.
+  const s = await bringUp(nodes, log, false, [`--balance-period=${Number(values['balance-period'])}`]);
+  const warmup = Number(values.warmup);
   const servers: ChildProcess[] = [];
   try {
     for (const [i, pod] of BACKENDS.entries()) servers.push(await startBackend(pod, serviceMs[i]!));
@@ -105,19 +109,28 @@ async function main(): Promise<void> {
               return (t.match(/->\s+\d/g) ?? []).length === BACKENDS.length;
             })));
             const at = Array.from({ length: clients }, (_, i) => (placement === 'one' ? names[0]! : names[i % names.length]!));
-            const per = Math.floor(requests / clients);
-            const t0 = Date.now();
-            const results: ClientResult[] = await Promise.all(at.map(async (node) => {
-              const args = ['--url', `http://${vip}:${PORT}/json`, '--count', String(per), '--concurrency', String(concurrency), '--timeout-ms', '15000', '--samples'];
+            const load = (count: number) => Promise.all(at.map(async (node): Promise<ClientResult> => {
+              const args = ['--url', `http://${vip}:${PORT}/json`, '--count', String(count), '--concurrency', String(concurrency), '--timeout-ms', '15000', '--samples'];
               if (values['keep-alive']) args.push('--keep-alive');
               const r = await cluster.exec(node, [process.execPath, LOADGEN, ...args]);
               if (r.code !== 0) throw new Error(`loadgen on ${node} exited ${r.code}: ${r.stderr}`);
               const l = JSON.parse(r.stdout) as LoadResult;
               return { node, ok: l.ok, errors: l.errors, samples: l.samples ?? [], first: l.sequence[0] ?? '' };
             }));
+            // A cluster-balanced mode first learns: the same clients warm up while the nodes report
+            // and the leader publishes; the weights in force when measuring starts are recorded.
+            let weights: unknown;
+            if (modeAnnotations(mode)['ipvs-operator.io/balance'] === 'cluster' && warmup > 0) {
+              await load(Math.floor(warmup / clients));
+              const w = await apiRequest(s.api, 'GET', `/apis/ipvs-operator.io/v1alpha1/namespaces/default/ipvsserviceweights/${name}`).catch(() => undefined);
+              weights = (w as { spec?: unknown } | undefined)?.spec;
+              log(`${mode} ${placement}: weights after warm-up ${JSON.stringify(weights)}`);
+            }
+            const t0 = Date.now();
+            const results = await load(Math.floor(requests / clients));
             const summary = summarize({ mode, placement, concurrency, backends: BACKENDS, serviceMs, clients: results, seconds: (Date.now() - t0) / 1000 });
             runs.push(summary);
-            raw.push({ ...summary, rep });
+            raw.push({ ...summary, rep, ...(weights ? { weights } : {}) });
             log(`${mode} ${placement} x${concurrency}: ${summary.byBackend.join('/')} p50 ${summary.p50} ms p95 ${summary.p95} ms imbalance ${summary.imbalance}; first: ${summary.firsts.join(', ')}`);
             await apiRequest(s.api, 'DELETE', `/api/v1/namespaces/default/services/${name}`);
             await Promise.all(names.map((n) => until(`${vip} gone on ${n}`, async () => !(await cluster.exec(n, ['ipvsadm', '-Ln'])).stdout.includes(` ${vip}:${PORT} `))));

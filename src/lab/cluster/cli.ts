@@ -35,7 +35,7 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
 
 export interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
 
-export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false): Promise<AgentState> {
+export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false, operatorArgs: readonly string[] = []): Promise<AgentState> {
   const t0 = Date.now();
   const cluster = await LabCluster.up({ nodes, api: { url: 'https://0.0.0.0' }, log });
   log(`network of ${nodes} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -53,7 +53,7 @@ export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy
   } as { metadata: { name: string } });
   await Promise.all(demoPods(cluster.nodes.map((n) => n.name)).map((p) => cluster.addPod({ ...p, register: true })));
   log(`pods in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  await cluster.startOperators();
+  await cluster.startOperators(undefined, operatorArgs);
   log(`operators ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   if (kubeProxy) {
     await cluster.startKubeProxies();

@@ -317,8 +317,8 @@ export class LabCluster {
   }
 
   /** Starts the operator on every node, all at once; the nodes in `fromImage.nodes` run it from the image's filesystem. */
-  async startOperators(fromImage?: { rootfs: string; nodes: readonly string[] }): Promise<void> {
-    await Promise.all(this.nodes.map((n) => this.startOperator(n.name, undefined, [], fromImage?.nodes.includes(n.name) ? fromImage.rootfs : undefined)));
+  async startOperators(fromImage?: { rootfs: string; nodes: readonly string[] }, extraArgs: readonly string[] = []): Promise<void> {
+    await Promise.all(this.nodes.map((n) => this.startOperator(n.name, undefined, extraArgs, fromImage?.nodes.includes(n.name) ? fromImage.rootfs : undefined)));
   }
 
   /** The operator's log file on node `name` (JSON lines). */
