@@ -22,7 +22,13 @@ export function plain(v: unknown): unknown {
   if (v instanceof Date) return v.toISOString().replace(/\.\d{3}Z$/, 'Z');
   if (!isRec(v)) return v;
   const out: Rec = {};
-  for (const k of Object.keys(v)) if (v[k] !== undefined) out[k] = plain(v[k]);
+  for (const k of Object.keys(v)) {
+    if (v[k] === undefined) continue;
+    // A "__proto__" key (JSON.parse and the YAML parser make it an own property) is data:
+    // assigning it would set the copy's prototype, and its fields would show through.
+    if (k === '__proto__') Object.defineProperty(out, k, { value: plain(v[k]), enumerable: true, writable: true, configurable: true });
+    else out[k] = plain(v[k]);
+  }
   return out;
 }
 

@@ -10,7 +10,9 @@
 // safety net for what the watcher misses (a directory deleted and created again, an event
 // dropped). A file whose bytes did not change is not parsed again, nor is a document of a changed
 // file whose text did not change, and every object's fingerprint is computed once when it is
-// parsed: one edited object among thousands costs about that object only. The
+// parsed: one edited object among thousands costs about that object only. Of a file, only its
+// objects as sent are kept (file-entries.ts): Services and EndpointSlices trimmed as the kube
+// source keeps them (src/kube/trim.ts), nothing of its text or of the parsed YAML. The
 // result is diffed against what was sent: changed objects go out as upserts, vanished ones as
 // deletes. Decisions:
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
@@ -27,7 +29,6 @@
 // - The same object in two files: the first file (by name) wins, the other is reported.
 // - metadata.resourceVersion is the source's own counter: files copied from `kubectl get` carry
 //   stale resourceVersions that would hide edits from the desired state's change detection.
-import { createHash } from 'node:crypto';
 import { type FSWatcher, watch } from 'node:fs';
 import { constants } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
@@ -39,7 +40,8 @@ import { type Problem } from '../desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
 import { problemKey } from './dedup.js';
 import { type LogFn, noLog } from './log.js';
-import { type Manifest, parseManifests, splitDocuments } from './manifests.js';
+import { type DocEntry, type Entry, digestOf, parseEntries } from './file-entries.js';
+import type { Manifest } from './manifests.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
 
 export interface FilesSourceOptions {
@@ -63,48 +65,14 @@ export interface FilesSourceOptions {
 
 const CONFIG_KEY = 'IPVSProxyConfig//default';
 
-/** An object as last parsed from a file, with its content fingerprint (a digest of its JSON, computed once, at parse). */
-interface Parsed { m: Manifest; fingerprint: string }
-
-/** What one document of a file gave (its objects, and the kinds skipped). */
-interface DocEntry { objects: Parsed[]; skipped: string[] }
-
 /**
- * A file's last good objects, the digest of the bytes they were parsed from, and what each of its
- * documents gave, by the digest of the document's text (splitDocuments): an edit of one document
- * parses that document only.
+ * A file's last good objects (file-entries.ts: per document, the objects as sent, nothing of the
+ * text), and the digest of the bytes they were parsed from.
  */
-interface FileEntry { digest: string; objects: Parsed[]; docs: Map<string, DocEntry> }
+interface FileEntry { digest: string; docs: readonly DocEntry[] }
 
-const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
-
-/** Parses a file's text, reusing what `previous` holds of documents whose text is unchanged. */
-function parseFile(text: string, previous: ReadonlyMap<string, DocEntry> | undefined): { errors: string[] } & DocEntry & { docs: Map<string, DocEntry> } {
-  const parsed = (m: Manifest): Parsed => ({ m, fingerprint: digestOf(JSON.stringify(m.object)) });
-  const chunks = splitDocuments(text);
-  if (chunks) {
-    const docs = new Map<string, DocEntry>();
-    const objects: Parsed[] = [];
-    const skipped: string[] = [];
-    let failed = false;
-    for (const chunk of chunks) {
-      const key = digestOf(chunk);
-      let d = docs.get(key) ?? previous?.get(key);
-      if (!d) {
-        const r = parseManifests(chunk);
-        // An error is reported from the whole text below: its document numbers are the file's.
-        if (r.errors.length) { failed = true; break; }
-        d = { objects: r.manifests.map(parsed), skipped: r.skipped };
-      }
-      docs.set(key, d);
-      objects.push(...d.objects);
-      skipped.push(...d.skipped);
-    }
-    if (!failed) return { errors: [], objects, skipped, docs };
-  }
-  const r = parseManifests(text);
-  return { errors: r.errors, objects: r.manifests.map(parsed), skipped: r.skipped, docs: new Map() };
-}
+/** Whether a file gave any object. */
+const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => d.objects.length > 0) ?? false;
 
 /** Whether a directory entry name is one the source reads (not hidden, *.yaml / *.yml). */
 const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
@@ -119,8 +87,8 @@ export class FilesSource implements Source {
   private readonly fileProblems = new Map<string, Problem>();
   /** Files the watcher named since the last read; `true`: a change it could not name (read all). */
   private pending: Set<string> | true = new Set();
-  /** What was sent, by key: its content fingerprint and the object as sent. */
-  private readonly sent = new Map<string, { fingerprint: string; event: SourceEvent }>();
+  /** What was sent, by key: the entry whose object went out (entries of later reads share it while their fingerprint is the same). */
+  private readonly sent = new Map<string, Entry>();
   private configFingerprint: string | undefined;
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
@@ -299,7 +267,7 @@ export class FilesSource implements Source {
         this.fileProblems.set(name, { service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
         continue;
       }
-      if (text.trim() === '' && this.files.get(name)?.objects.length) {
+      if (text.trim() === '' && hasObjects(this.files.get(name))) {
         // An editor's save in two steps, or `cmd > file.yaml` before cmd wrote: never a delete.
         this.fileProblems.set(name, { service: '', reason: 'EmptyManifestFile', message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` });
         continue;
@@ -309,13 +277,13 @@ export class FilesSource implements Source {
         this.fileProblems.delete(name);
         continue; // the same bytes: the same objects
       }
-      const parsed = parseFile(text, this.files.get(name)?.docs);
+      const parsed = parseEntries(text, this.files.get(name)?.docs);
       if (parsed.errors.length) {
         this.fileProblems.set(name, { service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
         continue;
       }
       if (parsed.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: parsed.skipped });
-      this.files.set(name, { digest, objects: parsed.objects, docs: parsed.docs });
+      this.files.set(name, { digest, docs: parsed.docs });
       this.fileProblems.delete(name);
     }
     this.setOk(true);
@@ -326,33 +294,35 @@ export class FilesSource implements Source {
   }
 
   /** The objects to send, by key, with duplicates and unused Nodes/configs left out. */
-  private select(problems: Problem[]): Map<string, { file: string } & Parsed> {
-    const next = new Map<string, { file: string } & Parsed>();
+  private select(problems: Problem[]): Map<string, { file: string; entry: Entry }> {
+    const next = new Map<string, { file: string; entry: Entry }>();
     for (const file of [...this.files.keys()].sort()) {
-      for (const { m, fingerprint } of this.files.get(file)!.objects) {
-        const name = (m.object.metadata as { name: string }).name;
-        if (m.kind === 'Node' && name !== this.opts.nodeName) continue;
-        if (m.kind === 'IPVSProxyConfig' && m.key !== CONFIG_KEY) {
-          problems.push({ service: '', reason: 'IgnoredConfig', message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
-          continue;
+      for (const doc of this.files.get(file)!.docs) {
+        for (const entry of doc.objects) {
+          const name = (entry.object.metadata as { name: string }).name;
+          if (entry.kind === 'Node' && name !== this.opts.nodeName) continue;
+          if (entry.kind === 'IPVSProxyConfig' && entry.key !== CONFIG_KEY) {
+            problems.push({ service: '', reason: 'IgnoredConfig', message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
+            continue;
+          }
+          const first = next.get(entry.key);
+          if (first) {
+            problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${entry.key} is also in ${first.file}; using the one in ${first.file}` });
+            continue;
+          }
+          next.set(entry.key, { file, entry });
         }
-        const first = next.get(m.key);
-        if (first) {
-          problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${m.key} is also in ${first.file}; using the one in ${first.file}` });
-          continue;
-        }
-        next.set(m.key, { file, m, fingerprint });
       }
     }
     return next;
   }
 
-  private apply(next: Map<string, { file: string } & Parsed>, problems: Problem[]): void {
+  private apply(next: Map<string, { file: string; entry: Entry }>, problems: Problem[]): void {
     const config = next.get(CONFIG_KEY);
     next.delete(CONFIG_KEY);
     if (config) {
-      const fingerprint = config.fingerprint;
-      const r = this.validate(config.m.object);
+      const fingerprint = config.entry.fingerprint;
+      const r = this.validate(config.entry.object);
       if (!r.ok) {
         problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${r.errors}` });
       } else if (fingerprint !== this.configFingerprint) {
@@ -363,21 +333,29 @@ export class FilesSource implements Source {
       this.configFingerprint = undefined;
       this.emit({ kind: 'config', type: 'delete', config: { ...defaultProxyConfig } as ProxyConfig });
     }
-    for (const [key, { m, fingerprint }] of next) {
-      if (this.sent.get(key)?.fingerprint === fingerprint) continue;
+    for (const [key, { entry }] of next) {
+      const sent = this.sent.get(key);
+      if (sent?.fingerprint === entry.fingerprint) {
+        // The same object again (a document re-parsed, another file's copy): keep one object.
+        if (sent !== entry) {
+          entry.object = sent.object;
+          this.sent.set(key, entry);
+        }
+        continue;
+      }
       // A new top-level object and metadata (its own resourceVersion; the desired state tells
-      // objects apart by identity and resourceVersion), sharing the rest with the parsed one:
-      // one copy of each object's contents. Nothing downstream mutates objects.
-      const parsedObject = m.object as { metadata: Record<string, unknown> };
-      const object = { ...parsedObject, metadata: { ...parsedObject.metadata, resourceVersion: `files-${++this.version}` } };
-      const event = toEvent(m.kind, 'upsert', object);
-      this.sent.set(key, { fingerprint, event });
-      this.emit(event);
+      // objects apart by identity and resourceVersion), sharing the rest with the entry's: one
+      // copy of each object's contents, kept by the entry from now on. Nothing downstream
+      // mutates objects.
+      const o = entry.object as { metadata: Record<string, unknown> };
+      entry.object = { ...o, metadata: { ...o.metadata, resourceVersion: `files-${++this.version}` } };
+      this.sent.set(key, entry);
+      this.emit(toEvent(entry.kind, 'upsert', entry.object));
     }
-    for (const [key, { event }] of [...this.sent]) {
+    for (const [key, entry] of [...this.sent]) {
       if (next.has(key)) continue;
       this.sent.delete(key);
-      this.emit({ ...event, type: 'delete' } as SourceEvent);
+      this.emit(toEvent(entry.kind, 'delete', entry.object));
     }
   }
 

@@ -102,6 +102,16 @@ describe('trimService / trimEndpointSlice', () => {
     expect(trimEndpointSlice(typed as never)).toEqual(trimEndpointSlice(json as never));
     expect(plain({ a: new Date('2026-01-01T00:00:00.000Z'), b: undefined, c: [1, { d: undefined }] })).toEqual({ a: '2026-01-01T00:00:00Z', c: [1, {}] });
   });
+
+  it('keep a "__proto__" key as data, never as the copy\'s prototype', () => {
+    const s = JSON.parse('{"metadata": {"name": "web", "namespace": "ns1", "labels": {"__proto__": {"app": "x"}}}, "spec": {"__proto__": {"clusterIP": "10.96.0.99"}}}');
+    const t = trimService(s) as any;
+    expect(Object.getPrototypeOf(t.spec)).toBe(Object.prototype);
+    expect(t.spec.clusterIP).toBeUndefined();
+    expect(Object.hasOwn(t.spec, '__proto__')).toBe(true);
+    expect(t.metadata.labels.app).toBeUndefined();
+    expect(JSON.stringify(t)).toBe(JSON.stringify(s));
+  });
 });
 
 describe('KubeSource trims', () => {

@@ -1,0 +1,94 @@
+// What the files source (files.ts) keeps of a file once it is parsed: per document, the digest of
+// its text and its objects in the form they are sent, each with the fingerprint of what the file
+// said. Services and EndpointSlices are trimmed as the kube source keeps them (src/kube/trim.ts);
+// the Node and the config are kept whole. Nothing else of the file stays: not its text, not the
+// parsed YAML. That takes a copy of every kept string: V8 keeps a string cut from a longer one
+// (13 characters or more, such as an EndpointSlice's "discovery.k8s.io/v1") as a view into it, so
+// one value kept as the YAML parser returned it keeps its whole file's text alive (about 270 KB a
+// file of 100 Services and their slices). pure: no I/O.
+import { createHash } from 'node:crypto';
+import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
+import { trimEndpointSlice, trimService } from '../kube/trim.js';
+import { type Manifest, type ManifestKind, parseManifests, splitDocuments } from './manifests.js';
+
+/** One object of a file, as the source sends it. */
+export interface Entry {
+  readonly kind: ManifestKind;
+  /** kind/namespace/name, as Manifest.key. */
+  readonly key: string;
+  /** A digest of the object's JSON as parsed (before trimming): equal fingerprints, equal objects. */
+  readonly fingerprint: string;
+  /**
+   * The object, holding no part of the file's text. The source replaces it with the copy it sent
+   * (its own resourceVersion), so that what it sent and what it keeps are one object.
+   */
+  object: Record<string, unknown>;
+}
+
+/** What one document of a file gave, and the digest of the document's text ('' when the file was parsed whole). */
+export interface DocEntry {
+  readonly digest: string;
+  readonly objects: readonly Entry[];
+  /** `Kind/name` of objects of kinds not read. */
+  readonly skipped: readonly string[];
+}
+
+/** A file's documents as parsed, or the errors that make it unusable (then `docs` is empty). */
+export interface ParsedEntries {
+  errors: string[];
+  docs: DocEntry[];
+  /** `Kind/name` of every skipped object of the file, for a debug log. */
+  skipped: string[];
+}
+
+/** A digest of a text (SHA-1, base64): identity of file and document texts and of objects' JSON. */
+export const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
+
+/** A copy of a JSON value that shares no string with the original (see the file comment). */
+const detach = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
+
+const NONE: readonly string[] = Object.freeze([]);
+
+/** The entry of one parsed object: fingerprinted as parsed, then copied and trimmed. */
+export function buildEntry(m: Manifest): Entry {
+  const json = JSON.stringify(m.object);
+  const copy = JSON.parse(json) as Record<string, unknown>;
+  const object = m.kind === 'Service' ? trimService(copy as unknown as V1Service)
+    : m.kind === 'EndpointSlice' ? trimEndpointSlice(copy as unknown as V1EndpointSlice)
+      : copy;
+  return { kind: m.kind, key: detach(m.key), fingerprint: digestOf(json), object: object as Record<string, unknown> };
+}
+
+function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): DocEntry {
+  return { digest, objects: manifests.map(buildEntry), skipped: skipped.length ? detach(skipped) : NONE };
+}
+
+/**
+ * Parses a file's text into its documents' entries, reusing the entries in `previous` of
+ * documents whose text is unchanged: an edit of one document parses that document only. Any
+ * error makes the whole file unusable; errors name documents as they are numbered in the file.
+ */
+export function parseEntries(text: string, previous: readonly DocEntry[] | undefined): ParsedEntries {
+  const chunks = splitDocuments(text);
+  if (chunks) {
+    const known = new Map<string, DocEntry>();
+    for (const d of previous ?? []) if (d.digest) known.set(d.digest, d);
+    const docs: DocEntry[] = [];
+    let failed = false;
+    for (const chunk of chunks) {
+      const digest = digestOf(chunk);
+      let d = known.get(digest);
+      if (!d) {
+        const r = parseManifests(chunk);
+        // An error is reported from the whole text below: its document numbers are the file's.
+        if (r.errors.length) { failed = true; break; }
+        known.set(digest, (d = buildDoc(digest, r.manifests, r.skipped)));
+      }
+      docs.push(d);
+    }
+    if (!failed) return { errors: [], docs, skipped: docs.flatMap((d) => d.skipped) };
+  }
+  const r = parseManifests(text);
+  if (r.errors.length) return { errors: r.errors, docs: [], skipped: r.skipped };
+  return { errors: [], docs: [buildDoc('', r.manifests, r.skipped)], skipped: r.skipped };
+}
