@@ -213,6 +213,11 @@ export class ClusterWeights {
     return this.opted;
   }
 
+  /** The weights last published for a view key, live or not (a new leader starts from them). */
+  publishedOf(viewKey: string): ReadonlyMap<string, number> | undefined {
+    return this.published.get(viewKey);
+  }
+
   /** The weights in force for a view key (undefined: local weights). */
   weightsOf(viewKey: string): ReadonlyMap<string, number> | undefined {
     return this.alive ? this.published.get(viewKey) : undefined;

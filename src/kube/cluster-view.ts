@@ -293,7 +293,8 @@ export class ClusterView {
     const byService = new Map<string, { write: boolean; ports: PortWeights[] }>();
     const next = new Map<string, { state: ViewState; used: Map<string, number> }>();
     for (const [vk, backends] of this.o.backends()) {
-      const prev = this.views.get(vk) ?? { state: initialView(backends, damping), used: new Map<string, number>() };
+      // A new leader starts from what is published (what the nodes apply), not from equal weights.
+      const prev = this.views.get(vk) ?? { state: startingView(backends, this.o.weights.publishedOf(vk), damping), used: new Map<string, number>() };
       const fresh = (perView.get(vk) ?? []).filter((r) => typeof r.at !== 'number' || r.at > (prev.used.get(r.node) ?? -Infinity));
       const step = stepView(prev.state, fresh, backends, now, this.limits, damping);
       const used = new Map(prev.used);
@@ -333,4 +334,11 @@ export class ClusterView {
     this.rejectionsLogged.set(k, now);
     this.o.log('warn', 'a node report was refused', { node, reason, message, ...(viewKey ? { service: viewKey } : {}) });
   }
+}
+
+/** A Service port's first view on a leader: the published weights for the backends they name, maxWeight for the others. */
+function startingView(backends: readonly string[], published: ReadonlyMap<string, number> | undefined, damping: DampingConfig): ViewState {
+  const v = initialView(backends, damping);
+  if (published) for (const b of backends) v.weights.set(b, published.get(b) ?? damping.maxWeight);
+  return v;
 }

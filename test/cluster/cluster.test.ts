@@ -5,6 +5,7 @@
 // tests and the study notes' kind lab.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../src/lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../src/lab/cluster/nodes.js';
 import { projectRoot } from '../../src/lab/paths.js';
@@ -23,6 +24,7 @@ import { waitFor } from '../support/operator-process.js';
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
 const UDP_QUERY = new URL('../../src/lab/cluster/udp-query.js', import.meta.url).pathname;
+const POD_SERVER = new URL('../../src/lab/pod-server.js', import.meta.url).pathname;
 let api: FakeApiServer;
 let forwarder: Server;
 const forwarded = new Set<Socket>();
@@ -145,6 +147,8 @@ function proxyConfig(extra: Record<string, unknown> = {}): object {
 }
 
 const timings: Record<string, number> = {};
+/** Every operator's extra flags: the cluster load view's period short enough for a scenario (default 10 s). */
+const OPERATOR_ARGS = ['--balance-period=2'];
 
 beforeAll(async () => {
   const t0 = Date.now();
@@ -186,7 +190,7 @@ beforeAll(async () => {
   process.stderr.write(imageRootfs ? `lab cluster: ${IMAGE_NODE} runs the operator from the image's filesystem (${imageRootfs})\n`
     : 'lab cluster: no exported image (npm run image -- build --local-base, then image export): every node runs the operator from the working tree\n');
   const spawned = Date.now();
-  await cluster.startOperators(imageRootfs ? { rootfs: imageRootfs, nodes: [IMAGE_NODE] } : undefined);
+  await cluster.startOperators(imageRootfs ? { rootfs: imageRootfs, nodes: [IMAGE_NODE] } : undefined, OPERATOR_ARGS);
   timings.operators = Date.now() - t0;
   // Where each operator's start-up went, from its own log: the kernel probed (node started and the
   // modules loaded), running (the source's first lists done), the first sync ended.
@@ -642,7 +646,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     const steady = runLoad({ client: 'net-pod-2', url: 'http://10.200.1.10/json', count: 300, concurrency: 2 });
     expect(await cluster.stopOperator(node)).toBe(0);
     const logFrom = cluster.operatorLog(node).length; // the log file is appended to across restarts
-    await cluster.startOperator(node);
+    await cluster.startOperator(node, undefined, OPERATOR_ARGS);
     const s = await steady;
     expect({ ok: s.ok, errorKinds: s.errorKinds }).toEqual({ ok: 300, errorKinds: {} });
     // Everything but the connection counters (ActiveConn, InActConn: the traffic's own).
@@ -689,13 +693,92 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     expect(s.byPod['webpod-4']).toBeGreaterThan(0);
   }, 600_000);
 
+  it('the cluster load view: one leader, the slow pod weighted down on every node\'s kernel, failover, a lying report refused, stale fallback and back', async () => {
+    // Port 8090 of the webpods answers in 50, 50 and 500 ms; one closed-loop client per node.
+    const servers = await Promise.all(WEBPODS.map((pod, i) => new Promise<ChildProcess>((resolve, reject) => {
+      const child = spawn('ip', ['netns', 'exec', pod, process.execPath, POD_SERVER, '--name', pod, '--port', '8090', '--delay-ms', String([50, 50, 500][i])], { stdio: ['ignore', 'pipe', 'inherit'] });
+      child.once('exit', (code) => reject(new Error(`pod-server in ${pod} exited ${code}`)));
+      child.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('ready')) resolve(child); });
+    })));
+    const vip = '10.200.1.60';
+    const slow = `${cluster.pods.get('webpod-3')!.ipv4}:8090`;
+    const fast = `${cluster.pods.get('webpod-1')!.ipv4}:8090`;
+    let loading = true;
+    const load = Promise.all(cluster.nodes.map(async (_n, i) => {
+      let failed = 0;
+      while (loading) failed += (await runLoad({ client: `net-pod-${i}`, url: `http://${vip}:8090/json`, count: 40, concurrency: 4, timeoutMs: 15_000 })).errors;
+      return failed;
+    }));
+    const weightsOn = async (node: string) => ({ fast: realServerConns(await ipvsOn(node), `${vip}:8090`, fast)?.weight, slow: realServerConns(await ipvsOn(node), `${vip}:8090`, slow)?.weight });
+    const holder = () => (api.get('leases', 'ipvs-operator-balance', 'ipvs-operator')?.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? '';
+    try {
+      api.put('services', serviceOf('balanced', { clusterIPs: [vip], ports: [{ name: 'http', port: 8090, targetPort: 8090 }] },
+        { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/balance': 'cluster' }));
+      api.put('endpointslices', sliceOf('balanced', WEBPODS.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 8090 }] }));
+      await programmedEverywhere(`${vip}:8090`, 3);
+      // Every node's kernel gets the cluster's weights: the slow pod at most half a fast one's.
+      const weightedDown = (w: { fast?: number; slow?: number }) => w.fast !== undefined && w.slow !== undefined && w.fast >= 10 && 2 * w.slow <= w.fast;
+      await Promise.all(cluster.nodes.map((n) => waitFor(`the slow pod weighted down on ${n.name}`, async () => weightedDown(await weightsOn(n.name)), 240_000, 1000)));
+      const published = api.get('ipvsserviceweights', 'balanced', 'default')!.spec as { leader: string; ports: Array<{ weights: Record<string, number> }> };
+      expect(published.leader).toBe(holder());
+      process.stderr.write(`cluster view: leader ${holder()}, weights ${JSON.stringify(published.ports[0]!.weights)}, kernel ${JSON.stringify(await weightsOn(cluster.nodes[0]!.name))}\n`);
+
+      // A lying node: absurd counters are refused by the leader (its metric says why), the weights stay.
+      const lie = () => api.put('ipvsloadreports', { metadata: { name: 'liar' }, spec: {
+        node: 'liar', at: new Date().toISOString(), services: [{ key: 'default/balanced/http', backends: [{ backend: slow, active: 5e7, inactive: 0, conns: 1e12, inBytes: 0, outBytes: 0 }] }] } });
+      const leader = holder();
+      await waitFor('the absurd report refused on the leader', async () => {
+        lie(); // fresh each time: a report older than three periods would be refused as stale instead
+        return /ipvsop_balance_report_rejections_total\{reason="absurd-conns"\} [1-9]/.test((await cluster.exec(leader, ['curl', '-s', 'http://127.0.0.1:10262/metrics'])).stdout);
+      }, 60_000, 1000);
+      api.remove('ipvsloadreports', 'liar');
+      expect(weightedDown(await weightsOn(leader))).toBe(true);
+
+      // Failover: the leader's operator stops (SIGTERM gives the Lease up); another node leads.
+      expect(await cluster.stopOperator(leader)).toBe(0);
+      await waitFor('another node leads', async () => holder() !== '' && holder() !== leader, 60_000, 500);
+      await cluster.startOperator(leader, undefined, OPERATOR_ARGS);
+      for (const n of cluster.nodes) expect(weightedDown(await weightsOn(n.name))).toBe(true);
+
+      // Stale: the Lease cannot be read or written, so no node sees the leader's stamp move; after
+      // three periods every node is back to local weights (1 each), with a ClusterViewStale Event.
+      api.fail({ resource: 'leases', status: 500 });
+      try {
+        await Promise.all(cluster.nodes.map((n) => waitFor(`local weights on ${n.name}`, async () => {
+          const w = await weightsOn(n.name);
+          return w.fast === 1 && w.slow === 1;
+        }, 120_000, 1000)));
+        await waitFor('a ClusterViewStale Event', async () => api.list('events').some((e) => (e as { reason?: string }).reason === 'ClusterViewStale'), 60_000, 1000);
+      } finally {
+        api.clearFaults();
+      }
+      await Promise.all(cluster.nodes.map((n) => waitFor(`cluster weights again on ${n.name}`, async () => weightedDown(await weightsOn(n.name)), 120_000, 1000)));
+    } finally {
+      loading = false;
+      const failed = await load;
+      for (const c of servers) c.kill('SIGTERM');
+      api.remove('services', 'balanced', 'default');
+      api.remove('endpointslices', 'balanced-lab', 'default');
+      await goneEverywhere(`${vip}:8090`);
+      // Weights change only what new connections choose: not one request failed throughout.
+      expect(failed).toEqual(cluster.nodes.map(() => 0));
+    }
+  }, 900_000);
+
   it("RBAC for real: every request of the operators, with the ServiceAccount token, was allowed by manifests/clusterrole.yaml; the same token gets 403 outside it", async () => {
     const ours = api.requests.filter((r) => r.user === OPERATOR_USER);
     // Lists and watches of the four resources, the Events, the IPVSNodeState and its status, from every node.
-    expect(new Set(ours.map((r) => `${r.method} ${r.path.replace(/\/namespaces\/[^/]+/, '').replace(/ipvsnodestates\/[^/]+/, 'ipvsnodestates/NODE')}`))).toEqual(new Set([
+    const shape = (p: string) => p.replace(/\/namespaces\/[^/]+/, '').replace(/(ipvsnodestates|ipvsloadreports)\/[^/]+/, '$1/NODE').replace(/ipvsserviceweights\/[^/]+/, 'ipvsserviceweights/NAME');
+    expect(new Set(ours.map((r) => `${r.method} ${shape(r.path)}`))).toEqual(new Set([
       'GET /api/v1/services', 'GET /apis/discovery.k8s.io/v1/endpointslices', 'GET /api/v1/nodes', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs',
       'POST /api/v1/events', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE', 'POST /apis/ipvs-operator.io/v1alpha1/ipvsnodestates',
       'PUT /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE/status',
+      // The cluster load view (the scenario before this one): the Lease, each node's report, the weights.
+      'GET /apis/coordination.k8s.io/v1/leases/ipvs-operator-balance', 'POST /apis/coordination.k8s.io/v1/leases', 'PUT /apis/coordination.k8s.io/v1/leases/ipvs-operator-balance',
+      'GET /apis/ipvs-operator.io/v1alpha1/ipvsloadreports', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsloadreports/NODE',
+      'POST /apis/ipvs-operator.io/v1alpha1/ipvsloadreports', 'PUT /apis/ipvs-operator.io/v1alpha1/ipvsloadreports/NODE',
+      'GET /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights/NAME',
+      'POST /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights', 'PUT /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights/NAME',
     ]));
     expect(ours.filter((r) => r.status === 401 || r.status === 403).map((r) => `${r.method} ${r.path}${r.query} ${r.status}`)).toEqual([]);
     const asOperator: ApiAccess = { ...access, adminToken: access.operatorToken };

@@ -12,14 +12,14 @@ import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/wait.js';
 
 const PERIOD_MS = 250;
-interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejections: RejectReason[]; pokes: number }
+interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejections: RejectReason[]; pokes: number; stepped: Array<ReadonlyMap<string, number>> }
 let server: FakeApiServer;
 let nodes: Node[] = [];
 
 async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean } = {}): Promise<Node> {
   const weights = new ClusterWeights(3 * PERIOD_MS);
   weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
-  const node: Node = { name, weights, rejections: [], pokes: 0, view: undefined as unknown as ClusterView };
+  const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], view: undefined as unknown as ClusterView };
   node.view = new ClusterView({
     client: clientFor(server), nodeName: name, namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
     backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]),
@@ -27,6 +27,7 @@ async function startNode(name: string, o: { leaseDurationMs?: number; elect?: bo
     periodMs: PERIOD_MS, leaseDurationMs: o.leaseDurationMs ?? 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
     healing: { backoff: { initialMs: 50, maxMs: 200, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 30, maxRetryAfterMs: 1000 },
     onRejection: (r) => node.rejections.push(r),
+    onEstimate: (_vk, _e, w) => node.stepped.push(new Map(w)),
     ...(o.elect === false ? { elect: false } : {}),
   });
   node.view.start();
@@ -55,7 +56,7 @@ describe('the cluster load view against an API server', () => {
       backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]), poke: () => undefined, log: () => undefined,
       periodMs: PERIOD_MS, leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
     });
-    nodes.push({ name: 'node-a', view, weights, rejections: [], pokes: 0 });
+    nodes.push({ name: 'node-a', view, weights, rejections: [], pokes: 0, stepped: [] });
     view.start();
     const leaseRequests = () => server.requests.filter((r) => r.path.includes('/leases')).length;
     await waitFor(() => server.requests.some((r) => r.path.includes('/ipvsserviceweights') && r.query.includes('watch=true')), 'the weights watched', 10_000);
@@ -92,6 +93,8 @@ describe('the cluster load view against an API server', () => {
     server = await FakeApiServer.start();
     for (const n of ['node-a', 'node-b']) await startNode(n, { leaseDurationMs: 2000 });
     await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 3, 'the slow backend weighted down', 30_000);
+    await waitFor(() => nodes.every((n) => n.weights.publishedOf(VIEW)?.get('10.10.1.3:8080') === weightOf(published(), '10.10.1.3:8080')), 'both nodes have the weights', 10_000);
     const first = leaders()[0]!;
     const lastRenew = Date.parse((lease()!.spec as { renewTime: string }).renewTime);
     await first.view.stop(false); // a crash: the Lease stays as it was
@@ -102,6 +105,9 @@ describe('the cluster load view against an API server', () => {
     expect(taken.leaseTransitions).toBe(1);
     // No split brain: the survivor waited out the whole lease after the last renewal it saw.
     expect(Date.parse(taken.acquireTime) - lastRenew).toBeGreaterThanOrEqual(2000 - 150);
+    // The new leader starts from the published weights: its first step does not put the slow backend back at the top.
+    await waitFor(() => nodes[0]!.stepped.length > 0, 'the new leader\'s first step', 10_000);
+    expect(nodes[0]!.stepped[0]!.get('10.10.1.3:8080')).toBeLessThanOrEqual(3);
 
     // Graceful: with a 60 s lease, only the release lets the other node take over in time.
     await Promise.all(nodes.map((n) => n.view.stop(false)));
