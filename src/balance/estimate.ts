@@ -183,3 +183,22 @@ export function timeInSystem(load: number, rate: number, minSeconds: number, min
   if (!(rate > 0) || !(load >= minLoad)) return undefined;
   return Math.max(minSeconds, load / rate);
 }
+
+/** The coefficient of variation (population standard deviation / mean); 0 for no values or a zero mean. */
+export function coefficientOfVariation(xs: readonly number[]): number {
+  if (xs.length === 0) return 0;
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  if (!(mean > 0)) return 0;
+  return Math.sqrt(xs.reduce((a, x) => a + (x - mean) ** 2, 0) / xs.length) / mean;
+}
+
+/**
+ * A Service port's imbalance index from the view (docs/balance-measure.md defines it as the
+ * coefficient of variation of each backend's request share over its capacity share): share over
+ * capacity is λᵢ·Wᵢ up to a constant, which by Little's law is Lᵢ, the backend's open connections.
+ * So it is the CV of the smoothed Σ active per backend; undefined until every backend has one.
+ */
+export function viewImbalance(loads: readonly (number | undefined)[]): number | undefined {
+  if (loads.length === 0 || loads.some((l) => l === undefined)) return undefined;
+  return coefficientOfVariation(loads as number[]);
+}

@@ -12,7 +12,7 @@ import { defaultProxyConfig } from '../config/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
 import { parseHostPort } from '../operator/addr.js';
-import { cleanup, status } from './status.js';
+import { cleanup, clusterStatus, status } from './status.js';
 import { nodeSetup } from './node-setup.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
@@ -148,11 +148,19 @@ export const COMMANDS: Record<string, Command> = {
   },
   status: {
     summary: 'the kernel IPVS table with counters, each virtual server with its Service',
-    usage: 'status [--operator-addr HOST:PORT]',
+    usage: 'status [--operator-addr HOST:PORT] | status --service NAMESPACE/NAME [--kubeconfig FILE]',
     help: 'Prints the kernel table like `ipvsadm -Ln --stats`; the Service and scheduler plugin of each\n' +
-      'virtual server come from the running operator (--operator-addr, default 127.0.0.1:10249).',
-    options: { 'operator-addr': { type: 'string', default: '127.0.0.1:10249' } },
+      'virtual server come from the running operator (--operator-addr, default 127.0.0.1:10249).\n' +
+      'With --service: that Service\'s backends across the cluster, from the API (the cluster load view):\n' +
+      'each backend\'s published weight and estimate, and the active and new connections every node reports.',
+    options: { 'operator-addr': { type: 'string', default: '127.0.0.1:10249' }, service: { type: 'string' }, kubeconfig: { type: 'string' } },
     async run(v) {
+      if (v.service !== undefined) {
+        const target = String(v.service);
+        if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(target)) throw new UsageError(`--service: expected <namespace/name>, got ${JSON.stringify(target)}`);
+        process.stdout.write(`${await clusterStatus(target, v.kubeconfig as string | undefined)}\n`);
+        return 0;
+      }
       process.stdout.write(`${await status(addrFlag('operator-addr', v['operator-addr']))}\n`);
       return 0;
     },

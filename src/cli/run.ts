@@ -123,7 +123,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
       client: wired.client, nodeName: o.nodeName, namespace: o.balanceNamespace ?? 'ipvs-operator', ipvs, weights: clusterWeights,
       backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log, periodMs: balancePeriodMs,
       onRejection: (reason) => metrics.balanceRejections.inc({ reason }),
-      onEstimate: (viewKey, estimate, weights) => metrics.setBalanceView(viewKey, estimate, weights),
+      onEstimate: (viewKey, estimate, weights, imbalance) => metrics.setBalanceView(viewKey, estimate, weights, imbalance),
     })
     : undefined;
   metrics.watchKernel(ipvs, () => operator.origins());

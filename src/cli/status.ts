@@ -110,3 +110,18 @@ export async function cleanup(interfaceName: string, iptables: IptablesSync, rec
   if (refused) throw new Error(`${done.join('; ')}; but: ${(refused as Error).message}`);
   return done;
 }
+
+/** `status --service NS/NAME`: the Service's backends across the cluster, from the API. */
+export async function clusterStatus(target: string, kubeconfig: string | undefined): Promise<string> {
+  const [{ loadKubeClient }, { readClusterView }, { clusterShares, renderShares }] = await Promise.all([
+    import('../kube/client.js'), import('../kube/cluster-view.js'), import('../balance/cluster-view.js')]);
+  const client = await loadKubeClient(kubeconfig);
+  try {
+    const [namespace, name] = target.split('/') as [string, string];
+    const { reports, weights } = await readClusterView(client, namespace, name);
+    const leader = (weights as { spec?: { leader?: unknown } } | undefined)?.spec?.leader;
+    return renderShares(target, clusterShares(target, reports, weights), typeof leader === 'string' ? leader : undefined);
+  } finally {
+    client.close();
+  }
+}

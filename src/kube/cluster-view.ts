@@ -14,7 +14,7 @@ import type { IpvsClient } from '../ipvs/types.js';
 import { virtualServerKey } from '../model/ipvs.js';
 import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseReportObject, parseWeightsObject, reportObject, weightsObject, type PortWeights } from '../balance/cluster-view.js';
 import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
-import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits } from '../balance/estimate.js';
+import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits, viewImbalance } from '../balance/estimate.js';
 import { type MoveThreshold, type Reading, shouldReport } from '../balance/reporting.js';
 import type { LogFn } from '../source/log.js';
 import type { KubeClient } from './client.js';
@@ -54,7 +54,7 @@ export interface ClusterViewOptions {
   /** A report (or one entry) the leader refused, by reason (a metric). */
   onRejection?: (reason: RejectReason) => void;
   /** Each published Service port's estimate and weights (metrics), from the leader. */
-  onEstimate?: (viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>) => void;
+  onEstimate?: (viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>, imbalance: number | undefined) => void;
 }
 
 /** Relative move of 20 %, at least 2 active or 1 conn/s, and at least every 2 periods. */
@@ -301,7 +301,7 @@ export class ClusterView {
       for (const r of fresh) used.set(r.node, r.at);
       for (const rej of step.rejections) this.rejected(rej.node, rej.reason, rej.message, vk);
       next.set(vk, { state: step.state, used });
-      this.o.onEstimate?.(vk, step.estimate, step.weights);
+      this.o.onEstimate?.(vk, step.estimate, step.weights, viewImbalance(backends.map((b) => step.state.smoothed.get(b)?.load)));
       const cut = vk.lastIndexOf('/');
       const service = vk.slice(0, cut);
       const s = byService.get(service) ?? { write: false, ports: [] };
@@ -341,4 +341,14 @@ function startingView(backends: readonly string[], published: ReadonlyMap<string
   const v = initialView(backends, damping);
   if (published) for (const b of backends) v.weights.set(b, published.get(b) ?? damping.maxWeight);
   return v;
+}
+
+/** What `status --service NS/NAME` shows: every node's report and the Service's published weights. */
+export async function readClusterView(client: Pick<KubeClient, 'request'>, namespace: string, name: string): Promise<{ reports: unknown[]; weights: unknown }> {
+  const reports = await client.request<{ items?: unknown[] }>('GET', REPORTS_PATH);
+  const weights = await client.request('GET', `/apis/ipvs-operator.io/v1alpha1/namespaces/${namespace}/ipvsserviceweights/${name}`).catch((e: unknown) => {
+    if (httpStatus(e) === 404) return undefined;
+    throw e;
+  });
+  return { reports: Array.isArray(reports.items) ? reports.items : [], weights };
 }

@@ -79,9 +79,15 @@ export class Metrics {
     name: 'ipvsop_balance_estimate_seconds', help: 'Cluster load view estimate of a backend\'s mean time in system (Little\'s law), from the leader', labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
   });
 
-  /** The leader's latest estimate and weights of one Service port (view key ns/name/port). */
-  setBalanceView(viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>): void {
+  readonly balanceImbalance = new Gauge({
+    name: 'ipvsop_balance_imbalance', help: 'Imbalance index of a Service port from the cluster load view (CV of each backend\'s open connections; 0 = load in proportion to capacity), from the leader', labelNames: ['namespace', 'service', 'port'], registers: [this.registry],
+  });
+
+  /** The leader's latest estimate, weights and imbalance of one Service port (view key ns/name/port). */
+  setBalanceView(viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>, imbalance?: number): void {
     const [namespace = '', service = '', port = ''] = viewKey.split('/');
+    if (imbalance === undefined) this.balanceImbalance.remove({ namespace, service, port });
+    else this.balanceImbalance.set({ namespace, service, port }, imbalance);
     for (const [backend, w] of weights) this.balanceWeight.set({ namespace, service, port, backend }, w);
     for (const [backend, e] of estimate) {
       if (e === undefined) this.balanceEstimate.remove({ namespace, service, port, backend });

@@ -8,18 +8,27 @@ import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import type { RejectReason } from '../../src/balance/estimate.js';
 import { ClusterView, LEASE_NAME, VIEW_AT_ANNOTATION } from '../../src/kube/cluster-view.js';
 import { BACKENDS, KEY, VIEW, kernelStub, table } from '../support/cluster-view.js';
+import { Metrics } from '../../src/operator/metrics.js';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/wait.js';
 
 const PERIOD_MS = 250;
-interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejections: RejectReason[]; pokes: number; stepped: Array<ReadonlyMap<string, number>> }
+interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejections: RejectReason[]; pokes: number; stepped: Array<ReadonlyMap<string, number>>; metrics: Metrics }
 let server: FakeApiServer;
 let nodes: Node[] = [];
 
 async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean } = {}): Promise<Node> {
   const weights = new ClusterWeights(3 * PERIOD_MS);
   weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
-  const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], view: undefined as unknown as ClusterView };
+  const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], metrics: new Metrics(), view: undefined as unknown as ClusterView };
   node.view = new ClusterView({
     client: clientFor(server), nodeName: name, namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
     backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]),
@@ -27,7 +36,7 @@ async function startNode(name: string, o: { leaseDurationMs?: number; elect?: bo
     periodMs: PERIOD_MS, leaseDurationMs: o.leaseDurationMs ?? 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
     healing: { backoff: { initialMs: 50, maxMs: 200, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 30, maxRetryAfterMs: 1000 },
     onRejection: (r) => node.rejections.push(r),
-    onEstimate: (_vk, _e, w) => node.stepped.push(new Map(w)),
+    onEstimate: (vk, e, w, imbalance) => { node.stepped.push(new Map(w)); node.metrics.setBalanceView(vk, e, w, imbalance); },
     ...(o.elect === false ? { elect: false } : {}),
   });
   node.view.start();
@@ -56,7 +65,7 @@ describe('the cluster load view against an API server', () => {
       backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]), poke: () => undefined, log: () => undefined,
       periodMs: PERIOD_MS, leaseDurationMs: 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
     });
-    nodes.push({ name: 'node-a', view, weights, rejections: [], pokes: 0, stepped: [] });
+    nodes.push({ name: 'node-a', view, weights, rejections: [], pokes: 0, stepped: [], metrics: new Metrics() });
     view.start();
     const leaseRequests = () => server.requests.filter((r) => r.path.includes('/leases')).length;
     await waitFor(() => server.requests.some((r) => r.path.includes('/ipvsserviceweights') && r.query.includes('watch=true')), 'the weights watched', 10_000);
@@ -87,6 +96,21 @@ describe('the cluster load view against an API server', () => {
       expect(applied.problems).toEqual([]);
       expect(n.pokes).toBeGreaterThan(0);
     }
+    // The leader's metrics: weights, estimates and the imbalance index per Service port.
+    const text = await leaders()[0]!.metrics.render(Date.now(), 0);
+    expect(text).toMatch(/ipvsop_balance_weight\{namespace="shop",service="web",port="http",backend="10\.10\.1\.1:8080"\} 20/);
+    expect(text).toMatch(/ipvsop_balance_estimate_seconds\{namespace="shop",service="web",port="http",backend="10\.10\.1\.3:8080"\} 0\.[45]/);
+    expect(text).toMatch(/ipvsop_balance_imbalance\{namespace="shop",service="web",port="http"\} \d/);
+    // `status --service`, the CLI process over the same API: each backend's weight and share.
+    const kubeconfig = join(mkdtempSync(join(tmpdir(), 'view-')), 'kubeconfig');
+    writeFileSync(kubeconfig, `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "${server.url}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n`);
+    // Not spawnSync: the API server answers from this process's event loop.
+    const out = await promisify(execFile)(process.execPath, [CLI, 'status', '--service', 'shop/web', '--kubeconfig', kubeconfig], { encoding: 'utf8', timeout: 30_000 });
+    expect(out.stderr).toBe('');
+    const rows = out.stdout.split('\n').filter((l) => l.startsWith('http '));
+    expect(rows.map((l) => l.split(/\s+/).slice(1, 3))).toEqual([['10.10.1.1:8080', '20'], ['10.10.1.2:8080', '20'], ['10.10.1.3:8080', String(weightOf(published(), '10.10.1.3:8080'))]]);
+    expect(rows.every((l) => / 3$/.test(l))).toBe(true); // three nodes report each backend
+    expect(out.stdout).toContain(`(weights from ${leaders()[0]!.name})`);
   }, 90_000);
 
   it('a crashed leader is replaced only after its lease expired; a stopping one hands over at once', async () => {

@@ -2,7 +2,9 @@
 // the weights check, rendezvous reporters and the node's "moved" test. Backends 10.10.1.1-3:8080,
 // nodes node-a.. ; times in ms from 0 (the clock is a parameter).
 import { describe, expect, it } from '@jest/globals';
-import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, sumSamples, timeInSystem } from '../../src/balance/estimate.js';
+import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, coefficientOfVariation, sumSamples, timeInSystem, viewImbalance } from '../../src/balance/estimate.js';
+import { clusterShares, renderShares } from '../../src/balance/cluster-view.js';
+import { imbalanceIndex } from '../../src/lab/cluster/balance-stats.js';
 import { DEFAULT_DAMPING, checkWeights, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
 
@@ -195,5 +197,34 @@ describe('shouldReport', () => {
     expect(shouldReport(reading(0, 10, 10), reading(10_000, 10, 7), t)).toBe(true);
     expect(shouldReport(reading(0, 0, 0), reading(10_000, 1, 0.5), t)).toBe(false);
     expect(shouldReport(reading(0, 10, 10), reading(20_000, 10, 10), t)).toBe(true);
+  });
+});
+
+describe('the imbalance index from the view and the cluster shares', () => {
+  it('is the CV of the backends\' open connections: 0 when load follows capacity, as the experiment\'s index', () => {
+    expect(coefficientOfVariation([])).toBe(0);
+    expect(coefficientOfVariation([0, 0])).toBe(0);
+    expect(coefficientOfVariation([2, 2, 2])).toBe(0);
+    // rr over 50/50/500 ms: λ equal, L ∝ W = 1:1:10, the experiment's 1.06 for an even split.
+    expect(viewImbalance([1, 1, 10])).toBeCloseTo(imbalanceIndex([80, 80, 80], [50, 50, 500]), 10);
+    expect(viewImbalance([1, undefined, 3])).toBeUndefined();
+  });
+
+  it('sums every node\'s report per backend and shows the published weights; malformed reports are skipped', () => {
+    const report = (node: string, backends: object[]) => ({ metadata: { name: node }, spec: { node, at: '2026-11-25T10:00:00Z', services: [{ key: 'ns/web/http', backends }, { key: 'ns/other/http', backends }] } });
+    const b = (backend: string, active: number, conns: number) => ({ backend, active, inactive: 0, conns, inBytes: 0, outBytes: 0 });
+    const shares = clusterShares('ns/web', [
+      report('n1', [b('10.0.0.1:80', 1, 100), b('10.0.0.2:80', 5, 10)]),
+      report('n2', [b('10.0.0.1:80', 2, 50)]),
+      { metadata: { name: 'bad' }, spec: { node: 'evil' } },
+    ], { spec: { leader: 'n1', ports: [{ port: 'http', weights: { '10.0.0.1:80': 20, '10.0.0.2:80': 4 }, estimates: { '10.0.0.2:80': 0.5 } }] } });
+    expect(shares).toEqual([
+      { port: 'http', backend: '10.0.0.1:80', active: 3, conns: 150, nodes: 2, weight: 20 },
+      { port: 'http', backend: '10.0.0.2:80', active: 5, conns: 10, nodes: 1, weight: 4, estimateSeconds: 0.5 },
+    ]);
+    const text = renderShares('ns/web', shares, 'n1');
+    expect(text).toContain('(weights from n1)');
+    expect(text).toMatch(/http +10\.0\.0\.2:80 +4 +500 +5 +10 +6\.3% +1/);
+    expect(renderShares('ns/none', [], undefined)).toMatch(/no node reports this Service/);
   });
 });

@@ -1,6 +1,7 @@
 // The cross-node balance experiment's arithmetic (docs/balance-measure.md), pure: the imbalance
 // index, one run's summary from its clients' samples, medians with [min-max] over repeats, and
 // the Markdown table.
+import { coefficientOfVariation } from '../../balance/estimate.js';
 import { percentile } from '../../compare/stats.js';
 
 /** Service times (ms) of the backends, in backend order, per profile. */
@@ -24,10 +25,7 @@ export function imbalanceIndex(counts: readonly number[], serviceMs: readonly nu
   if (total === 0) return 0;
   const rates = serviceMs.map((ms) => 1 / Math.max(ms, 1e-9));
   const rateSum = rates.reduce((a, b) => a + b, 0);
-  const ratios = counts.map((c, i) => (c / total) / (rates[i]! / rateSum));
-  const mean = ratios.reduce((a, b) => a + b, 0) / ratios.length;
-  const variance = ratios.reduce((a, r) => a + (r - mean) ** 2, 0) / ratios.length;
-  return Math.sqrt(variance) / mean;
+  return coefficientOfVariation(counts.map((c, i) => (c / total) / (rates[i]! / rateSum)));
 }
 
 /** What one client (a loadgen process on one node) reported. */
