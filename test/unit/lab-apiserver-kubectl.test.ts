@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadKubeClient } from '../../src/kube/client.js';
+import { KubeEventSink } from '../../src/kube/events.js';
 import { KubeSource } from '../../src/kube/source.js';
 import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
 import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
@@ -189,6 +190,22 @@ spec: {selector: {app: webpod}, ports: [{port: 80, targetPrt: 8080}], clusterIp:
     expect(bad.code).not.toBe(0);
     expect(bad.err).toContain('spec.ports[0].nodePort: Forbidden');
     expect(await kubectl('admin', 'delete', 'svc', 'tt', 'tt2')).toMatchObject({ code: 0 });
+  });
+
+  it("each node's Event appears once: two nodes' operators report the same problem over three syncs", async () => {
+    const kc = await loadKubeClient(join(dir, 'op.kubeconfig'));
+    const uid = (await kubectl('admin', 'get', 'svc', 'webpod-rr', '-o', 'jsonpath={.metadata.uid}')).out;
+    const problem = { service: 'default/webpod-rr', reason: 'UnknownScheduler', message: 'ipvs-operator.io/scheduler: unknown scheduler "nope"' };
+    const refs = new Map([['default/webpod-rr', { namespace: 'default', name: 'webpod-rr', uid }]]);
+    for (const node of ['worker1', 'worker2']) {
+      const sink = new KubeEventSink({ client: kc, nodeName: node });
+      for (let sync = 0; sync < 3; sync++) await sink.report([problem], refs);
+    }
+    const hosts = async (...args: string[]) => (await kubectl('admin', 'get', ...args, '--field-selector', 'reason=UnknownScheduler', '-o', 'jsonpath={.items[*].source.host}')).out.split(' ').sort();
+    expect(await hosts('events')).toEqual(['worker1', 'worker2']);
+    expect(await hosts('events', '-A')).toEqual(['worker1', 'worker2']);
+    const desc = await kubectl('admin', 'describe', 'svc', 'webpod-rr');
+    expect(desc.out.match(/Warning\s+UnknownScheduler/g)).toHaveLength(2);
   });
 
   it('the operator token: list/watch allowed, the rest 403 through kubectl', async () => {
