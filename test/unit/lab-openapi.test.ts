@@ -6,13 +6,13 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readCrd } from '../../src/config/load.js';
+import { PROJECT_CRDS, readCrd } from '../../src/config/load.js';
 import { OUTPUT, generate, render } from '../../src/lab/cluster/openapi-gen.js';
 import { OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from '../../src/lab/cluster/openapi.js';
 import { RESOURCES, type ResourceInfo } from '../../src/lab/cluster/store.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
-const defs = buildDefinitions([readCrd('ipvsproxyconfigs'), readCrd('ipvsnodestates')]);
+const defs = buildDefinitions(PROJECT_CRDS.map((c) => readCrd(c)));
 
 describe('lab OpenAPI definitions', () => {
   it('openapi-builtin.json is what openapi-gen.ts makes from kubernetes-models (regenerate: node dist/src/lab/cluster/openapi-gen.js)', () => {
@@ -42,7 +42,7 @@ describe('lab OpenAPI v3 documents', () => {
 
   it('/openapi/v3 lists every served group-version with a hashed URL', () => {
     const paths = json('/openapi/v3').paths as Record<string, { serverRelativeURL: string }>;
-    expect(Object.keys(paths).sort()).toEqual(['api/v1', 'apis/apiextensions.k8s.io/v1', 'apis/apps/v1', 'apis/discovery.k8s.io/v1', 'apis/events.k8s.io/v1',
+    expect(Object.keys(paths).sort()).toEqual(['api/v1', 'apis/apiextensions.k8s.io/v1', 'apis/apps/v1', 'apis/coordination.k8s.io/v1', 'apis/discovery.k8s.io/v1', 'apis/events.k8s.io/v1',
       'apis/ipvs-operator.io/v1alpha1', 'apis/rbac.authorization.k8s.io/v1']);
     expect(paths['api/v1']!.serverRelativeURL).toMatch(/^\/openapi\/v3\/api\/v1\?hash=[0-9A-F]{128}$/);
     expect(docs.document('/openapi/v3/apis/nope/v1')).toBeUndefined();

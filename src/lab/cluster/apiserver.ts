@@ -41,7 +41,7 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { readCrd } from '../../config/load.js';
+import { PROJECT_CRDS, readCrd } from '../../config/load.js';
 import { KubeClient } from '../../kube/client.js';
 import { parse as parseYaml } from 'yaml';
 import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
@@ -694,7 +694,7 @@ let openApiDocs: OpenApiDocuments | undefined;
 
 /** The OpenAPI documents (built on first use, the same for every server: the built-ins and crds/). */
 function openApi(): OpenApiDocuments {
-  openApiDocs ??= new OpenApiDocuments(buildDefinitions([readCrd('ipvsproxyconfigs'), readCrd('ipvsnodestates')]));
+  openApiDocs ??= new OpenApiDocuments(buildDefinitions(PROJECT_CRDS.map((c) => readCrd(c))));
   return openApiDocs;
 }
 
