@@ -4,9 +4,9 @@
 import type { Family } from '../model/addr.js';
 import { isNotFound } from '../netlink/errors.js';
 import { type ConntrackTarget, selectStaleFlows } from '../plan/conntrack.js';
-import type { ConntrackClient, ListStats } from './client.js';
-import { IPPROTO_UDP } from './constants.js';
-import { formatFlow } from './codec.js';
+import type { ConntrackClient, ListStats } from '../conntrack/client.js';
+import { IPPROTO_UDP } from '../conntrack/constants.js';
+import { formatFlow } from '../conntrack/codec.js';
 
 /** What one cleanup did. */
 export interface CleanupResult {
