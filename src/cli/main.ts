@@ -16,7 +16,7 @@ import { cleanup, clusterStatus, status } from './status.js';
 import { nodeSetup } from './node-setup.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
-import { type CliCommand, type Program, UsageError, dispatch } from './dispatch.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
 export interface Command {

@@ -9,7 +9,7 @@ import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
 import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, IMAGE_ROOT, buildImage, exportImage, smokeImage } from './image.js';
-import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
 
 export type LabCommand = CliCommand;
