@@ -56,6 +56,19 @@ export interface Resolution {
   persistence?: { ipv4Prefix?: number; ipv6Prefix?: number };
 }
 
+/** What the cluster load view says of one Service port, read-only (docs/balance.md). */
+export interface ClusterViewInput {
+  /** The published weight (1..20) per backend `ip:port` (`[ip]:port` for IPv6); a backend not named is new to the view. */
+  readonly weights: ReadonlyMap<string, number>;
+}
+
+/** A real server as `weigh` sees it: where it is and the weight `resolve` gave it. */
+export interface WeighedEndpoint {
+  readonly address: string;
+  readonly port: number;
+  readonly weight: number;
+}
+
 /** A scheduler plugin: built-in (plugins/<name>.ts) or loaded from the extra plugin directory. */
 export interface SchedulerPlugin {
   /** Annotation value selecting it: lowercase letters, digits and dashes. */
@@ -72,4 +85,12 @@ export interface SchedulerPlugin {
   readonly optionsSchema: SchemaObject;
   /** Resolves options already validated against `optionsSchema` (defaults filled in). */
   resolve(options: unknown, endpoints: readonly PluginEndpoint[], context: PluginContext): Resolution;
+  /**
+   * Optional, for Services in the cluster load view (`ipvs-operator.io/balance: cluster`): the
+   * weights to program from `resolve`'s and the view's, one integer >= 0 per endpoint in the same
+   * order. Called whenever the view's weights change; pure. Without it a real server gets its
+   * weight × the view's (20 for a backend the view does not name yet). A throw or an answer of the
+   * wrong shape falls back to that, for this Service alone, with a PluginWeighFailed problem.
+   */
+  weigh?(endpoints: readonly WeighedEndpoint[], view: ClusterViewInput): number[];
 }

@@ -1,7 +1,7 @@
 // Builds the plugins whose kernel scheduler reads weights from the `weights` option. pure: no I/O.
 import type { SchemaObject } from 'ajv';
 import { type WeightedOptions, optionsSchema, persistenceOf, weightOf } from './options.js';
-import type { PluginEndpoint, SchedulerPlugin } from './types.js';
+import type { ClusterViewInput, PluginEndpoint, SchedulerPlugin, WeighedEndpoint } from './types.js';
 
 /** What differs between weighted plugins. */
 export interface WeightedSpec<O extends WeightedOptions = WeightedOptions> {
@@ -41,7 +41,17 @@ export function makeWeightedPlugin<O extends WeightedOptions>(spec: WeightedSpec
       const persistence = persistenceOf(o);
       return { scheduler: kernelScheduler, flags: spec.flags?.(o) ?? 0, weights, ...(persistence ? { persistence } : {}) };
     },
+    // The view's weights come from the estimate of each backend's time in system (Little's law):
+    // they scale what the options gave, so per-node or per-zone weights keep their proportions.
+    weigh: (endpoints, view) => endpoints.map((e) => scaleByView(e, view)),
   };
+}
+
+/** An endpoint's weight × the view's weight for it (the view's top weight, 20, when it does not name it yet); 0 stays 0. */
+export function scaleByView(e: WeighedEndpoint, view: ClusterViewInput): number {
+  if (e.weight <= 0) return 0;
+  const host = e.address.includes(':') ? `[${e.address}]` : e.address;
+  return Math.min(0x7fffffff, e.weight * (view.weights.get(`${host}:${e.port}`) ?? 20));
 }
 
 /** A plugin whose kernel scheduler ignores weights (except 0): only `affinityNetmask` is accepted. */

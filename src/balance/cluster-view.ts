@@ -7,7 +7,7 @@
 // Service (its namespace and name) with a weight per backend and port, written by the elected
 // aggregator. Weights steer new connections only; a stale or missing view means local weights.
 import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
-import { realServerKey } from '../model/ipvs.js';
+import { type RealServer, realServerKey } from '../model/ipvs.js';
 import type { BackendCounters, NodeReport } from './estimate.js';
 import { DEFAULT_DAMPING, type DampingConfig } from './damping.js';
 import { RAMPABLE_SCHEDULERS } from './slow-start.js';
@@ -173,8 +173,12 @@ export class ClusterWeights {
   /** The problems of the last apply (the sync loop reports them with its own). */
   lastProblems: readonly Problem[] = [];
 
-  /** `staleMs`: how long the view may be missing before a ClusterViewStale problem. */
-  constructor(private readonly staleMs = 30_000, private readonly damping: DampingConfig = DEFAULT_DAMPING) {}
+  /**
+   * `staleMs`: how long the view may be missing before a ClusterViewStale problem; `weighOf`: a
+   * scheduler plugin's own weigh(), by plugin name (plugins/types.ts), if it has one.
+   */
+  constructor(private readonly staleMs = 30_000, private readonly damping: DampingConfig = DEFAULT_DAMPING,
+    private readonly weighOf: (plugin: string) => Weigh | undefined = () => undefined) {}
 
   /** Weights published for a Service (parsed); replaces its ports' previous weights. */
   publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>): void {
@@ -213,6 +217,28 @@ export class ClusterWeights {
     return this.opted;
   }
 
+  /**
+   * The real servers with the view's weights: the plugin's weigh() when it has one (given frozen
+   * copies; its answer checked), else base × cluster weight.
+   */
+  private weigh(e: DesiredVirtualServer, w: ReadonlyMap<string, number>, service: string, problems: Problem[]): RealServer[] {
+    const byDefault = () => e.dests.map((rs) => ({ ...rs, weight: clusterWeight(rs.weight, w.get(realServerKey(rs)) ?? this.damping.maxWeight) }));
+    const weigh = this.weighOf(e.origin.plugin);
+    if (!weigh) return byDefault();
+    try {
+      const answer: unknown = weigh(Object.freeze(e.dests.map((rs) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight }))), Object.freeze({ weights: new Map(w) }));
+      if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
+        throw new Error(`weigh() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
+      }
+      return e.dests.map((rs, i) => ({ ...rs, weight: answer[i] as number }));
+    } catch (err) {
+      if (!problems.some((p) => p.service === service && p.reason === 'PluginWeighFailed')) {
+        problems.push({ service, reason: 'PluginWeighFailed', message: `plugin ${e.origin.plugin}: ${(err as Error).message}; weights × the view's` });
+      }
+      return byDefault();
+    }
+  }
+
   /** The weights last published for a view key, live or not (a new leader starts from them). */
   publishedOf(viewKey: string): ReadonlyMap<string, number> | undefined {
     return this.published.get(viewKey);
@@ -242,7 +268,7 @@ export class ClusterWeights {
       const service = `${e.origin.namespace}/${e.origin.name}`;
       services.add(service);
       const w = this.alive ? this.published.get(vk) : undefined;
-      const dests = w ? e.dests.map((rs) => ({ ...rs, weight: clusterWeight(rs.weight, w.get(realServerKey(rs)) ?? this.damping.maxWeight) })) : e.dests;
+      const dests = w ? this.weigh(e, w, service, problems) : e.dests;
       const before = this.out.get(key);
       const moved = !before || before.dests.length !== dests.length || before.dests.some((rs, i) => rs.weight !== dests[i]!.weight);
       if (moved && before) changed.add(key);
@@ -261,6 +287,9 @@ export class ClusterWeights {
     return result;
   }
 }
+
+/** A plugin's weigh() (plugins/types.ts), as ClusterWeights calls it. */
+export type Weigh = (endpoints: readonly { address: string; port: number; weight: number }[], view: { weights: ReadonlyMap<string, number> }) => number[];
 
 /** A real server's weight under a cluster weight: base × cluster (0 stays 0: a quiesced endpoint). */
 export function clusterWeight(base: number, cluster: number): number {

@@ -99,7 +99,11 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
   // The cluster load view (issue 27) needs the API and writes to it: not with files, not in a dry run.
   const balancePeriodMs = o.balancePeriodMs ?? 10_000;
-  const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0 ? new ClusterWeights(3 * balancePeriodMs) : undefined;
+  const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0 ? new ClusterWeights(3 * balancePeriodMs, undefined, (name) => {
+      const plugin = o.registry.get(name);
+      return plugin?.weigh ? (endpoints, view) => plugin.weigh!(endpoints, view) : undefined;
+    })
+    : undefined;
   // kube-proxy's health checking (a dry run opens no port): the proxy health server on
   // healthzBindAddress, the health-check NodePorts after each sync (health-edge.ts).
   const proxierHealth = new ProxierHealth(2 * config.syncPeriod * 1000);

@@ -18,8 +18,11 @@ export function crdsDir(file = 'ipvsproxyconfigs.yaml'): string {
   }
 }
 
-/** A CRD from crds/ (`ipvsproxyconfigs` or `ipvsnodestates`), parsed. Throws when missing. */
-export function readCrd(name: 'ipvsproxyconfigs' | 'ipvsnodestates'): unknown {
+/** Every CRD the project ships in crds/, by plural. */
+export const PROJECT_CRDS = ['ipvsproxyconfigs', 'ipvsnodestates', 'ipvsloadreports', 'ipvsserviceweights'] as const;
+
+/** A CRD from crds/ by its plural, parsed. Throws when missing. */
+export function readCrd(name: (typeof PROJECT_CRDS)[number]): unknown {
   const file = `${name}.yaml`;
   return parse(readFileSync(join(crdsDir(file), file), 'utf8'));
 }

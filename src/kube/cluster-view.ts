@@ -26,6 +26,15 @@ import { Reflector } from './reflector.js';
 export const VIEW_AT_ANNOTATION = 'ipvs-operator.io/view-at';
 export const LEASE_NAME = 'ipvs-operator-balance';
 
+/**
+ * The operator's damping: the model's defaults, but a backend counts as measured from 0.2 open
+ * connections on average over the reporters (DEFAULT_DAMPING says 1, for a single read per
+ * period). With reports carrying the mean of several reads per period, Σ active is a time
+ * average: a fast backend at low load holds well under one connection on average, and at 1 the
+ * view never measured it (seen in the lab experiment: no weights were ever published).
+ */
+export const VIEW_DAMPING: DampingConfig = { ...DEFAULT_DAMPING, minLoad: 0.2 };
+
 export interface ClusterViewOptions {
   client: KubeClient;
   nodeName: string;
@@ -39,6 +48,8 @@ export interface ClusterViewOptions {
   /** Ask the sync loop for a sync (new weights, or the view died or came back). */
   poke: () => void;
   log: LogFn;
+  /** Reads of the active connections per period, averaged into the report (default 10). */
+  readsPerPeriod?: number;
   /** false: report and apply, never lead (default true). */
   elect?: boolean;
   /** Reporting and aggregation period (default 10 s). */
@@ -75,6 +86,9 @@ export class ClusterView {
   /** Per view key: the aggregator's state and the newest report time used per node. */
   private views = new Map<string, { state: ViewState; used: Map<string, number> }>();
   private sent: { reading: Reading; conns: Map<string, number>; at: number } | undefined;
+  /** Active connections summed over this period's reads, per `viewKey backend`. */
+  private activeSums = new Map<string, { sum: number; n: number }>();
+  private readonly readsPerPeriod: number;
   private reportVersion: string | undefined;
   private viewAt: { value: string | undefined; changedAt: number } = { value: undefined, changedAt: 0 };
   private timer: NodeJS.Timeout | undefined;
@@ -88,6 +102,7 @@ export class ClusterView {
 
   constructor(private readonly o: ClusterViewOptions) {
     this.periodMs = o.periodMs ?? 10_000;
+    this.readsPerPeriod = Math.max(1, Math.round(o.readsPerPeriod ?? 10));
     this.limits = { ...DEFAULT_LIMITS, periodMs: this.periodMs, ...o.limits };
     this.staleMs = this.limits.stalePeriods * this.periodMs;
     this.now = o.now ?? Date.now;
@@ -107,7 +122,7 @@ export class ClusterView {
       handlers: {
         upsert: (obj) => {
           const service = `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
-          const parsed = parseWeightsObject(obj, o.damping ?? DEFAULT_DAMPING);
+          const parsed = parseWeightsObject(obj, o.damping ?? VIEW_DAMPING);
           if ('error' in parsed) {
             o.log('warn', 'refusing a published IPVSServiceWeights; local weights', { service, error: parsed.error });
             o.weights.refuse(service, parsed.error);
@@ -148,7 +163,10 @@ export class ClusterView {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       await this.campaignWhileNeeded();
-      await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, this.periodMs); });
+      for (let i = 1; i <= this.readsPerPeriod && !this.stopped; i++) {
+        await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, this.periodMs / this.readsPerPeriod); });
+        if (i < this.readsPerPeriod && !this.stopped) await this.sample();
+      }
       if (this.stopped) break;
       this.checkAlive();
       await this.report();
@@ -190,21 +208,58 @@ export class ClusterView {
   }
 
   /** Reads the opted-in virtual servers' counters and writes the report when they moved. */
-  private async report(): Promise<void> {
+  /** The opted-in virtual servers' counters now, per view key. */
+  private async readKernel(): Promise<Map<string, BackendCounters[]> | undefined> {
     const opted = this.o.weights.optedIn();
-    if (opted.size === 0) return;
-    const at = this.now();
-    let views: Map<string, BackendCounters[]>;
+    if (opted.size === 0) return undefined;
+    const read: Array<{ viewKey: string; dests: Awaited<ReturnType<IpvsClient['listRealServers']>> }> = [];
+    for (const vs of await this.o.ipvs.listVirtualServers()) {
+      const vk = opted.get(virtualServerKey(vs));
+      if (vk !== undefined) read.push({ viewKey: vk, dests: await this.o.ipvs.listRealServers(vs) });
+    }
+    return countersByView(read);
+  }
+
+  /**
+   * One read of the active connections between reports. A single read at report time is a sample
+   * of a few connections per node, mostly 0 for a fast backend at low load (which then counted as
+   * "not measured", and the view never moved); the report carries the mean of every read of the
+   * period instead, a time average.
+   */
+  private async sample(): Promise<void> {
+    let views: Map<string, BackendCounters[]> | undefined;
     try {
-      const read: Array<{ viewKey: string; dests: Awaited<ReturnType<IpvsClient['listRealServers']>> }> = [];
-      for (const vs of await this.o.ipvs.listVirtualServers()) {
-        const vk = opted.get(virtualServerKey(vs));
-        if (vk !== undefined) read.push({ viewKey: vk, dests: await this.o.ipvs.listRealServers(vs) });
-      }
-      views = countersByView(read);
+      views = await this.readKernel();
     } catch (e) {
       this.reportFailures.failed(e);
       return;
+    }
+    for (const [vk, backends] of views ?? []) {
+      for (const b of backends) {
+        const k = `${vk} ${b.backend}`;
+        const a = this.activeSums.get(k) ?? { sum: 0, n: 0 };
+        this.activeSums.set(k, { sum: a.sum + b.active, n: a.n + 1 });
+      }
+    }
+  }
+
+  private async report(): Promise<void> {
+    const at = this.now();
+    let views: Map<string, BackendCounters[]> | undefined;
+    try {
+      views = await this.readKernel();
+    } catch (e) {
+      this.reportFailures.failed(e);
+      return;
+    }
+    const sums = this.activeSums;
+    this.activeSums = new Map();
+    if (!views) return;
+    for (const [vk, backends] of views) {
+      for (const b of backends) {
+        const s = sums.get(`${vk} ${b.backend}`);
+        if (s) b.active = Math.round((100 * (s.sum + b.active)) / (s.n + 1)) / 100;
+      }
     }
     const active = new Map<string, number>();
     const rate = new Map<string, number>();
@@ -289,7 +344,7 @@ export class ClusterView {
         perView.set(vk, list);
       }
     }
-    const damping = this.o.damping ?? DEFAULT_DAMPING;
+    const damping = this.o.damping ?? VIEW_DAMPING;
     const byService = new Map<string, { write: boolean; ports: PortWeights[] }>();
     const next = new Map<string, { state: ViewState; used: Map<string, number> }>();
     for (const [vk, backends] of this.o.backends()) {

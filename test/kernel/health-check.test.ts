@@ -57,14 +57,22 @@ beforeAll(async () => {
   await createClient({ name: CLIENT, ip: '192.168.100.51' });
 }, 120_000);
 
+// Generous: every step spawns processes, seconds each under TCG on a busy machine (a CI run beside
+// other work took over 60 s here). Each step's time is printed, so a slow one is named.
 afterAll(async () => {
-  await op?.stop();
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
-  spawnSync('ip', ['link', 'del', 'ipvs-op0'], { stdio: 'ignore' });
-  dir?.dispose();
-  execFileSync('ipvsadm', ['-C']);
-  await cleanupTopology();
-}, 60_000);
+  const steps: string[] = [];
+  const step = async (name: string, f: () => unknown) => { const t = Date.now(); await f(); steps.push(`${name} ${Date.now() - t} ms`); };
+  try {
+    await step('operator stop (SIGTERM)', () => op?.stop());
+    await step('cleanup', () => execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']));
+    spawnSync('ip', ['link', 'del', 'ipvs-op0'], { stdio: 'ignore' });
+    dir?.dispose();
+    execFileSync('ipvsadm', ['-C']);
+    await step('topology', () => cleanupTopology());
+  } finally {
+    process.stderr.write(`health-check teardown: ${steps.join(', ')}\n`);
+  }
+}, 240_000);
 
 describe('health checks probed from the external client', () => {
   it('healthCheckNodePort: 200 with 2 local endpoints, 503 when they are on another node; proxy /healthz and /livez on 10256', async () => {

@@ -20,13 +20,20 @@ export const KEY = virtualServerKey(VS);
 export const VIEW = viewKeyOf(ENTRY);
 export const table: DesiredTable = new Map([[KEY, ENTRY]]);
 
-/** One node's IPVS as the reporter reads it: counters that grow with the clock. */
-export function kernelStub(t0 = Date.now()): Pick<IpvsClient, 'listVirtualServers' | 'listRealServers'> {
+/**
+ * One node's IPVS as the reporter reads it: counters that grow with the clock; active connections
+ * as `activeOf` says for the n-th read (default: rate × service time, steady).
+ */
+export function kernelStub(t0 = Date.now(), activeOf?: (address: string, read: number) => number): Pick<IpvsClient, 'listVirtualServers' | 'listRealServers'> {
+  let reads = 0;
   return {
     listVirtualServers: async () => [{ ...VS }],
-    listRealServers: async () => BACKENDS.map((a) => ({
-      ...dest(a), activeConns: Math.round(RATE * SERVICE_TIME[a]!), inactiveConns: 0,
-      stats: { conns: BigInt(Math.floor(((Date.now() - t0) / 1000) * RATE)), inBytes: 0n, outBytes: 0n } as never,
-    })),
+    listRealServers: async () => {
+      reads++;
+      return BACKENDS.map((a) => ({
+        ...dest(a), activeConns: activeOf ? activeOf(a, reads) : Math.round(RATE * SERVICE_TIME[a]!), inactiveConns: 0,
+        stats: { conns: BigInt(Math.floor(((Date.now() - t0) / 1000) * RATE)), inBytes: 0n, outBytes: 0n } as never,
+      }));
+    },
   };
 }

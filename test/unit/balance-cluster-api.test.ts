@@ -25,12 +25,12 @@ interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejec
 let server: FakeApiServer;
 let nodes: Node[] = [];
 
-async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean } = {}): Promise<Node> {
+async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean; activeOf?: (address: string, read: number) => number } = {}): Promise<Node> {
   const weights = new ClusterWeights(3 * PERIOD_MS);
   weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
   const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], metrics: new Metrics(), view: undefined as unknown as ClusterView };
   node.view = new ClusterView({
-    client: clientFor(server), nodeName: name, namespace: 'ipvs-operator', ipvs: kernelStub(), weights,
+    client: clientFor(server), nodeName: name, namespace: 'ipvs-operator', ipvs: kernelStub(Date.now(), o.activeOf), weights,
     backends: () => new Map([[VIEW, BACKENDS.map((a) => `${a}:8080`)]]),
     poke: () => { node.pokes++; }, log: () => undefined,
     periodMs: PERIOD_MS, leaseDurationMs: o.leaseDurationMs ?? 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
@@ -112,6 +112,18 @@ describe('the cluster load view against an API server', () => {
     expect(rows.every((l) => / 3$/.test(l))).toBe(true); // three nodes report each backend
     expect(out.stdout).toContain(`(weights from ${leaders()[0]!.name})`);
   }, 90_000);
+
+  it('at low load, a fast backend open at one read in seven on each node is still measured: the slow one is weighted down', async () => {
+    // One client per node at a time: any single read mostly sees 0 on the fast backends (what the
+    // lab experiment showed: at one read per period they were never measured, and nothing moved).
+    server = await FakeApiServer.start();
+    const activeOf = (a: string, read: number) => (a === '10.10.1.3' ? (read % 10 < 7 ? 1 : 0) : (read % 7 === 0 ? 1 : 0));
+    for (const n of ['node-a', 'node-b', 'node-c']) await startNode(n, { activeOf });
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 5, 'the slow backend weighted down', 30_000);
+    expect([weightOf(published(), '10.10.1.1:8080'), weightOf(published(), '10.10.1.2:8080')]).toEqual([20, 20]);
+    const report = server.get('ipvsloadreports', 'node-a')!.spec as { services: Array<{ backends: Array<{ backend: string; active: number }> }> };
+    expect(report.services[0]!.backends.find((b) => b.backend === '10.10.1.1:8080')!.active).toBeLessThan(1);
+  }, 60_000);
 
   it('a crashed leader is replaced only after its lease expired; a stopping one hands over at once', async () => {
     server = await FakeApiServer.start();

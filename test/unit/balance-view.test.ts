@@ -3,7 +3,9 @@
 // nodes node-a.. ; times in ms from 0 (the clock is a parameter).
 import { describe, expect, it } from '@jest/globals';
 import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, coefficientOfVariation, sumSamples, timeInSystem, viewImbalance } from '../../src/balance/estimate.js';
-import { clusterShares, renderShares } from '../../src/balance/cluster-view.js';
+import { ClusterWeights, clusterShares, renderShares } from '../../src/balance/cluster-view.js';
+import { PluginRegistry } from '../../plugins/index.js';
+import { KEY, VIEW, table } from '../support/cluster-view.js';
 import { imbalanceIndex } from '../../src/lab/cluster/balance-stats.js';
 import { DEFAULT_DAMPING, checkWeights, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
@@ -226,5 +228,49 @@ describe('the imbalance index from the view and the cluster shares', () => {
     expect(text).toContain('(weights from n1)');
     expect(text).toMatch(/http +10\.0\.0\.2:80 +4 +500 +5 +10 +6\.3% +1/);
     expect(renderShares('ns/none', [], undefined)).toMatch(/no node reports this Service/);
+  });
+});
+
+describe('plugins see the cluster view (weigh)', () => {
+  const live = (weighOf: ConstructorParameters<typeof ClusterWeights>[2]) => {
+    const cw = new ClusterWeights(30_000, undefined, weighOf);
+    cw.apply(table, new Set([KEY]), 0);
+    cw.setAlive(true, 0);
+    cw.publish('shop/web', new Map([[VIEW, new Map([['10.10.1.1:8080', 20], ['10.10.1.2:8080', 20], ['10.10.1.3:8080', 2]])]]));
+    return cw;
+  };
+  const weights = (cw: ClusterWeights) => cw.apply(table, new Set(), 1).table.get(KEY)!.dests.map((d) => d.weight);
+
+  it('the built-in weighted plugins scale their own weights by the view\'s', () => {
+    const wrr = new PluginRegistry().get('wrr')!;
+    expect(wrr.weigh!([{ address: '10.10.1.1', port: 8080, weight: 3 }, { address: '10.10.1.3', port: 8080, weight: 0 }, { address: 'fd00::1', port: 80, weight: 2 }],
+      { weights: new Map([['10.10.1.1:8080', 5], ['[fd00::1]:80', 4]]) })).toEqual([15, 0, 8]);
+    expect(weights(live((n) => new PluginRegistry().get(n)?.weigh))).toEqual([20, 20, 2]);
+  });
+
+  it('a third-party weigh() decides the weights, from frozen inputs', () => {
+    let seen: unknown;
+    const cw = live(() => (eps, view) => { seen = { frozen: Object.isFrozen(eps) && eps.every(Object.isFrozen), view: [...view.weights.values()] }; return eps.map((e) => (view.weights.get(`${e.address}:${e.port}`) ?? 1) ** 2); });
+    expect(weights(cw)).toEqual([400, 400, 4]);
+    expect(seen).toEqual({ frozen: true, view: [20, 20, 2] });
+    expect(cw.lastProblems).toEqual([]);
+  });
+
+  it.each([
+    ['throws', () => { throw new Error('boom'); }],
+    ['answers too few weights', () => [1]],
+    ['answers a fraction', () => [1.5, 1, 1]],
+    ['answers a negative weight', () => [1, -1, 1]],
+    ['mutates what it is given', (eps: readonly { weight: number }[]) => { (eps[0] as { weight: number }).weight = 99; return [1, 1, 1]; }],
+  ])('a weigh() that %s falls back to weight × the view\'s, with a problem on that Service', (_, weigh) => {
+    const cw = live(() => weigh as never);
+    expect(weights(cw)).toEqual([20, 20, 2]);
+    expect(cw.lastProblems).toEqual([expect.objectContaining({ service: 'shop/web', reason: 'PluginWeighFailed' })]);
+  });
+
+  it('the registry refuses a weigh that is not a function', () => {
+    const r = new PluginRegistry();
+    const wrr = r.get('wrr')!;
+    expect(r.register({ ...wrr, name: 'bad-weigh', weigh: 42 }, 'test')).toMatchObject({ reason: 'InvalidPlugin', message: expect.stringContaining('weigh, when given, must be a function') });
   });
 });

@@ -1,8 +1,9 @@
 // The lab API server as its own process (apiserver-main.js) over HTTPS with a self-signed
 // certificate (openssl), driven by the REAL kubectl (Debian's kubernetes-client, /usr/bin/kubectl)
 // as admin, then read by the operator's real KubeSource with the ipvs-operator ServiceAccount's
-// token under the RBAC of manifests/. kubectl runs with --validate=false: the server has no
-// OpenAPI documents. Skipped (and said so) where no kubectl is installed.
+// token under the RBAC of manifests/. kubectl validates as it does against kube-apiserver: it
+// reads the server's OpenAPI v3 documents and sends fieldValidation=Strict. Skipped (and said so)
+// where no kubectl is installed.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadKubeClient } from '../../src/kube/client.js';
+import { KubeEventSink } from '../../src/kube/events.js';
 import { KubeSource } from '../../src/kube/source.js';
 import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
 import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
@@ -71,7 +73,7 @@ d('lab API server process with the real kubectl and the operator source', () => 
   });
 
   it('kubectl apply of examples/, create of a node and a pod; get -o wide shows allocated ClusterIPs and pod IPs', async () => {
-    const a = await kubectl('admin', 'apply', '--validate=false', '-f', 'examples/services-schedulers.yaml');
+    const a = await kubectl('admin', 'apply', '-f', 'examples/services-schedulers.yaml');
     expect(a).toMatchObject({ code: 0 });
     expect(a.out).toContain('service/webpod-rr created');
     const lab = `apiVersion: v1
@@ -86,7 +88,7 @@ spec: {nodeName: worker1, containers: [{name: whoami, image: whoami, ports: [{na
 status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions: [{type: Ready, status: "True"}]}
 `;
     writeFileSync(join(dir, 'lab.yaml'), lab);
-    expect(await kubectl('admin', 'create', '--validate=false', '-f', join(dir, 'lab.yaml'))).toMatchObject({ code: 0 });
+    expect(await kubectl('admin', 'create', '-f', join(dir, 'lab.yaml'))).toMatchObject({ code: 0 });
     const g = await kubectl('admin', 'get', 'nodes,pods,svc', '-o', 'wide');
     expect(g.code).toBe(0);
     expect(g.out).toMatch(/node\/worker1\s+Ready\s+<none>\s+\S+\s+192\.168\.10\.101/);
@@ -94,6 +96,44 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
     expect(g.out).toMatch(/service\/webpod-rr\s+ClusterIP\s+10\.200\.1\.\d+\s+<none>\s+9000\/TCP\s+\S+\s+app=webpod/);
     const s = await kubectl('admin', 'get', 'endpointslices', '-l', 'kubernetes.io/service-name=webpod-rr', '-o', 'jsonpath={.items[0].endpoints[0].addresses[0]} {.items[0].ports[0].port}');
     expect(s.out).toBe('10.10.1.3 80');
+  });
+
+  it('kubectl explain reads the OpenAPI documents: built-in kinds and the CRDs, field by field', async () => {
+    const svc = await kubectl('admin', 'explain', 'service.spec');
+    expect(svc).toMatchObject({ code: 0, err: '' });
+    expect(svc.out).toMatch(/KIND:\s+Service\nVERSION:\s+v1/);
+    expect(svc.out).toMatch(/FIELD: spec <ServiceSpec>/);
+    expect(svc.out).toMatch(/externalTrafficPolicy\t<string>\n\s+enum: Cluster, Local/);
+    const port = await kubectl('admin', 'explain', 'endpointslices.endpoints.conditions.ready');
+    expect(port.out).toMatch(/FIELD: ready <boolean>/);
+    const cfg = await kubectl('admin', 'explain', 'ipvsproxyconfig.spec.syncPeriod');
+    expect(cfg).toMatchObject({ code: 0, err: '' });
+    expect(cfg.out).toMatch(/GROUP:\s+ipvs-operator.io\nKIND:\s+IPVSProxyConfig\nVERSION:\s+v1alpha1/);
+    expect((await kubectl('admin', 'explain', 'service.spec.noSuchField')).err).toContain('field "noSuchField" does not exist');
+  });
+
+  it('an unknown field is refused as with kube-apiserver (strict), warned about and dropped with --validate=warn, kept out of the store', async () => {
+    const bad = `apiVersion: v1
+kind: Service
+metadata: {name: typo, namespace: default}
+spec: {selector: {app: webpod}, ports: [{port: 80, targetPrt: 8080}], clusterIp: 10.200.1.50}
+`;
+    writeFileSync(join(dir, 'typo.yaml'), bad);
+    for (const verb of ['apply', 'create']) {
+      const r = await kubectl('admin', verb, '-f', join(dir, 'typo.yaml'));
+      expect(r.code).toBe(1);
+      expect(r.err).toContain('Service in version "v1" cannot be handled as a Service: strict decoding error: unknown field "spec.clusterIp", unknown field "spec.ports[0].targetPrt"');
+    }
+    expect((await kubectl('admin', 'get', 'svc', 'typo')).err).toContain('not found');
+    const warned = await kubectl('admin', 'create', '--validate=warn', '-f', join(dir, 'typo.yaml'));
+    expect(warned).toMatchObject({ code: 0, out: 'service/typo created\n' });
+    expect(warned.err).toBe('Warning: unknown field "spec.clusterIp"\nWarning: unknown field "spec.ports[0].targetPrt"\n');
+    expect((await kubectl('admin', 'get', 'svc', 'typo', '-o', 'jsonpath={.spec.ports[0]}')).out).toBe('{"port":80,"protocol":"TCP","targetPort":80}');
+    // A CRD's object against the CRD's own schema; metadata is checked as ObjectMeta.
+    writeFileSync(join(dir, 'cfg.yaml'), 'apiVersion: ipvs-operator.io/v1alpha1\nkind: IPVSProxyConfig\nmetadata: {name: default, labelz: {a: b}}\nspec: {syncPeriod: 30, sincPeriod: 3}\n');
+    const cfg = await kubectl('admin', 'apply', '-f', join(dir, 'cfg.yaml'));
+    expect(cfg.err).toContain('strict decoding error: unknown field "metadata.labelz", unknown field "spec.sincPeriod"');
+    expect(await kubectl('admin', 'delete', 'svc', 'typo')).toMatchObject({ code: 0 });
   });
 
   it('kubectl annotate, label, apply again (a changed port), describe, get events', async () => {
@@ -105,7 +145,7 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
     expect(lc.metadata.labels.team).toBe('blue');
     const changed = readFileSync(join(root, 'examples/services-schedulers.yaml'), 'utf8').replace(/port: 9000/g, 'port: 9001');
     writeFileSync(join(dir, 'changed.yaml'), changed);
-    expect((await kubectl('admin', 'apply', '--validate=false', '-f', join(dir, 'changed.yaml'))).out).toContain('service/webpod-lc configured');
+    expect((await kubectl('admin', 'apply', '-f', join(dir, 'changed.yaml'))).out).toContain('service/webpod-lc configured');
     const after = JSON.parse((await kubectl('admin', 'get', 'svc', 'webpod-lc', '-o', 'json')).out) as typeof lc & { spec: { ports: Array<{ port: number }> } };
     expect(after.spec.clusterIP).toBe(lc.spec.clusterIP);
     expect(after.spec.ports.map((p) => p.port)).toEqual([9001]);
@@ -114,7 +154,7 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
       message: 'ipvs-operator.io/scheduler: unknown scheduler', involvedObject: { apiVersion: 'v1', kind: 'Service', namespace: 'default', name: 'webpod-lc', uid: lc.metadata.uid },
       source: { component: 'ipvs-operator' }, firstTimestamp: new Date().toISOString(), lastTimestamp: new Date().toISOString(), count: 1 };
     writeFileSync(join(dir, 'event.json'), JSON.stringify(ev));
-    expect(await kubectl('op', 'create', '--validate=false', '-f', join(dir, 'event.json'))).toMatchObject({ code: 0 });
+    expect(await kubectl('op', 'create', '-f', join(dir, 'event.json'))).toMatchObject({ code: 0 });
     expect((await kubectl('admin', 'get', 'events')).out).toMatch(/Warning\s+InvalidAnnotation\s+service\/webpod-lc\s+ipvs-operator.io\/scheduler: unknown scheduler/);
     const desc = await kubectl('admin', 'describe', 'service', 'webpod-lc');
     expect(desc.code).toBe(0);
@@ -131,7 +171,7 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
       const f = join(dir, `${name}.json`);
       writeFileSync(f, JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name, namespace: 'default' },
         spec: { type: 'NodePort', selector: { app: name }, ports: [{ name: 'http', port: 80, targetPort: 8080, ...(nodePort ? { nodePort } : {}) }] } }));
-      return kubectl('admin', 'create', '--validate=false', '-f', f);
+      return kubectl('admin', 'create', '-f', f);
     };
     expect(await nodePortService('tt')).toMatchObject({ code: 0, err: '' });
     const first = Number(await get('tt', '{.spec.ports[0].nodePort}'));
@@ -150,6 +190,22 @@ status: {phase: Running, podIP: 10.10.1.3, podIPs: [{ip: 10.10.1.3}], conditions
     expect(bad.code).not.toBe(0);
     expect(bad.err).toContain('spec.ports[0].nodePort: Forbidden');
     expect(await kubectl('admin', 'delete', 'svc', 'tt', 'tt2')).toMatchObject({ code: 0 });
+  });
+
+  it("each node's Event appears once: two nodes' operators report the same problem over three syncs", async () => {
+    const kc = await loadKubeClient(join(dir, 'op.kubeconfig'));
+    const uid = (await kubectl('admin', 'get', 'svc', 'webpod-rr', '-o', 'jsonpath={.metadata.uid}')).out;
+    const problem = { service: 'default/webpod-rr', reason: 'UnknownScheduler', message: 'ipvs-operator.io/scheduler: unknown scheduler "nope"' };
+    const refs = new Map([['default/webpod-rr', { namespace: 'default', name: 'webpod-rr', uid }]]);
+    for (const node of ['worker1', 'worker2']) {
+      const sink = new KubeEventSink({ client: kc, nodeName: node });
+      for (let sync = 0; sync < 3; sync++) await sink.report([problem], refs);
+    }
+    const hosts = async (...args: string[]) => (await kubectl('admin', 'get', ...args, '--field-selector', 'reason=UnknownScheduler', '-o', 'jsonpath={.items[*].source.host}')).out.split(' ').sort();
+    expect(await hosts('events')).toEqual(['worker1', 'worker2']);
+    expect(await hosts('events', '-A')).toEqual(['worker1', 'worker2']);
+    const desc = await kubectl('admin', 'describe', 'svc', 'webpod-rr');
+    expect(desc.out.match(/Warning\s+UnknownScheduler/g)).toHaveLength(2);
   });
 
   it('the operator token: list/watch allowed, the rest 403 through kubectl', async () => {

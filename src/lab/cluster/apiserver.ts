@@ -21,7 +21,8 @@
 //   pages show their newer version); `timeoutSeconds` ends a watch cleanly;
 // - patches: merge, JSON, strategic (approximated) and server-side apply (approximated as a merge
 //   patch or a create), see store.ts; discovery for kubectl (/version, /api, /apis, per group);
-//   /openapi is 404, so kubectl needs --validate=false.
+//   OpenAPI v3 (/openapi/v3 and one document per group-version) and field validation of writes
+//   that ask for it (`fieldValidation=Strict|Warn|Ignore`, what kubectl sends), see openapi.ts.
 // With `lab` (the cluster's control plane; off for the unit tests' fake): Services are defaulted
 // and get ClusterIPs/NodePorts (alloc.ts); EndpointSlices follow Services, Pods and Nodes
 // (controllers.ts); a Pod delete with a grace period sets deletionTimestamp and removes the Pod
@@ -40,10 +41,12 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import { PROJECT_CRDS, readCrd } from '../../config/load.js';
 import { KubeClient } from '../../kube/client.js';
 import { parse as parseYaml } from 'yaml';
 import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
+import { type Definitions, type FieldValidation, OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from './openapi.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, parseRbac, userGroups } from './rbac.js';
 import {
   RESOURCES, type Requirement, type ResourceInfo, type ResourceName, apiVersionOf, discovery, fieldAt, jsonPatch, mergePatch,
@@ -465,6 +468,12 @@ export class LabApiServer {
     }
     const user = this.authenticate(req);
     if (user) rec.user = user.name;
+    if (method === 'GET' && path.startsWith('/openapi/')) {
+      const doc = openApi().document(path);
+      if (doc === undefined) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end(doc);
+    }
     const route = parseResourcePath(path);
     if (!route) {
       const doc = method === 'GET' ? discovery(path) : undefined;
@@ -507,12 +516,17 @@ export class LabApiServer {
       return this.watch(res, { ...filter, res, ...(wantsTable(req.headers.accept) ? { table: true } : {}) }, url.searchParams.get('resourceVersion') ?? '', timeout > 0 ? timeout : undefined);
     }
     if (verb === 'list') return this.sendList(req, res, url, filter);
-    if (verb === 'create') return send(res, 201, this.createFrom(resource, namespace, body));
+    const checkFields = (o: unknown) => validateFields(res, resource, o, url.searchParams.get('fieldValidation'));
+    if (verb === 'create') {
+      checkFields(body);
+      return send(res, 201, this.createFrom(resource, namespace, body));
+    }
     if (verb === 'deletecollection') throw new HttpError(405, 'MethodNotAllowed', 'deletecollection is not supported by the lab API server');
     const name = route.name!;
     const current = this.get(resource, name, namespace);
     const isApply = verb === 'patch' && String(req.headers['content-type']).startsWith('application/apply-patch');
     if (!current && isApply && !route.subresource) {
+      checkFields(body);
       return send(res, 201, this.createFrom(resource, namespace, { ...(body as object), metadata: { ...(body as Obj).metadata, name } }));
     }
     if (!current) throw new HttpError(404, 'NotFound', `${resource} "${name}" not found`);
@@ -534,6 +548,7 @@ export class LabApiServer {
     next = route.subresource === 'status' ? { ...structuredClone(current), status: next.status }
       : { ...next, metadata: { ...next.metadata, ...dropUndefined(deletion), name, ...(namespace ? { namespace } : {}) }, status: current.status };
     if (!deletion.deletionTimestamp) delete next.metadata.deletionTimestamp;
+    checkFields(next);
     if (!route.subresource) next = this.admit(resource, next, current);
     return send(res, 200, this.put(resource, next));
   }
@@ -673,6 +688,36 @@ export function kubeconfigYaml(url: string, token: string, caFile?: string): str
   const tls = url.startsWith('https') ? (caFile ? `    certificate-authority: ${caFile}\n` : '    insecure-skip-tls-verify: true\n') : '';
   return `apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: ${url}\n${tls}users:\n- name: lab\n  user:\n    token: ${token}\n` +
     'contexts:\n- name: lab\n  context:\n    cluster: lab\n    user: lab\ncurrent-context: lab\n';
+}
+
+let openApiDocs: OpenApiDocuments | undefined;
+
+/** The OpenAPI documents (built on first use, the same for every server: the built-ins and crds/). */
+function openApi(): OpenApiDocuments {
+  openApiDocs ??= new OpenApiDocuments(buildDefinitions(PROJECT_CRDS.map((c) => readCrd(c))));
+  return openApiDocs;
+}
+
+/**
+ * Field validation of a written object as kube-apiserver does it for `directive` (openapi.ts):
+ * Strict throws a 400 naming the unknown fields, Warn drops them with a Warning header each,
+ * Ignore drops them; no directive: nothing.
+ */
+function validateFields(res: ServerResponse, resource: ResourceName, obj: unknown, directive: string | null): void {
+  if (directive === null || directive === '') return;
+  if (!['Strict', 'Warn', 'Ignore'].includes(directive)) throw new HttpError(400, 'BadRequest', `fieldValidation must be one of Ignore, Warn, Strict, got "${directive}"`);
+  const info: ResourceInfo = RESOURCES[resource];
+  const defs: Definitions = openApi().defs;
+  const def = definitionOf(defs, info.group, info.version, info.kind);
+  if (!def) return;
+  const mode = directive as FieldValidation;
+  const unknown = unknownFields(defs, def, obj, mode !== 'Strict');
+  if (!unknown.length || mode === 'Ignore') return;
+  const named = unknown.map((f) => `unknown field "${f}"`);
+  if (mode === 'Strict') {
+    throw new HttpError(400, 'BadRequest', `${info.kind} in version "${info.version}" cannot be handled as a ${info.kind}: strict decoding error: ${named.join(', ')}`);
+  }
+  res.setHeader('Warning', named.map((w) => `299 - ${JSON.stringify(w)}`));
 }
 
 /** One watch event line: the object, or for a Table watch a one-row Table of it. */
