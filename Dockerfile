@@ -44,7 +44,7 @@ COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
 RUN npx tsc -p tsconfig.json \
- && rm -rf dist/src/lab dist/src/compare dist/src/demo \
+ && rm -rf dist/src/lab dist/src/demo \
  && npm prune --omit=dev --no-audit --no-fund \
  && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' \) -delete
 

@@ -19,15 +19,14 @@ export default tseslint.config(
     files: ['src/model/**/*.ts', 'src/desired/**/*.ts', 'src/plan/**/*.ts', 'src/balance/**/*.ts', 'src/ipvs/attrs.ts', 'src/ipvs/requests.ts', 'src/netlink/framing.ts', 'src/netlink/errors.ts', 'src/rtnl/errors.ts', 'src/rtnl/messages.ts',
       'src/conntrack/codec.ts', 'src/conntrack/constants.ts', 'src/conntrack/errors.ts',
       'src/ipvs/constants.ts', 'src/ipvs/validate.ts', 'src/ipvs/errors.ts', 'src/iptables/render.ts', 'src/iptables/drift.ts',
-      'src/iptables/save.ts', 'src/iptables/names.ts', 'src/iptables/kube-proxy-names.ts', 'src/operator/health.ts', 'src/operator/addr.ts', 'src/source/manifests.ts', 'src/source/file-entries.ts', 'src/source/dedup.ts', 'src/kube/trim.ts',
-      'src/config/schema.ts', 'src/config/types.ts', 'src/cli/explain.ts', 'src/compare/{types,stats,kube-proxy,table,chart,manifests,flags}.ts',
+      'src/iptables/save.ts', 'src/iptables/names.ts', 'src/iptables/kube-proxy-names.ts', 'src/operator/health.ts', 'src/source/manifests.ts', 'src/source/file-entries.ts', 'src/source/dedup.ts', 'src/source/trim.ts',
+      'src/config/schema.ts', 'src/config/types.ts', 'src/cli/explain.ts', 'src/lab/compare/{types,stats,kube-proxy,table,chart,manifests,flags}.ts',
       'plugins/**/*.ts'],
     rules: {
       // Type-only imports (e.g. client-node's V1Service) are erased at compile time: allowed.
       '@typescript-eslint/no-restricted-imports': ['error', {
         paths: impure.map((name) => ({ name, message: 'pure module: side effects live at the edges', allowTypeImports: true })),
-        // src/kube/trim.ts is pure (in the list above): the files source trims as the kube source does.
-        patterns: [{ group: ['**/ipvs/socket*', '**/ipvs/client*', '**/kube/*', '!**/kube/trim.js'], allowTypeImports: true,
+        patterns: [{ group: ['**/ipvs/socket*', '**/ipvs/client*', '**/kube/*'], allowTypeImports: true,
           message: 'pure module: side effects live at the edges' }],
       }],
     },

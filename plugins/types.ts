@@ -4,7 +4,7 @@
 // endpoints chosen for one Service port into the kernel's terms: scheduler name, service flags and
 // one weight per endpoint. pure: no I/O.
 import type { SchemaObject } from 'ajv';
-import type { Family } from '../src/model/ipvs.js';
+import type { Family } from '../src/model/addr.js';
 
 /** One endpoint as a plugin sees it: where it runs, and what it is, from its EndpointSlice. */
 export interface PluginEndpoint {

@@ -11,12 +11,12 @@ import { DEFAULT_PLUGIN_LOAD_TIMEOUT_MS, loadPluginsFrom } from '../plugins/load
 import { defaultProxyConfig } from '../config/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
-import { parseHostPort } from '../operator/addr.js';
+import { parseHostPort } from '../model/host-port.js';
 import { cleanup, clusterStatus, status } from './status.js';
 import { nodeSetup } from './node-setup.js';
 import { type SourceSpec, iptablesPath } from './wiring.js';
 import { explain, runOperator } from './run.js';
-import { type CliCommand, type Program, UsageError, dispatch } from './dispatch.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
 
 /** A command: its flags (parseArgs options), usage, help and action. */
 export interface Command {

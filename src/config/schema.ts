@@ -13,7 +13,7 @@
 // (a config nested 5,000 deep), so validation never throws and never recurses without bound.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../model/addr.js';
-import { parseHostPort } from '../operator/addr.js';
+import { parseHostPort } from '../model/host-port.js';
 import { type ProxyConfig, defaultProxyConfig } from './types.js';
 
 export const CONFIG_GROUP = 'ipvs-operator.io';

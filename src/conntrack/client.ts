@@ -4,7 +4,7 @@
 // The socket is opened on first use and replaced after it failed. The kernel loads
 // nf_conntrack_netlink on the first ctnetlink message (nfnetlink's subsystem autoload), also for an
 // unprivileged container: the module request runs in the kernel, not with the caller's caps.
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import { NetlinkSocket } from '../netlink/socket.js';
 import { type Flow, decodeFlow, encodeDelete, encodeDump } from './codec.js';
 import { NLMSG_HDRLEN } from '../netlink/constants.js';

@@ -21,8 +21,8 @@
 // The kernel nests with NLA_F_NESTED set (parseAttrs masks it); we send nests with it set too,
 // which ctnetlink accepts either way. A delete request WITHOUT a tuple flushes the whole table in
 // ctnetlink_del_conntrack: encodeDelete refuses to build one.
-import { type Family, formatHostPort } from '../model/ipvs.js';
-import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import { formatHostPort } from '../model/ipvs.js';
+import { type Family, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
 import { type NlMessage, be16, nla, parseAttrs } from '../netlink/framing.js';
 import {

@@ -2,7 +2,7 @@
 // one family; a delete names an entry by original tuple and zone, and the kernel answers ENOENT
 // when no entry has that tuple or when CTA_ID names another entry (ctnetlink_del_conntrack).
 // `seed(text)` loads formatFlow lines; `dump()` prints them sorted.
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import { Errno } from '../netlink/errors.js';
 import { type Flow, formatFlow, parseFlow } from './codec.js';
 import type { ConntrackClient, ListStats } from './client.js';

@@ -2,8 +2,8 @@
 // serve (pkg/proxy/topology.go CategorizeEndpoints, topology hints included). pure: no I/O.
 import type { V1EndpointSlice } from './kube.js';
 import type { PluginEndpoint } from '../../plugins/types.js';
-import type { Family, Protocol } from '../model/ipvs.js';
-import { canonicalIP, familyOf } from '../model/addr.js';
+import type { Protocol } from '../model/ipvs.js';
+import { type Family, canonicalIP, familyOf } from '../model/addr.js';
 import { arr, bool, intIn, obj, str, stringMap } from './fields.js';
 
 /** Label tying an EndpointSlice to its Service. */

@@ -23,10 +23,10 @@ import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
 import type { PluginContext, PluginEndpoint, Resolution } from '../../plugins/types.js';
 import type { PluginRegistry } from '../../plugins/index.js';
 import {
-  type Family, type Protocol, type RealServer, SvcFlag, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
+  type Protocol, type RealServer, SvcFlag, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';
 import { categorizeEndpoints, collectEndpoints } from './endpoints.js';
-import { canonicalIP, cidrContains, familyOf, formatIp, parseCidr, parseIp, prefixToMask } from '../model/addr.js';
+import { type Family, canonicalIP, cidrContains, familyOf, formatIp, parseCidr, parseIp, prefixToMask } from '../model/addr.js';
 import { realServerProblems, virtualServerProblems } from '../ipvs/validate.js';
 import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';

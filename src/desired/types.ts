@@ -2,7 +2,8 @@
 // IPVS table it wants with the side data other parts need (VIPs to bind, ipset-style entries for the
 // iptables path, problems to turn into Events). pure: no I/O; client-node is imported for types only.
 import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
-import type { Family, Protocol, RealServer, VirtualServer } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
+import type { Protocol, RealServer, VirtualServer } from '../model/ipvs.js';
 
 /** Everything buildDesired reads, as the informers (or a YAML directory) last saw it. */
 export interface Snapshot {

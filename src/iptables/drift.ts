@@ -10,7 +10,7 @@
 // failed sync re-applies everything.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import { CHAINS, HOOKS, type Table, makeNames } from './names.js';
 import { renderIpsets, renderIptables } from './render.js';
 import { type Saved, jumpKey } from './save.js';

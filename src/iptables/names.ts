@@ -2,7 +2,7 @@
 // and our ipsets with their kernel types and the kube-proxy set each one carries. Everything we
 // ever create or delete is listed here, so ownership is "a name in these lists", never "a name
 // that looks like ours". pure: no I/O.
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import type { SetName } from '../desired/types.js';
 
 /** Default prefix of chains and sets. */

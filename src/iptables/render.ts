@@ -26,8 +26,7 @@
 // software's nat rules after our jump working).
 import type { Desired, SetEntry } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
-import type { Family } from '../model/ipvs.js';
-import { parseCidr } from '../model/addr.js';
+import { type Family, parseCidr } from '../model/addr.js';
 import { CHAINS, HOOKS, type Names, SETS, type SetSpec, type Table, makeNames } from './names.js';
 import { type Saved, findChains, findJumps, jumpKey } from './save.js';
 

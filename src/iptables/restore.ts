@@ -10,7 +10,7 @@
 import type { IptablesSync } from './sync.js';
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
 import { type Runner, runChecked } from './exec.js';
 import { listSetNames, restoreSets } from './ipset.js';

@@ -24,10 +24,10 @@
 // NLMSG_DONE. Every decoder throws only IpvsError, so garbage from the kernel (or a fuzzer) is a
 // typed error, never a RangeError escaping from a Buffer read.
 import type {
-  Family, ForwardMethod, IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
+  ForwardMethod, IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
 } from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
-import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import { type Family, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import {
   AF_INET, AF_INET6, CONN_F_FWD_MASK,
   CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP,

@@ -11,9 +11,9 @@
 // The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
 // `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
 // key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
-import { prefixToMask } from '../model/addr.js';
+import { type Family, prefixToMask } from '../model/addr.js';
 import {
-  FORWARD_METHODS, type Family, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
+  FORWARD_METHODS, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
   type RealServer, SvcFlag, type TunnelType, type VirtualServer, formatOp, formatTable,
   makeRealServer, makeVirtualServer, realServerKey, virtualServerKey,
 } from '../model/ipvs.js';

@@ -33,7 +33,7 @@ export interface ReflectorOptions<T> {
   pageSize: number;
   client: Pick<KubeClient, 'request' | 'watchStream' | 'limits'>;
   handlers: ReflectorHandlers<T>;
-  /** Applied to each object before it is cached (trim.ts). */
+  /** Applied to each object before it is cached (src/source/trim.ts). */
   trim?: (o: T) => T;
   log: LogFn;
   healing: Healing;

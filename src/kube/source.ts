@@ -6,7 +6,7 @@
 //   is logged, reported as a Warning Event on the IPVSProxyConfig (once per distinct error) and
 //   returned by problems(), and the last valid config stays in force. A deleted config sends a
 //   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
-// - Services and EndpointSlices are trimmed (trim.ts) before they are cached: plain JSON
+// - Services and EndpointSlices are trimmed (src/source/trim.ts) before they are cached: plain JSON
 //   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
 //   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
 // - While any informer is down, healthy() is false; nothing is sent until it is back. health()
@@ -22,7 +22,7 @@ import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
 import type { KubeClient } from './client.js';
-import { type Trim, trimEndpointSlice, trimService } from './trim.js';
+import { type Trim, trimEndpointSlice, trimService } from '../source/trim.js';
 import { type Backoff, type Healing, defaultBackoff, defaultHealing } from './informer.js';
 import { Reflector, type ReflectorHandlers } from './reflector.js';
 

@@ -9,8 +9,8 @@ import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
 import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, IMAGE_ROOT, buildImage, exportImage, smokeImage } from './image.js';
-import { type CliCommand, type Program, UsageError, dispatch } from '../cli/dispatch.js';
-import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from '../compare/flags.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
+import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from './compare/flags.js';
 
 export type LabCommand = CliCommand;
 
@@ -114,14 +114,14 @@ export const COMMANDS: Record<string, LabCommand> = {
     },
   },
   compare: {
-    summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/compare/)',
+    summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/lab/compare/)',
     usage: COMPARE_USAGE.replace(/^lab /, ''),
     help: COMPARE_HELP,
     async run(args) {
       const { values, positionals } = parseArgs({ args, options: COMPARE_OPTIONS, strict: true, allowPositionals: true });
       if (positionals.length) throw new UsageError(`compare takes no arguments, got ${positionals.length}`);
       // Loaded on use: the other lab commands never load the PNG renderer.
-      const { compareCommand } = await import('../compare/command.js');
+      const { compareCommand } = await import('./compare/command.js');
       try {
         return await compareCommand(values as Record<string, string | boolean | undefined>);
       } catch (e) {

@@ -8,7 +8,7 @@
 // {"pod","peer"} bodies.
 import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
-import { percentile } from '../compare/stats.js';
+import { percentile } from './compare/stats.js';
 
 export interface LoadResult {
   count: number;

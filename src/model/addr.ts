@@ -3,7 +3,9 @@
 // (lower case, longest zero run compressed), which is what inet_ntop — and so ipvsadm and the
 // kernel's /proc output — prints, so keys built from user input and from kernel dumps compare
 // equal. pure: no I/O.
-import type { Family } from './ipvs.js';
+
+/** Address family of an address, a virtual or a real server (named as EndpointSlice addressType names it). */
+export type Family = 'IPv4' | 'IPv6';
 
 /** 4 bytes of a dotted-quad address, or undefined when `s` is not one. */
 export function parseIPv4(s: string): Uint8Array | undefined {

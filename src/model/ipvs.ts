@@ -8,10 +8,8 @@
 //   10.10.1.3:80 w=1 masq                         a real server
 //   add-dest TCP 10.200.1.63:9000 -> 10.10.1.3:80 w=1 masq
 // pure: no I/O.
-import { maskToPrefix } from './addr.js';
+import { type Family, maskToPrefix } from './addr.js';
 
-/** Address family of a virtual or real server (named as EndpointSlice addressType names it). */
-export type Family = 'IPv4' | 'IPv6';
 /** Transport protocol of an address-keyed virtual server. */
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 /**

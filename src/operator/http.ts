@@ -4,7 +4,7 @@
 import { type Server, createServer } from 'node:http';
 import type { HealthVerdict } from './health.js';
 import type { Metrics } from './metrics.js';
-import { parseHostPort } from './addr.js';
+import { parseHostPort } from '../model/host-port.js';
 
 /** Starts the server on `host:port` / `[v6]:port` (parseHostPort; port 0 = any free port, for tests); rejects a bad address. */
 export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {

@@ -40,7 +40,7 @@ import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { ConntrackClient } from '../conntrack/client.js';
-import { cleanStaleFlows } from '../conntrack/cleanup.js';
+import { cleanStaleFlows } from './conntrack-cleanup.js';
 import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';

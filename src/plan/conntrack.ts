@@ -18,8 +18,8 @@
 //   IPVS real server is an address and a port, and a target-port change deletes the old one);
 // - an entry whose reply source is the virtual server itself was never NATed (direct-return
 //   tunnel flows, or a local socket on the VIP): not ours to judge, left alone.
-import { canonicalIP } from '../model/addr.js';
-import type { Family, IpvsOp } from '../model/ipvs.js';
+import { type Family, canonicalIP } from '../model/addr.js';
+import type { IpvsOp } from '../model/ipvs.js';
 import { formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import type { DesiredTable } from '../desired/types.js';
 import type { Flow } from '../conntrack/codec.js';

@@ -1,6 +1,6 @@
 // What the files source (files.ts) keeps of a file once it is parsed: per document, the digest of
 // its text and its objects in the form they are sent, each with the fingerprint of what the file
-// said. Services and EndpointSlices are trimmed as the kube source keeps them (src/kube/trim.ts);
+// said. Services and EndpointSlices are trimmed as the kube source keeps them (trim.ts);
 // the Node and the config are kept whole. Nothing else of the file stays: not its text, not the
 // parsed YAML. That takes a copy of every kept string: V8 keeps a string cut from a longer one
 // (13 characters or more, such as an EndpointSlice's "discovery.k8s.io/v1") as a view into it, so
@@ -8,7 +8,7 @@
 // file of 100 Services and their slices). pure: no I/O.
 import { createHash } from 'node:crypto';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
-import { trimEndpointSlice, trimService } from '../kube/trim.js';
+import { trimEndpointSlice, trimService } from './trim.js';
 import { type Manifest, type ManifestKind, parseManifests, splitDocuments } from './manifests.js';
 
 /** One object of a file, as the source sends it. */

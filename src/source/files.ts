@@ -12,7 +12,7 @@
 // file whose text did not change, and every object's fingerprint is computed once when it is
 // parsed: one edited object among thousands costs about that object only. Of a file, only its
 // objects as sent are kept (file-entries.ts): Services and EndpointSlices trimmed as the kube
-// source keeps them (src/kube/trim.ts), nothing of its text or of the parsed YAML. The
+// source keeps them (src/source/trim.ts), nothing of its text or of the parsed YAML. The
 // result is diffed against what was sent: changed objects go out as upserts, vanished ones as
 // deletes. Decisions:
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;

@@ -1,4 +1,4 @@
-// CLI edges: listen addresses (one parser, src/operator/addr.ts, used by the CLI and serveHttp),
+// CLI edges: listen addresses (one parser, src/model/host-port.ts, used by the CLI and serveHttp),
 // a plugin whose import never settles (run must fail, not exit 0), `explain` of a missing Service.
 import { describe, expect, it } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatHostPort, parseHostPort } from '../../src/operator/addr.js';
+import { formatHostPort, parseHostPort } from '../../src/model/host-port.js';
 import { serveHttp } from '../../src/operator/http.js';
 import { Metrics } from '../../src/operator/metrics.js';
 import { PluginRegistry } from '../../plugins/index.js';

@@ -6,7 +6,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
-import { cleanStaleFlows } from '../../src/conntrack/cleanup.js';
+import { cleanStaleFlows } from '../../src/operator/conntrack-cleanup.js';
 import { type Flow, decodeFlow, encodeDelete, encodeDump, encodeFlow, formatFlow, parseFlow } from '../../src/conntrack/codec.js';
 import { ConntrackError } from '../../src/conntrack/errors.js';
 import { FakeConntrack } from '../../src/conntrack/fake.js';

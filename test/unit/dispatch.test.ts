@@ -1,6 +1,6 @@
-// The one dispatcher of both programs (src/cli/dispatch.ts).
+// The one dispatcher of both programs (src/util/dispatch.ts).
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
-import { type Program, UsageError, dispatch } from '../../src/cli/dispatch.js';
+import { type Program, UsageError, dispatch } from '../../src/util/dispatch.js';
 
 let out = '';
 let err = '';

@@ -2,7 +2,8 @@
 // commands can load, statically or on use, is outside the lab, compare, demo and bench trees, and
 // every package it imports is a runtime dependency in package.json. The one door into the lab is
 // `ipvs-operator lab`, which loads src/lab/commands.js and says so when it is absent (the image).
-// Walks the JavaScript tsc emitted (dist/), as the image's node would load it.
+// Walks the JavaScript tsc emitted (dist/), as the image's node would load it. The order of the
+// rooms inside src/ (no back arrows, no cycles) is test/unit/layering.test.ts's.
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';

@@ -1,4 +1,4 @@
-// What the informers keep of Services and EndpointSlices (src/kube/trim.ts): every field the
+// What the informers keep of Services and EndpointSlices (src/source/trim.ts): every field the
 // desired state reads survives, dropped fields change nothing it builds, typed list items and
 // watch JSON end up as the same plain object, and end-to-end through KubeSource the objects
 // handed on carry no managedFields.
@@ -8,7 +8,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 import { buildDesired } from '../../src/desired/state.js';
 import { KubeSource } from '../../src/kube/source.js';
-import { plain, trimEndpointSlice, trimService } from '../../src/kube/trim.js';
+import { plain, trimEndpointSlice, trimService } from '../../src/source/trim.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { FakeApiServer, clientFor } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/wait.js';

@@ -2,7 +2,7 @@
 // index, one run's summary from its clients' samples, medians with [min-max] over repeats, and
 // the Markdown table.
 import { coefficientOfVariation } from '../../balance/estimate.js';
-import { percentile } from '../../compare/stats.js';
+import { percentile } from '../compare/stats.js';
 
 /** Service times (ms) of the backends, in backend order, per profile. */
 export const BALANCE_PROFILES: Readonly<Record<string, readonly number[]>> = {

@@ -1,7 +1,7 @@
 // kube-proxy's iptables mode on one lab node, following the API server: what kind's kube-proxy
 // DaemonSet does beside the operator in the coexistence install (examples/coexist/). It lists
 // Services and EndpointSlices, watches both, and on every change rewrites its nat chains with one
-// `iptables-restore --noflush` (src/compare/kube-proxy.ts renders them as kube-proxy's proxier
+// `iptables-restore --noflush` (src/lab/compare/kube-proxy.ts renders them as kube-proxy's proxier
 // does). Scope, as a lab stand-in and not kube-proxy: TCP ClusterIP ports of IPv4 Services without
 // the service-proxy-name label (the ones kube-proxy owns), ready endpoints, sessionAffinity
 // ClientIP; no NodePort, no IPv6, no traffic policies. It authenticates with the token it is
@@ -17,7 +17,7 @@ import { request as httpRequest, type IncomingMessage, type ClientRequest } from
 import { parseArgs } from 'node:util';
 import { isIPv4 } from 'node:net';
 import { KubeClient } from '../../kube/client.js';
-import { KUBE_PROXY_JUMPS, renderKubeProxyTable, renderKubeProxyTableTeardown, type KubeProxyService } from '../../compare/kube-proxy.js';
+import { KUBE_PROXY_JUMPS, renderKubeProxyTable, renderKubeProxyTableTeardown, type KubeProxyService } from '../compare/kube-proxy.js';
 import { SERVICE_PROXY_NAME_LABEL } from '../../desired/service.js';
 
 interface ServiceLite {

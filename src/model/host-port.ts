@@ -2,7 +2,7 @@
 // writes them: `host:port` with an IPv4 address or a DNS-style host name, `[v6]:port` with an IPv6
 // address in brackets. Pure: one parser used by the CLI at argument-parse time (a bad address is a
 // usage error) and by the HTTP server, so the two can never disagree.
-import { parseIp } from '../model/addr.js';
+import { parseIp } from './addr.js';
 
 const isIP = (t: string): 0 | 4 | 6 => { const p = parseIp(t); return p ? (p.family === 'IPv4' ? 4 : 6) : 0; };
 

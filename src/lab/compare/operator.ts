@@ -7,9 +7,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
-import { run } from '../lab/proc.js';
+import { run } from '../proc.js';
 
-const CLI = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../cli/main.js', import.meta.url));
 
 /** A files-source directory and the operator watching it. */
 export class OperatorUnderTest {

@@ -9,15 +9,15 @@
 //   - IPVS: the Service written with the scheduler's annotation (and sessionAffinity for
 //     rr-affinity), the kernel polled until the virtual server carries it, the Service deleted
 //     after the run (no scheduler inherits another's connection counters).
-// Load comes from wrk (src/compare/wrk.ts) in the client netns. A zero-delay baseline (the
+// Load comes from wrk (src/lab/compare/wrk.ts) in the client netns. A zero-delay baseline (the
 // harness's own time per request) is measured first and the profiles are scaled to it.
 // Pods switch service-time profiles at run time (pod-server's PUT /__lab/profile).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { detectBackend } from '../iptables/backend.js';
-import { run, runOk } from '../lab/proc.js';
-import { cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../lab/topology.js';
+import { detectBackend } from '../../iptables/backend.js';
+import { run, runOk } from '../proc.js';
+import { cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../topology.js';
 import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from './kube-proxy.js';
 import { renderNftRuleset, renderNftTeardown } from './kube-proxy-nft.js';
 import {

@@ -5,8 +5,8 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { projectRoot } from '../lab/paths.js';
-import { runInVm } from '../lab/vm.js';
+import { projectRoot } from '../paths.js';
+import { runInVm } from '../vm.js';
 import { renderChart } from './chart.js';
 import { CompareUsageError, int, parseCompareFlags } from './flags.js';
 import { renderPng } from './png.js';

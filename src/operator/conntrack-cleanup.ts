@@ -1,12 +1,12 @@
 // The operator's conntrack step after a sync: list the families the targets are in, pick the stale
 // entries (src/plan/conntrack.ts, pure), delete them. It never throws: a failure is returned, for
 // the operator to log; a sync never fails because of conntrack.
-import type { Family } from '../model/ipvs.js';
+import type { Family } from '../model/addr.js';
 import { isNotFound } from '../netlink/errors.js';
 import { type ConntrackTarget, selectStaleFlows } from '../plan/conntrack.js';
-import type { ConntrackClient, ListStats } from './client.js';
-import { IPPROTO_UDP } from './constants.js';
-import { formatFlow } from './codec.js';
+import type { ConntrackClient, ListStats } from '../conntrack/client.js';
+import { IPPROTO_UDP } from '../conntrack/constants.js';
+import { formatFlow } from '../conntrack/codec.js';
 
 /** What one cleanup did. */
 export interface CleanupResult {

@@ -1,10 +1,10 @@
-// What the informers keep of each object: only the fields the desired state (src/desired/), the
-// Events and the status read, as plain objects. Applied to every listed item and every watch
-// event before client-node's ListWatch caches it, so the cache and DesiredState share one small
-// copy: no managedFields, no last-applied annotation, no typed class instances with Dates.
-// Values are kept as they came (a wrong-typed field still reaches the desired state, which makes
-// it a Problem); only whole fields nobody reads are dropped. The common endpoint conditions object
-// is shared (frozen). pure: no I/O.
+// What a source keeps of each object (the informers, and the files source alike): only the fields
+// the desired state (src/desired/), the Events and the status read, as plain objects. Applied to
+// every listed item and every watch event before client-node's ListWatch caches it, so the cache
+// and DesiredState share one small copy: no managedFields, no last-applied annotation, no typed
+// class instances with Dates. Values are kept as they came (a wrong-typed field still reaches the
+// desired state, which makes it a Problem); only whole fields nobody reads are dropped. The common
+// endpoint conditions object is shared (frozen). pure: no I/O.
 import type { KubernetesObject, V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 
 /** Annotations no reader uses and that can be as large as the object itself. */
