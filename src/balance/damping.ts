@@ -27,14 +27,6 @@ export interface DampingConfig {
   minSeconds: number;
   /** Smoothed Σ active below which a backend counts as not measured (keeps its weight). */
   minLoad: number;
-  /**
-   * Backends whose raw target is at least this fraction of maxWeight get maxWeight: estimates
-   * within that band of the fastest count as equally fast (0: off). Noise between equally fast
-   * backends would otherwise give one of them 20 and the other 15, and `sed` on every idle node
-   * then sends everything to the one at 20 (seen in the lab): equal weights leave the tie to each
-   * node's own order.
-   */
-  equalBand?: number;
 }
 
 /**
@@ -98,8 +90,7 @@ export function targetWeights(estimate: Map<string, number | undefined>, previou
       continue;
     }
     const raw = Math.round((damping.maxWeight * fastest) / w);
-    const banded = damping.equalBand && raw >= damping.equalBand * damping.maxWeight ? damping.maxWeight : raw;
-    out.set(b, Math.min(damping.maxWeight, Math.max(damping.minWeight, banded)));
+    out.set(b, Math.min(damping.maxWeight, Math.max(damping.minWeight, raw)));
   }
   return out;
 }

@@ -31,11 +31,9 @@ export const LEASE_NAME = 'ipvs-operator-balance';
  * connections on average over the reporters (DEFAULT_DAMPING says 1, for a single read per
  * period). With reports carrying the mean of several reads per period, Σ active is a time
  * average: a fast backend at low load holds well under one connection on average, and at 1 the
- * view never measured it (seen in the lab experiment: no weights were ever published). Backends
- * within 0.6 of the fastest count as equally fast (equalBand): the lab's fast pods, equal in fact,
- * were estimated 20-40 % apart, which made every node's `sed` send everything to one of them.
+ * view never measured it (seen in the lab experiment: no weights were ever published).
  */
-export const VIEW_DAMPING: DampingConfig = { ...DEFAULT_DAMPING, minLoad: 0.2, equalBand: 0.6 };
+export const VIEW_DAMPING: DampingConfig = { ...DEFAULT_DAMPING, minLoad: 0.2 };
 
 export interface ClusterViewOptions {
   client: KubeClient;

@@ -274,11 +274,3 @@ describe('plugins see the cluster view (weigh)', () => {
     expect(r.register({ ...wrr, name: 'bad-weigh', weigh: 42 }, 'test')).toMatchObject({ reason: 'InvalidPlugin', message: expect.stringContaining('weigh, when given, must be a function') });
   });
 });
-
-describe('equal band', () => {
-  it('backends estimated within the band of the fastest get the top weight; the others as before', () => {
-    const est = new Map<string, number | undefined>([['a', 0.064], ['b', 0.083], ['c', 0.58], ['d', 0.15]]);
-    expect([...targetWeights(est, new Map(), DEFAULT_DAMPING).values()]).toEqual([20, 15, 2, 9]);
-    expect([...targetWeights(est, new Map(), { ...DEFAULT_DAMPING, equalBand: 0.6 }).values()]).toEqual([20, 20, 2, 9]);
-  });
-});
