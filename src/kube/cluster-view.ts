@@ -227,13 +227,7 @@ export class ClusterView {
    * period instead, a time average.
    */
   private async sample(): Promise<void> {
-    let views: Map<string, BackendCounters[]> | undefined;
-    try {
-      views = await this.readKernel();
-    } catch (e) {
-      this.reportFailures.failed(e);
-      return;
-    }
+    const views = await this.readOrLog();
     for (const [vk, backends] of views ?? []) {
       for (const b of backends) {
         const k = `${vk} ${b.backend}`;
@@ -243,15 +237,19 @@ export class ClusterView {
     }
   }
 
-  private async report(): Promise<void> {
-    const at = this.now();
-    let views: Map<string, BackendCounters[]> | undefined;
+  /** readKernel, a failure logged (once per kind) as undefined: nothing to sample or report. */
+  private async readOrLog(): Promise<Map<string, BackendCounters[]> | undefined> {
     try {
-      views = await this.readKernel();
+      return await this.readKernel();
     } catch (e) {
       this.reportFailures.failed(e);
-      return;
+      return undefined;
     }
+  }
+
+  private async report(): Promise<void> {
+    const at = this.now();
+    const views = await this.readOrLog();
     const sums = this.activeSums;
     this.activeSums = new Map();
     if (!views) return;
