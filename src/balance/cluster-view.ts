@@ -165,7 +165,11 @@ export class ClusterWeights {
   /** Opted-in virtual server key -> its view key. */
   private readonly opted = new Map<string, string>();
   private readonly out = new Map<string, DesiredVirtualServer>();
-  private alive = false;
+  /**
+   * Alive until shown otherwise: a restarted node applies what is published at once (its first
+   * sync then changes nothing), and falls back only once the view is seen stale.
+   */
+  private alive = true;
   /** Since when the view is missing (not alive), ms; undefined while alive. */
   private missingSince: number | undefined;
   private readonly invalid = new Map<string, string>();

@@ -177,8 +177,10 @@ export async function runOperator(o: RunOptions): Promise<number> {
   }
   sourceStarted = true;
   await syncStrictArp();
-  operator.start();
+  // The published weights first: the first sync programs them, not local ones it would undo.
   view?.start();
+  if (view) await Promise.race([view.weightsListed(10_000), stopped]);
+  operator.start();
   log('info', 'running', { node: o.nodeName, source: o.source.kind, metrics: o.metricsAddr, dryRun: o.dryRun });
 
   await stopped;

@@ -25,6 +25,8 @@ import { Reflector } from './reflector.js';
 /** The Lease annotation the leader stamps after each aggregation. */
 export const VIEW_AT_ANNOTATION = 'ipvs-operator.io/view-at';
 export const LEASE_NAME = 'ipvs-operator-balance';
+/** The stamp before the Lease was ever read: the view counts as live for its first staleMs. */
+const NOT_SEEN = '(not read yet)';
 
 /**
  * The operator's damping: the model's defaults, but a backend counts as measured from 0.2 open
@@ -90,7 +92,8 @@ export class ClusterView {
   private activeSums = new Map<string, { sum: number; n: number }>();
   private readonly readsPerPeriod: number;
   private reportVersion: string | undefined;
-  private viewAt: { value: string | undefined; changedAt: number } = { value: undefined, changedAt: 0 };
+  /** The leader's stamp as last seen and when it changed (this node's clock); NOT_SEEN before the first read. */
+  private viewAt: { value: string | undefined; changedAt: number } = { value: NOT_SEEN, changedAt: 0 };
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   private campaigning = false;
@@ -137,6 +140,16 @@ export class ClusterView {
         },
       },
     });
+  }
+
+  /**
+   * Resolves once the published weights were listed (or after `ms`): the sync loop's first sync
+   * waits for it, so a restarted node programs the weights in force, not local ones first.
+   */
+  async weightsListed(ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.weightsReflector.synced(), new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
+    clearTimeout(timer);
   }
 
   /** The leader's Lease as last observed, and whether this node leads (status, tests). */

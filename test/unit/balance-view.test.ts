@@ -274,3 +274,14 @@ describe('plugins see the cluster view (weigh)', () => {
     expect(r.register({ ...wrr, name: 'bad-weigh', weigh: 42 }, 'test')).toMatchObject({ reason: 'InvalidPlugin', message: expect.stringContaining('weigh, when given, must be a function') });
   });
 });
+
+describe('a restarted node', () => {
+  it('applies the published weights in its first sync (no flap to local weights), and local ones once the view is seen stale', () => {
+    const cw = new ClusterWeights(30_000);
+    cw.publish('shop/web', new Map([[VIEW, new Map([['10.10.1.1:8080', 20], ['10.10.1.2:8080', 20], ['10.10.1.3:8080', 2]])]]));
+    const first = cw.apply(table, new Set([KEY]), 0);
+    expect(first.table.get(KEY)!.dests.map((d) => d.weight)).toEqual([20, 20, 2]);
+    cw.setAlive(false, 1000);
+    expect(cw.apply(table, new Set(), 1000).table.get(KEY)!.dests.map((d) => d.weight)).toEqual([1, 1, 1]);
+  });
+});
