@@ -2,6 +2,9 @@
 import type { SchemaObject } from 'ajv';
 import { type WeightedOptions, optionsSchema, persistenceOf, weightOf } from './options.js';
 import type { ClusterViewInput, PluginEndpoint, SchedulerPlugin, WeighedEndpoint } from './types.js';
+import { clusterWeight } from '../src/balance/cluster-view.js';
+import { DEFAULT_DAMPING } from '../src/balance/damping.js';
+import { formatHostPort } from '../src/model/ipvs.js';
 
 /** What differs between weighted plugins. */
 export interface WeightedSpec<O extends WeightedOptions = WeightedOptions> {
@@ -49,9 +52,7 @@ export function makeWeightedPlugin<O extends WeightedOptions>(spec: WeightedSpec
 
 /** An endpoint's weight × the view's weight for it (the view's top weight, 20, when it does not name it yet); 0 stays 0. */
 export function scaleByView(e: WeighedEndpoint, view: ClusterViewInput): number {
-  if (e.weight <= 0) return 0;
-  const host = e.address.includes(':') ? `[${e.address}]` : e.address;
-  return Math.min(0x7fffffff, e.weight * (view.weights.get(`${host}:${e.port}`) ?? 20));
+  return clusterWeight(e.weight, view.weights.get(formatHostPort(e.address, e.port)) ?? DEFAULT_DAMPING.maxWeight);
 }
 
 /** A plugin whose kernel scheduler ignores weights (except 0): only `affinityNetmask` is accepted. */

@@ -7,7 +7,7 @@
 // Service (its namespace and name) with a weight per backend and port, written by the elected
 // aggregator. Weights steer new connections only; a stale or missing view means local weights.
 import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
-import { type RealServer, realServerKey } from '../model/ipvs.js';
+import { type RealServer, formatHostPort, realServerKey } from '../model/ipvs.js';
 import type { BackendCounters, NodeReport } from './estimate.js';
 import { DEFAULT_DAMPING, type DampingConfig } from './damping.js';
 import { RAMPABLE_SCHEDULERS } from './slow-start.js';
@@ -54,7 +54,7 @@ export function countersByView(read: Iterable<{ viewKey: string; dests: readonly
     const m = out.get(viewKey) ?? new Map<string, BackendCounters>();
     out.set(viewKey, m);
     for (const d of dests) {
-      const backend = realServerKey({ address: d.address, port: d.port } as Parameters<typeof realServerKey>[0]);
+      const backend = formatHostPort(d.address, d.port);
       const c = m.get(backend) ?? { backend, active: 0, inactive: 0, conns: 0, inBytes: 0, outBytes: 0 };
       c.active += d.activeConns ?? 0;
       c.inactive += d.inactiveConns ?? 0;
