@@ -97,6 +97,8 @@ export class ClusterView {
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   private campaigning = false;
+  /** Aborted by stop(): a request in flight to a silent API server does not hold SIGTERM up. */
+  private readonly stopping = new AbortController();
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   private readonly reportFailures: FailureLog;
@@ -168,6 +170,7 @@ export class ClusterView {
   async stop(release = true): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.stopping.abort();
     this.wake?.();
     await this.running;
     await Promise.all([this.weightsReflector.stop(), this.reportsReflector?.stop(), this.elector.stop(release ? 1000 : 0)]);
@@ -301,19 +304,19 @@ export class ClusterView {
   private async put(collection: string, name: string, body: Record<string, unknown>, rv: string | undefined): Promise<string | undefined> {
     let version = rv;
     if (version === undefined) {
-      const got = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('GET', `${collection}/${name}`).catch((e: unknown) => {
+      const got = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('GET', `${collection}/${name}`, { signal: this.stopping.signal }).catch((e: unknown) => {
         if (httpStatus(e) === 404) return undefined;
         throw e;
       });
       if (!got) {
-        const made = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('POST', collection, { body });
+        const made = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('POST', collection, { body, signal: this.stopping.signal });
         return made.metadata?.resourceVersion;
       }
       version = got.metadata?.resourceVersion;
     }
     const meta = body.metadata as Record<string, unknown>;
     const written = await this.o.client.request<{ metadata?: { resourceVersion?: string } }>('PUT', `${collection}/${name}`,
-      { body: { ...body, metadata: { ...meta, resourceVersion: version } } });
+      { body: { ...body, metadata: { ...meta, resourceVersion: version } }, signal: this.stopping.signal });
     return written.metadata?.resourceVersion;
   }
 

@@ -73,6 +73,8 @@ export class LeaseElector {
   /** What the leader stamps on the Lease (ipvs-operator.io/view-at, ...). */
   annotations: Record<string, string> = {};
   private readonly now: () => number;
+  /** Aborted by stop(): a round waiting on a silent API server ends at once. */
+  private aborting = new AbortController();
 
   constructor(private readonly o: ElectorOptions) {
     this.now = o.now ?? Date.now;
@@ -94,6 +96,7 @@ export class LeaseElector {
   start(): void {
     if (this.running) return;
     this.stopped = false;
+    this.aborting = new AbortController();
     this.running = (async () => {
       while (!this.stopped) {
         await this.tick();
@@ -110,6 +113,7 @@ export class LeaseElector {
   async stop(releaseMs = 1000): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    this.aborting.abort();
     this.wake?.();
     await this.running;
     this.running = undefined;
@@ -124,7 +128,7 @@ export class LeaseElector {
   async tick(): Promise<void> {
     const now = this.now();
     try {
-      const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`).catch((e: unknown) => {
+      const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`, { signal: this.aborting.signal }).catch((e: unknown) => {
         if (httpStatus(e) === 404) return undefined;
         throw e;
       });
@@ -142,8 +146,8 @@ export class LeaseElector {
         : { holderIdentity: this.o.identity, leaseDurationSeconds: seconds, acquireTime: microTime(now), renewTime: microTime(now),
           leaseTransitions: (rec.leaseTransitions ?? 0) + (action === 'acquire' && rec.holderIdentity ? 1 : 0) };
       const written = action === 'create'
-        ? await this.o.client.request<Record<string, unknown>>('POST', this.path, { body: this.body(undefined, record) })
-        : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`, { body: this.body(this.observed, record) });
+        ? await this.o.client.request<Record<string, unknown>>('POST', this.path, { body: this.body(undefined, record), signal: this.aborting.signal })
+        : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`, { body: this.body(this.observed, record), signal: this.aborting.signal });
       this.observe(written, now);
       this.lastRenew = now;
       if (!this.leading) this.o.log('info', 'leading the cluster load view', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });

@@ -76,6 +76,16 @@ describe('the cluster load view against an API server', () => {
     await waitFor(() => !view.leading && (lease()!.spec as { holderIdentity: string }).holderIdentity === '', 'the Lease given up', 10_000);
   }, 60_000);
 
+  it('stop() ends a round waiting on an API server that never answers, instead of waiting for it', async () => {
+    server = await FakeApiServer.start();
+    server.fail({ resource: 'leases', status: 0 }); // the request hangs until the server closes
+    const n = await startNode('node-a');
+    await waitFor(() => server.requests.some((r) => r.path.includes('/leases')), 'a Lease request in flight', 10_000);
+    nodes = nodes.filter((x) => x !== n);
+    const outcome = await Promise.race([n.view.stop().then(() => 'stopped'), new Promise((r) => setTimeout(() => r('still waiting after 5 s'), 5000))]);
+    expect(outcome).toBe('stopped');
+  }, 30_000);
+
   it('elects one leader, which turns the nodes\' reports into weights that every node applies', async () => {
     server = await FakeApiServer.start();
     for (const n of ['node-a', 'node-b', 'node-c']) await startNode(n);
