@@ -137,8 +137,6 @@ export const COMMANDS: Record<string, Command> = {
       'manifests/components/node-setup (a privileged init container). Exit code 1 names what failed.',
     options: { 'strict-arp': { type: 'boolean', default: false }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
     async run(v) {
-      const balancePeriod = Number(v['balance-period']);
-      if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${JSON.stringify(v['balance-period'])}`);
       const registry = new PluginRegistry();
       const schedulers = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))].sort();
       const r = await nodeSetup({ schedulers, strictArp: v['strict-arp'] === true, stateDir: String(v['state-dir']) });
