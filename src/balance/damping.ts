@@ -6,9 +6,11 @@
 // stale), sums them per backend, and smooths Σ active (L) and Σ rate (λ) with an EWMA; the
 // estimate is W = L̄ / λ̄ (a ratio of averages, steadier than an average of ratios). The target
 // weight is inversely proportional to W, the fastest backend at maxWeight, never below
-// minWeight (so no backend starves and every backend keeps being measured). The published
+// minWeight (so no backend starves and every backend keeps being measured), except that a
+// backend the estimate cannot tell from the fastest (within its noise: the dead zone) gets
+// maxWeight too. The published
 // weight moves towards the target by at most maxStep per period, and nothing is written unless
-// some weight moves by at least `threshold` (hysteresis). pure: no I/O, the clock is passed in.
+// some weight moves by at least `threshold`, or by `relThreshold` of itself (hysteresis). pure: no I/O, the clock is passed in.
 import { type NodeReport, type Rejection, type ReportLimits, type Sample, checkReport, sumSamples, timeInSystem } from './estimate.js';
 
 /** How the estimate becomes weights. */
@@ -21,12 +23,23 @@ export interface DampingConfig {
   maxWeight: number;
   /** Largest change of one weight per period. */
   maxStep: number;
-  /** No write unless some weight changes by at least this much. */
+  /**
+   * No write unless some weight changes by at least this much, or by at least `relThreshold` of
+   * the larger of its old and new value (near the floor, 1 → 2 doubles a backend's share).
+   */
   threshold: number;
+  relThreshold: number;
   /** Floor of the estimated time in system, in seconds (keeps 1/W finite). */
   minSeconds: number;
   /** Smoothed Σ active below which a backend counts as not measured (keeps its weight). */
   minLoad: number;
+  /**
+   * The dead zone: a backend whose smoothed time in system is within `z` standard errors of the
+   * fastest one's counts as equally fast. The standard errors come from each backend's own
+   * period-to-period deviation (deadZoneWidth); the width, as a fraction of the fastest time, is
+   * kept within [min, max]. {z: 0, min: 0, max: 0} is no dead zone.
+   */
+  deadZone: { z: number; min: number; max: number };
 }
 
 /**
@@ -37,7 +50,13 @@ export interface DampingConfig {
  * showed it). With 1..20 the cycle stays near 40 picks. A backend with less than one open
  * connection on average over the reporters is not measured (timeInSystem).
  */
-export const DEFAULT_DAMPING: DampingConfig = { alpha: 0.3, minWeight: 1, maxWeight: 20, maxStep: 5, threshold: 2, minSeconds: 0.001, minLoad: 1 };
+export const DEFAULT_DAMPING: DampingConfig = {
+  alpha: 0.3, minWeight: 1, maxWeight: 20, maxStep: 5, threshold: 2, relThreshold: 0.3, minSeconds: 0.001, minLoad: 1,
+  deadZone: { z: 3, min: 0.2, max: 1 },
+};
+
+/** No dead zone: weights follow every difference of the estimates (the behaviour before it). */
+export const NO_DEAD_ZONE: DampingConfig['deadZone'] = { z: 0, min: 0, max: 0 };
 
 /** What the aggregator remembers about one node of one Service. */
 export interface NodeMemory {
@@ -49,10 +68,21 @@ export interface NodeMemory {
 /** The aggregator's memory for one Service. */
 export interface ViewState {
   nodes: Map<string, NodeMemory>;
-  /** Smoothed Σ active and Σ rate per backend. */
-  smoothed: Map<string, { load: number; rate: number }>;
+  /** Smoothed Σ active and Σ rate per backend, and the smoothed deviation of each period's own time in system from the estimate. */
+  smoothed: Map<string, Smoothed>;
   /** The weights last published. */
   weights: Map<string, number>;
+}
+
+/** One backend's smoothed sums (EWMA). */
+export interface Smoothed {
+  load: number;
+  rate: number;
+  /**
+   * Mean absolute deviation, in seconds, of each period's own L / λ from the estimate before it
+   * (TCP's RTTVAR for the RTT, RFC 6298); undefined until a period could be measured.
+   */
+  dev?: number | undefined;
 }
 
 /** A Service's view before any report: every backend at maxWeight (equal weights). */
@@ -76,11 +106,25 @@ export interface ViewStep {
 
 /**
  * Target weights inversely proportional to the estimate: the fastest measured backend gets
- * maxWeight, the others maxWeight × Wmin / W rounded, clamped to [minWeight, maxWeight]. A
- * backend not measured yet keeps its previous weight, or maxWeight when it is new.
+ * maxWeight, another maxWeight / d(r) rounded and clamped to [minWeight, maxWeight], where
+ * r = W / Wmin and b is the backend's dead zone (`deadZone`, a fraction of Wmin; 0 when absent):
+ *
+ *     d(r) = max(1, min(r, 2r - 1 - 2b))
+ *
+ * so d = 1 (maxWeight, as fast as the fastest) for r ≤ 1 + b, d = r (the plain inverse) for
+ * r ≥ 1 + 2b, and a straight line between them: no cliff where a weight would jump (a band that
+ * snapped to maxWeight had one, and weights flapped across it), and backends clearly slower get
+ * exactly the weight they would without a dead zone. A backend not measured yet keeps its
+ * previous weight, or maxWeight when it is new.
  */
 export function targetWeights(estimate: Map<string, number | undefined>, previous: Map<string, number>,
-  damping: DampingConfig): Map<string, number> {
+  damping: DampingConfig, deadZone?: ReadonlyMap<string, number>): Map<string, number> {
+  return new Map([...exactTargets(estimate, previous, damping, deadZone)].map(([b, t]) => [b, Math.round(t)]));
+}
+
+/** targetWeights before rounding (clamped to [minWeight, maxWeight]). */
+function exactTargets(estimate: Map<string, number | undefined>, previous: Map<string, number>,
+  damping: DampingConfig, deadZone?: ReadonlyMap<string, number>): Map<string, number> {
   const known = [...estimate.values()].filter((w): w is number => w !== undefined);
   const fastest = known.length ? Math.min(...known) : undefined;
   const out = new Map<string, number>();
@@ -89,8 +133,44 @@ export function targetWeights(estimate: Map<string, number | undefined>, previou
       out.set(b, previous.get(b) ?? damping.maxWeight);
       continue;
     }
-    const raw = Math.round((damping.maxWeight * fastest) / w);
-    out.set(b, Math.min(damping.maxWeight, Math.max(damping.minWeight, raw)));
+    const r = w / fastest;
+    const exact = damping.maxWeight / Math.max(1, Math.min(r, 2 * r - 1 - 2 * (deadZone?.get(b) ?? 0)));
+    out.set(b, Math.min(damping.maxWeight, Math.max(damping.minWeight, exact)));
+  }
+  return out;
+}
+
+/**
+ * How far an exact target must be from the published weight before the weight moves at all: more
+ * than half a step, so a target sitting on a rounding boundary (1.5: weight 1 or 2) does not flip
+ * the weight every period.
+ */
+const ROUNDING_BAND = 0.75;
+
+/**
+ * Each measured backend's dead zone against the fastest, as a fraction of the fastest's time:
+ * z × √(seᵢ² + se_f²) / W_f, kept in [min, max]. A smoothed estimate's standard error is taken
+ * from its per-period mean deviation: σ ≈ 1.25 × dev for a normal sample, and an EWMA of weight α
+ * has √(α / (2 - α)) of its samples' σ. A backend with no deviation yet gets `max`: until the
+ * estimate has seen the noise, it does not separate backends. Why: estimates of equal backends
+ * differ by chance (20-40 % in the lab under load, more at a few connections per node), and `sed`
+ * sends every idle node to the highest weight, so noise turned into weights herds (docs/balance.md).
+ */
+export function deadZoneWidth(estimate: ReadonlyMap<string, number | undefined>, smoothed: ReadonlyMap<string, Smoothed>,
+  damping: DampingConfig): Map<string, number> {
+  const { z, min, max } = damping.deadZone;
+  const out = new Map<string, number>();
+  let fastest: string | undefined;
+  for (const [b, w] of estimate) if (w !== undefined && (fastest === undefined || w < estimate.get(fastest)!)) fastest = b;
+  if (fastest === undefined) return out;
+  const wf = estimate.get(fastest)!;
+  const scale = 1.25 * Math.sqrt(damping.alpha / (2 - damping.alpha));
+  const devF = smoothed.get(fastest)?.dev;
+  for (const [b, w] of estimate) {
+    if (w === undefined) continue;
+    const dev = smoothed.get(b)?.dev;
+    const width = dev === undefined || devF === undefined ? max : (z * scale * Math.hypot(dev, devF)) / wf;
+    out.set(b, Math.min(max, Math.max(min, width)));
   }
   return out;
 }
@@ -120,24 +200,42 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
     }
   }
   const sums = sumSamples([...nodes.values()].flatMap((m) => (m.sample ? [m.sample] : [])));
-  const smoothed = new Map<string, { load: number; rate: number }>();
+  const smoothed = new Map<string, Smoothed>();
   const estimate = new Map<string, number | undefined>();
+  const a = damping.alpha;
+  const w = (x: Smoothed | { active: number; rate: number }, minLoad: number): number | undefined =>
+    timeInSystem('load' in x ? x.load : x.active, x.rate, damping.minSeconds, minLoad);
   for (const b of backends) {
     const s = sums.get(b);
     const prev = state.smoothed.get(b);
-    const a = damping.alpha;
-    const next = !s ? prev : !prev ? { load: s.active, rate: s.rate }
-      : { load: a * s.active + (1 - a) * prev.load, rate: a * s.rate + (1 - a) * prev.rate };
+    let next = prev;
+    // A period in which no node had a connection to the backend, open or new, says nothing about
+    // its speed: the estimate stays as it was instead of decaying to "not measured". (With sed and
+    // one sequential client per node, a backend below the highest weight gets no connection at
+    // all; before, its estimate decayed away and its weight froze wherever it was.)
+    if (s && (s.active > 0 || s.rate > 0)) {
+      // This period's own L / λ (no minLoad: a period with new connections and 0 open ones is a
+      // fast reading, and its distance from the estimate is noise the dead zone must cover).
+      const own = w(s, 0);
+      const before = prev && w(prev, damping.minLoad);
+      const dev = own === undefined ? prev?.dev
+        : before === undefined ? prev?.dev ?? own / 2
+          : prev?.dev === undefined ? Math.abs(own - before) : (1 - a) * prev.dev + a * Math.abs(own - before);
+      next = !prev ? { load: s.active, rate: s.rate, dev }
+        : { load: a * s.active + (1 - a) * prev.load, rate: a * s.rate + (1 - a) * prev.rate, dev };
+    }
     if (next) smoothed.set(b, next);
-    estimate.set(b, next ? timeInSystem(next.load, next.rate, damping.minSeconds, damping.minLoad) : undefined);
+    estimate.set(b, next ? w(next, damping.minLoad) : undefined);
   }
-  const target = targetWeights(estimate, state.weights, damping);
+  const exact = exactTargets(estimate, state.weights, damping, deadZoneWidth(estimate, smoothed, damping));
+  const target = new Map([...exact].map(([b, t]) => [b, Math.round(t)]));
   const stepped = new Map<string, number>();
   let write = backends.length !== state.weights.size || backends.some((b) => !state.weights.has(b));
   for (const [b, t] of target) {
     const p = state.weights.get(b);
-    const w = p === undefined ? t : p + Math.max(-damping.maxStep, Math.min(damping.maxStep, t - p));
-    if (p !== undefined && Math.abs(w - p) >= damping.threshold) write = true;
+    const moves = p === undefined || Math.abs(exact.get(b)! - p) > ROUNDING_BAND;
+    const w = p === undefined ? t : !moves ? p : p + Math.max(-damping.maxStep, Math.min(damping.maxStep, t - p));
+    if (p !== undefined && w !== p && (Math.abs(w - p) >= damping.threshold || Math.abs(w - p) >= damping.relThreshold * Math.max(w, p))) write = true;
     stepped.set(b, w);
   }
   const weights = write ? stepped : new Map(state.weights);

@@ -7,7 +7,8 @@ import { ClusterWeights, clusterShares, renderShares } from '../../src/balance/c
 import { PluginRegistry } from '../../plugins/index.js';
 import { KEY, VIEW, table } from '../support/cluster-view.js';
 import { imbalanceIndex } from '../../src/lab/cluster/balance-stats.js';
-import { DEFAULT_DAMPING, checkWeights, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
+import { DEFAULT_DAMPING, NO_DEAD_ZONE, checkWeights, deadZoneWidth, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
+import { prng } from './fixtures.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
 
 const B = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
@@ -133,13 +134,93 @@ describe('weights', () => {
   });
 
   it('hysteresis: no write while every change stays below the threshold', () => {
+    // Without the dead zone (tested below), so that a small difference makes a target at all.
+    const damping = { ...DEFAULT_DAMPING, deadZone: NO_DEAD_ZONE };
     let state = initialView(B);
-    for (let p = 0; p < 3; p++) state = stepView(state, reports(p, [[5, 100], [5, 100], [5, 100]]), B, p * 10_000, LIMITS).state;
+    for (let p = 0; p < 3; p++) state = stepView(state, reports(p, [[5, 100], [5, 100], [5, 100]]), B, p * 10_000, LIMITS, damping).state;
     // The second backend 10 % slower, 3 % after the EWMA: target 19, a change of 1 < threshold 2.
-    const s = stepView(state, reports(3, [[5, 100], [5.5, 100], [5, 100]]), B, 30_000, LIMITS);
+    const s = stepView(state, reports(3, [[5, 100], [5.5, 100], [5, 100]]), B, 30_000, LIMITS, damping);
     expect(s.target.get(B[1]!)).toBe(19);
     expect(s.write).toBe(false);
     expect(s.weights.get(B[1]!)).toBe(20);
+  });
+
+  it('the dead zone: as fast as the fastest within 1 + b, the plain inverse from 1 + 2b, a line between', () => {
+    const at = (r: number, b: number): number =>
+      targetWeights(new Map([[B[0]!, 0.1], [B[1]!, 0.1 * r]]), new Map(), DEFAULT_DAMPING, new Map([[B[1]!, b]])).get(B[1]!)!;
+    expect([at(1.05, 0.1), at(1.1, 0.1), at(1.15, 0.1), at(1.2, 0.1), at(2, 0.1)]).toEqual([20, 20, 18, 17, 10]);
+    // A wide dead zone keeps clearly slower backends where they were: 10× slower is weight 2 either way.
+    expect([at(1.9, 1), at(2.5, 1), at(3, 1), at(10, 1)]).toEqual([20, 10, 7, 2]);
+    expect(at(10, 0)).toBe(2);
+    // No cliff: stepping r by 0.01 from 1 to 6 never moves the weight by more than 1.
+    for (const b of [0.1, 0.5, 1]) {
+      let last = at(1, b);
+      for (let i = 101; i <= 600; i++) {
+        const w = at(i / 100, b);
+        expect(Math.abs(w - last)).toBeLessThanOrEqual(1);
+        last = w;
+      }
+    }
+  });
+
+  it('the dead zone\'s width comes from the deviations, kept within [min, max]', () => {
+    const est = new Map<string, number | undefined>([[B[0]!, 0.1], [B[1]!, 0.12], [B[2]!, undefined]]);
+    const dz = { z: 2, min: 0.1, max: 1 };
+    const d = (devs: (number | undefined)[]): Map<string, number> => deadZoneWidth(est,
+      new Map(B.map((b, i) => [b, { load: 1, rate: 10, dev: devs[i] }])), { ...DEFAULT_DAMPING, alpha: 0.3, deadZone: dz });
+    // (z, min and max here are the test's own, not the defaults.)
+    // σ of a smoothed estimate = 1.25 × dev × √(0.3 / 1.7); z = 2; over the fastest's 0.1 s.
+    const se = 1.25 * Math.sqrt(0.3 / 1.7);
+    expect(d([0.02, 0.02, undefined]).get(B[1]!)).toBeCloseTo((2 * se * Math.hypot(0.02, 0.02)) / 0.1, 6);
+    expect(d([0.001, 0.001, undefined]).get(B[1]!)).toBe(0.1); // the floor
+    expect(d([0.5, 0.5, undefined]).get(B[1]!)).toBe(1); // the cap
+    expect(d([undefined, 0.02, undefined]).get(B[1]!)).toBe(1); // no deviation known yet: the cap
+    expect(d([0.02, 0.02, 0.02]).has(B[2]!)).toBe(false); // not measured: no width
+  });
+
+  it('equal backends with noisy reports keep equal weights; without the dead zone they drift apart', () => {
+    // Two nodes, three equal backends (W = 0.1 s), each period's Σ active and new connections
+    // drawn around their means (±60 % and ±30 %): the noise of a few connections per node.
+    const run = (deadZone: typeof NO_DEAD_ZONE): number[][] => {
+      const rand = prng(7);
+      const damping = { ...DEFAULT_DAMPING, deadZone };
+      let state = initialView(B, damping);
+      const conns = B.map(() => 0);
+      const trail: number[][] = [];
+      for (let p = 0; p < 40; p++) {
+        const rs = ['node-a', 'node-b'].map((node) => ({ node, at: p * 10_000, backends: B.map((backend, i) => {
+          if (node === 'node-a') conns[i]! += Math.round(50 * (0.7 + 0.6 * rand()));
+          return { backend, active: 5 * (0.4 + 1.2 * rand()), inactive: 0, conns: conns[i]!, inBytes: 0, outBytes: 0 };
+        }) }));
+        state = stepView(state, rs, B, p * 10_000, LIMITS, damping).state;
+        trail.push(B.map((b) => state.weights.get(b)!));
+      }
+      return trail.slice(10);
+    };
+    const equal = (trail: number[][]): number => trail.filter((w) => w.every((x) => x === 20)).length;
+    // Measured: 30 of 30 periods with the dead zone, 0 of 30 without.
+    expect(equal(run(DEFAULT_DAMPING.deadZone))).toBeGreaterThanOrEqual(28);
+    expect(equal(run(NO_DEAD_ZONE))).toBeLessThan(10);
+  });
+
+  it('near the floor a change of one is a write (1 → 2 doubles a share); a target between two weights keeps either', () => {
+    const damping = { ...DEFAULT_DAMPING, deadZone: NO_DEAD_ZONE };
+    const settle = (slowActive: number, start: number): { weight: number; writes: boolean[] } => {
+      let state = initialView(B, damping);
+      state.weights.set(B[2]!, start);
+      const writes: boolean[] = [];
+      for (let p = 0; p < 4; p++) {
+        const s = stepView(state, reports(p, [[5, 100], [5, 100], [slowActive, 100]]), B, p * 10_000, LIMITS, damping);
+        state = s.state;
+        writes.push(s.write);
+      }
+      return { weight: state.weights.get(B[2]!)!, writes };
+    };
+    // 10× slower: exact target 2, one above the published 1: written although below threshold 2.
+    expect(settle(50, 1)).toEqual({ weight: 2, writes: [false, true, false, false] });
+    // 12.5× slower: exact target 1.6, between 1 and 2: neither 1 nor 2 moves, nothing is written.
+    expect(settle(62.5, 1)).toEqual({ weight: 1, writes: [false, false, false, false] });
+    expect(settle(62.5, 2)).toEqual({ weight: 2, writes: [false, false, false, false] });
   });
 
   it('a silent node keeps counting until its baseline is stale, then is forgotten', () => {
