@@ -377,7 +377,11 @@ export class ClusterView {
       const estimates: Record<string, number> = {};
       for (const [b, w] of step.estimate) if (w !== undefined) estimates[b] = Math.round(w * 1e6) / 1e6;
       s.ports.push({ port: vk.slice(cut + 1), weights: Object.fromEntries(step.weights), estimates });
-      s.write ||= step.write;
+      // The first view is published as soon as anything is measured, even when it is the equal
+      // weights every node starts from (stepView writes only on a move): the nodes, `status` and
+      // a new leader then see which weights are in force instead of no object at all.
+      const first = this.o.weights.publishedOf(vk) === undefined && [...step.estimate.values()].some((w) => w !== undefined);
+      s.write ||= step.write || first;
       byService.set(service, s);
     }
     this.views = next;

@@ -135,6 +135,16 @@ describe('the cluster load view against an API server', () => {
     expect(report.services[0]!.backends.find((b) => b.backend === '10.10.1.1:8080')!.active).toBeLessThan(1);
   }, 60_000);
 
+  it('equal backends: the first view is published although no weight moved, 20 each', async () => {
+    // Every backend holds one connection at 20 new a second on each node: 50 ms each, one speed.
+    server = await FakeApiServer.start();
+    for (const n of ['node-a', 'node-b']) await startNode(n, { activeOf: () => 1 });
+    await waitFor(() => published() !== undefined, 'the weights object', 30_000);
+    expect(BACKENDS.map((a) => weightOf(published(), `${a}:8080`))).toEqual([20, 20, 20]);
+    const estimates = (published()!.spec as { ports: Array<{ estimates: Record<string, number> }> }).ports[0]!.estimates;
+    expect(Object.keys(estimates).length).toBeGreaterThan(0);
+  }, 60_000);
+
   it('a crashed leader is replaced only after its lease expired; a stopping one hands over at once', async () => {
     server = await FakeApiServer.start();
     for (const n of ['node-a', 'node-b']) await startNode(n, { leaseDurationMs: 2000 });
