@@ -18,8 +18,8 @@
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
 //   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
 //   matched to this node (externalTrafficPolicy: Local), so there is no such fallback.
-// - IPVSProxyConfig: only the one named "default". An invalid one is reported and not sent: the
-//   last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
+// - IPVSProxyConfig: only the one named "default", through the gate the kube source uses too
+//   (config-gate.ts). An invalid one is reported and not sent: the last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
 // - A malformed file (YAML error, object without kind/name, unsupported apiVersion, hostile YAML:
 //   alias bombs, circular aliases, deep nesting, prototype names as kinds; over 16 MiB) is reported
 //   as a problem naming the file and its last good objects stay: a half-saved file never deletes
@@ -37,7 +37,7 @@ import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node
 import { validateConfig } from '../config/load.js';
 import type { ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
-import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
+import { ConfigGate } from './config-gate.js';
 import { problemKey } from './dedup.js';
 import { type LogFn, noLog } from './log.js';
 import { type DocEntry, type Entry, digestOf, parseEntries } from './file-entries.js';
@@ -80,7 +80,7 @@ const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya
 /** Reads and watches a directory of YAML manifests (see the file comment). */
 export class FilesSource implements Source {
   private readonly log: LogFn;
-  private readonly validate: (obj: unknown) => ConfigResult;
+  private readonly configGate: ConfigGate;
   /** Last good objects of each file. */
   private readonly files = new Map<string, FileEntry>();
   /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
@@ -89,7 +89,6 @@ export class FilesSource implements Source {
   private pending: Set<string> | true = new Set();
   /** What was sent, by key: the entry whose object went out (entries of later reads share it while their fingerprint is the same). */
   private readonly sent = new Map<string, Entry>();
-  private configFingerprint: string | undefined;
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
   private watcher: FSWatcher | undefined;
@@ -105,7 +104,7 @@ export class FilesSource implements Source {
 
   constructor(private readonly opts: FilesSourceOptions) {
     this.log = opts.log ?? noLog;
-    this.validate = opts.validate ?? validateConfig;
+    this.configGate = new ConfigGate(opts.validate ?? validateConfig);
   }
 
   /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
@@ -321,17 +320,16 @@ export class FilesSource implements Source {
     const config = next.get(CONFIG_KEY);
     next.delete(CONFIG_KEY);
     if (config) {
-      const fingerprint = config.entry.fingerprint;
-      const r = this.validate(config.entry.object);
-      if (!r.ok) {
-        problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${r.errors}` });
-      } else if (fingerprint !== this.configFingerprint) {
-        this.configFingerprint = fingerprint;
-        this.emit({ kind: 'config', type: 'upsert', config: r.config });
+      // The object's fingerprint tells configs apart: an edit of the file's config is sent.
+      const v = this.configGate.upsert(config.entry.object, config.entry.fingerprint);
+      if (!v.ok) {
+        problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${v.errors}` });
+      } else if (v.event) {
+        this.emit(v.event);
       }
-    } else if (this.configFingerprint !== undefined) {
-      this.configFingerprint = undefined;
-      this.emit({ kind: 'config', type: 'delete', config: { ...defaultProxyConfig } as ProxyConfig });
+    } else {
+      const deleted = this.configGate.delete();
+      if (deleted) this.emit(deleted);
     }
     for (const [key, { entry }] of next) {
       const sent = this.sent.get(key);
