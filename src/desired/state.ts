@@ -19,7 +19,8 @@ import { realServerEqual, virtualServerEqual, virtualServerKey } from '../model/
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 import { obj, str } from './fields.js';
 import { chooseDefault } from './scheduler.js';
-import { type BuildEnv, type ServiceEntry, buildServiceEntry, nodePortAddressesOf, serviceId } from './service.js';
+import { type ServiceEntry, buildServiceEntry } from './service.js';
+import { type BuildEnv, nodePortAddressesOf, serviceId } from './service-parse.js';
 import type { Desired, DesiredVirtualServer, KernelContext, Problem, SetEntry, Snapshot } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { HealthCheck } from './health-checks.js';

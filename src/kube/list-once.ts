@@ -6,6 +6,7 @@ import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import type { Problem } from '../desired/types.js';
 import type { SourceEvent } from '../source/types.js';
+import { ConfigGate } from '../source/config-gate.js';
 import { type KubeClient, pager } from './client.js';
 import { describeError, httpStatus, listAllPages } from './informer.js';
 
@@ -68,10 +69,11 @@ export async function listOnce(client: KubeClient, nodeName: string, opts: ListO
       ...nodes.map((object) => ({ kind: 'node', type: 'upsert', object }) as const),
     ];
     const problems: Problem[] = [];
+    const gate = new ConfigGate(validate);
     for (const c of configs) {
-      const r = validate(c);
-      if (r.ok) events.push({ kind: 'config', type: 'upsert', config: r.config });
-      else problems.push({ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the defaults apply: ${r.errors}` });
+      const v = gate.upsert(c);
+      if (!v.ok) problems.push({ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the defaults apply: ${v.errors}` });
+      else if (v.event) events.push(v.event);
     }
     return { events, problems };
   } finally {

@@ -2,10 +2,11 @@
 // IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts: one
 // awaited loop per resource, deadlines and size bounds on every request, backoff on failure).
 //
-// - The config is validated with the CRD's schema (src/config/); an invalid one is not sent: it
-//   is logged, reported as a Warning Event on the IPVSProxyConfig (once per distinct error) and
-//   returned by problems(), and the last valid config stays in force. A deleted config sends a
-//   config delete carrying defaultProxyConfig. Without the CRD installed the defaults apply.
+// - The config passes the gate the files source uses too (src/source/config-gate.ts: the CRD's
+//   schema, sent when it changed); an invalid one is not sent: it is logged, reported as a Warning
+//   Event on the IPVSProxyConfig (once per distinct error) and returned by problems(), and the
+//   last valid config stays in force. A deleted config sends a config delete carrying
+//   defaultProxyConfig. Without the CRD installed the defaults apply.
 // - Services and EndpointSlices are trimmed (src/source/trim.ts) before they are cached: plain JSON
 //   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
 //   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
@@ -17,7 +18,7 @@ import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kube
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
-import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
+import { ConfigGate } from '../source/config-gate.js';
 import { type LogFn, noLog } from '../source/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
@@ -64,9 +65,8 @@ export class KubeSource implements Source {
   private readonly informers: Reflector<KubernetesObject>[] = [];
   private readonly log: LogFn;
   private readonly configEvents: Pick<KubeEventSink, 'report'>;
-  private readonly validate: (obj: unknown) => ConfigResult;
+  private readonly configGate: ConfigGate;
   private onEvent: ((e: SourceEvent) => void) | undefined;
-  private lastConfig: string | undefined;
   private configProblems: Problem[] = [];
   private started = false;
   private stopped = false;
@@ -77,7 +77,7 @@ export class KubeSource implements Source {
     this.log = opts.log ?? noLog;
     this.now = opts.now ?? Date.now;
     this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
-    this.validate = opts.validate ?? validateConfig;
+    this.configGate = new ConfigGate(opts.validate ?? validateConfig);
     this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName, log: this.log });
     const client = opts.client;
     const healing: Healing = {
@@ -175,27 +175,20 @@ export class KubeSource implements Source {
   }
 
   private configChanged(obj: KubernetesObject): void {
-    const r = this.validate(obj);
-    if (!r.ok) {
-      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force', { errors: r.errors });
-      this.setConfigProblems([{ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${r.errors}` }]);
+    const v = this.configGate.upsert(obj);
+    if (!v.ok) {
+      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force', { errors: v.errors });
+      this.setConfigProblems([{ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${v.errors}` }]);
       return;
     }
     this.setConfigProblems([]);
-    this.sendConfig('upsert', r.config);
+    if (v.event) this.emit(v.event);
   }
 
   private configDeleted(): void {
     this.setConfigProblems([]);
-    this.sendConfig('delete', { ...defaultProxyConfig });
-  }
-
-  /** Sends a config unless it equals the last one sent (a relist or a metadata-only change). */
-  private sendConfig(type: 'upsert' | 'delete', config: ProxyConfig): void {
-    const text = JSON.stringify(config);
-    if (text === this.lastConfig) return;
-    this.lastConfig = type === 'delete' ? undefined : text;
-    this.emit({ kind: 'config', type, config });
+    const deleted = this.configGate.delete();
+    if (deleted) this.emit(deleted);
   }
 
   private setConfigProblems(problems: Problem[]): void {

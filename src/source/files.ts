@@ -1,5 +1,7 @@
 // FilesSource (`--source files:DIR`): Services, EndpointSlices, this node's Node and the
 // IPVSProxyConfig from a directory of YAML files, for labs, demos and machines without a cluster.
+// This file reads and watches; what a file's text gives, which objects are used and which events
+// go out are decided in files-parse.ts (pure).
 //
 // Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories; symlinks followed, so a
 // ConfigMap volume's `name.yaml -> ..data/name.yaml` layout works and its atomic `..data` swap is
@@ -18,8 +20,8 @@
 // - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
 //   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
 //   matched to this node (externalTrafficPolicy: Local), so there is no such fallback.
-// - IPVSProxyConfig: only the one named "default". An invalid one is reported and not sent: the
-//   last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
+// - IPVSProxyConfig: only the one named "default", through the gate the kube source uses too
+//   (config-gate.ts). An invalid one is reported and not sent: the last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
 // - A malformed file (YAML error, object without kind/name, unsupported apiVersion, hostile YAML:
 //   alias bombs, circular aliases, deep nesting, prototype names as kinds; over 16 MiB) is reported
 //   as a problem naming the file and its last good objects stay: a half-saved file never deletes
@@ -33,15 +35,13 @@ import { type FSWatcher, watch } from 'node:fs';
 import { constants } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import type { ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
-import { type ProxyConfig, defaultProxyConfig } from '../config/types.js';
+import { ConfigGate } from './config-gate.js';
 import { problemKey } from './dedup.js';
 import { type LogFn, noLog } from './log.js';
-import { type DocEntry, type Entry, digestOf, parseEntries } from './file-entries.js';
-import type { Manifest } from './manifests.js';
+import { type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile } from './files-parse.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
 
 export interface FilesSourceOptions {
@@ -63,33 +63,17 @@ export interface FilesSourceOptions {
   validate?: (obj: unknown) => ConfigResult;
 }
 
-const CONFIG_KEY = 'IPVSProxyConfig//default';
-
-/**
- * A file's last good objects (file-entries.ts: per document, the objects as sent, nothing of the
- * text), and the digest of the bytes they were parsed from.
- */
-interface FileEntry { digest: string; docs: readonly DocEntry[] }
-
-/** Whether a file gave any object. */
-const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => d.objects.length > 0) ?? false;
-
-/** Whether a directory entry name is one the source reads (not hidden, *.yaml / *.yml). */
-const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
-
 /** Reads and watches a directory of YAML manifests (see the file comment). */
 export class FilesSource implements Source {
   private readonly log: LogFn;
-  private readonly validate: (obj: unknown) => ConfigResult;
+  /** What was sent: the config through the gate, the other objects by key. */
+  private readonly sentState: SentState;
   /** Last good objects of each file. */
   private readonly files = new Map<string, FileEntry>();
   /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
   private readonly fileProblems = new Map<string, Problem>();
   /** Files the watcher named since the last read; `true`: a change it could not name (read all). */
   private pending: Set<string> | true = new Set();
-  /** What was sent, by key: the entry whose object went out (entries of later reads share it while their fingerprint is the same). */
-  private readonly sent = new Map<string, Entry>();
-  private configFingerprint: string | undefined;
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
   private watcher: FSWatcher | undefined;
@@ -105,7 +89,7 @@ export class FilesSource implements Source {
 
   constructor(private readonly opts: FilesSourceOptions) {
     this.log = opts.log ?? noLog;
-    this.validate = opts.validate ?? validateConfig;
+    this.sentState = { gate: new ConfigGate(opts.validate ?? validateConfig), sent: new Map(), nextVersion: () => ++this.version };
   }
 
   /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
@@ -264,99 +248,26 @@ export class FilesSource implements Source {
           this.fileProblems.delete(name);
           continue;
         }
-        this.fileProblems.set(name, { service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${(e as Error).message}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
+        this.fileProblems.set(name, unreadableFile(name, (e as Error).message, this.files.has(name)));
         continue;
       }
-      if (text.trim() === '' && hasObjects(this.files.get(name))) {
-        // An editor's save in two steps, or `cmd > file.yaml` before cmd wrote: never a delete.
-        this.fileProblems.set(name, { service: '', reason: 'EmptyManifestFile', message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` });
+      const r = parseFile(name, text, this.files.get(name));
+      if ('problem' in r) {
+        this.fileProblems.set(name, r.problem);
         continue;
       }
-      const digest = digestOf(text);
-      if (this.files.get(name)?.digest === digest) {
-        this.fileProblems.delete(name);
-        continue; // the same bytes: the same objects
+      if ('entry' in r) {
+        if (r.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: r.skipped });
+        this.files.set(name, r.entry);
       }
-      const parsed = parseEntries(text, this.files.get(name)?.docs);
-      if (parsed.errors.length) {
-        this.fileProblems.set(name, { service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${this.files.has(name) ? ' (keeping its last good objects)' : ''}` });
-        continue;
-      }
-      if (parsed.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: parsed.skipped });
-      this.files.set(name, { digest, docs: parsed.docs });
       this.fileProblems.delete(name);
     }
     this.setOk(true);
     if (this.stopped) return;
     const problems = [...this.fileProblems.keys()].sort().map((n) => this.fileProblems.get(n)!);
-    this.apply(this.select(problems), problems);
+    const events = diffObjects(selectObjects(this.files, this.opts.nodeName, problems), this.sentState, problems);
+    for (const e of events) this.emit(e);
     this.setProblems(problems);
-  }
-
-  /** The objects to send, by key, with duplicates and unused Nodes/configs left out. */
-  private select(problems: Problem[]): Map<string, { file: string; entry: Entry }> {
-    const next = new Map<string, { file: string; entry: Entry }>();
-    for (const file of [...this.files.keys()].sort()) {
-      for (const doc of this.files.get(file)!.docs) {
-        for (const entry of doc.objects) {
-          const name = (entry.object.metadata as { name: string }).name;
-          if (entry.kind === 'Node' && name !== this.opts.nodeName) continue;
-          if (entry.kind === 'IPVSProxyConfig' && entry.key !== CONFIG_KEY) {
-            problems.push({ service: '', reason: 'IgnoredConfig', message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
-            continue;
-          }
-          const first = next.get(entry.key);
-          if (first) {
-            problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${entry.key} is also in ${first.file}; using the one in ${first.file}` });
-            continue;
-          }
-          next.set(entry.key, { file, entry });
-        }
-      }
-    }
-    return next;
-  }
-
-  private apply(next: Map<string, { file: string; entry: Entry }>, problems: Problem[]): void {
-    const config = next.get(CONFIG_KEY);
-    next.delete(CONFIG_KEY);
-    if (config) {
-      const fingerprint = config.entry.fingerprint;
-      const r = this.validate(config.entry.object);
-      if (!r.ok) {
-        problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${r.errors}` });
-      } else if (fingerprint !== this.configFingerprint) {
-        this.configFingerprint = fingerprint;
-        this.emit({ kind: 'config', type: 'upsert', config: r.config });
-      }
-    } else if (this.configFingerprint !== undefined) {
-      this.configFingerprint = undefined;
-      this.emit({ kind: 'config', type: 'delete', config: { ...defaultProxyConfig } as ProxyConfig });
-    }
-    for (const [key, { entry }] of next) {
-      const sent = this.sent.get(key);
-      if (sent?.fingerprint === entry.fingerprint) {
-        // The same object again (a document re-parsed, another file's copy): keep one object.
-        if (sent !== entry) {
-          entry.object = sent.object;
-          this.sent.set(key, entry);
-        }
-        continue;
-      }
-      // A new top-level object and metadata (its own resourceVersion; the desired state tells
-      // objects apart by identity and resourceVersion), sharing the rest with the entry's: one
-      // copy of each object's contents, kept by the entry from now on. Nothing downstream
-      // mutates objects.
-      const o = entry.object as { metadata: Record<string, unknown> };
-      entry.object = { ...o, metadata: { ...o.metadata, resourceVersion: `files-${++this.version}` } };
-      this.sent.set(key, entry);
-      this.emit(toEvent(entry.kind, 'upsert', entry.object));
-    }
-    for (const [key, entry] of [...this.sent]) {
-      if (next.has(key)) continue;
-      this.sent.delete(key);
-      this.emit(toEvent(entry.kind, 'delete', entry.object));
-    }
   }
 
   private emit(e: SourceEvent): void {
@@ -431,13 +342,4 @@ async function yamlFiles(dir: string): Promise<string[]> {
 async function dirId(dir: string): Promise<string | undefined> {
   const s = await stat(dir).catch(() => undefined);
   return s?.isDirectory() ? `${s.dev}:${s.ino}:${s.birthtimeMs}` : undefined;
-}
-
-function toEvent(kind: Manifest['kind'], type: 'upsert' | 'delete', object: object): SourceEvent {
-  switch (kind) {
-    case 'Service': return { kind: 'service', type, object: object as V1Service };
-    case 'EndpointSlice': return { kind: 'endpointslice', type, object: object as V1EndpointSlice };
-    case 'Node': return { kind: 'node', type, object: object as V1Node };
-    case 'IPVSProxyConfig': throw new Error('configs are sent by apply()');
-  }
 }

@@ -10,7 +10,7 @@ import { parse } from 'yaml';
 import type { V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../plugins/index.js';
 import { validateConfig } from '../../src/config/load.js';
-import { handlesService } from '../../src/desired/service.js';
+import { handlesService } from '../../src/desired/service-parse.js';
 import { SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION } from '../../src/desired/scheduler.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { type K8sDoc, readDocs, validateDoc, yamlFiles } from '../support/k8s-validate.js';

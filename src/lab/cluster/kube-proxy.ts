@@ -18,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { isIPv4 } from 'node:net';
 import { KubeClient } from '../../kube/client.js';
 import { KUBE_PROXY_JUMPS, renderKubeProxyTable, renderKubeProxyTableTeardown, type KubeProxyService } from '../compare/kube-proxy.js';
-import { SERVICE_PROXY_NAME_LABEL } from '../../desired/service.js';
+import { SERVICE_PROXY_NAME_LABEL } from '../../desired/service-parse.js';
 
 interface ServiceLite {
   metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
