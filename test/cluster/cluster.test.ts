@@ -18,6 +18,7 @@ import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
 import { IMAGE_ROOT } from '../../src/lab/image.js';
 import { run } from '../../src/lab/proc.js';
 import { runLoad } from '../../src/lab/topology.js';
+import { preferenceOrder } from '../../src/balance/order.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/operator-process.js';
 
@@ -772,6 +773,68 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(failed).toEqual(cluster.nodes.map(() => 0));
     }
   }, 900_000);
+
+  it('node-seeded order and slow start through the API: each node\'s first rr pick is its own, a new endpoint ramps on every kernel', async () => {
+    // Three live webpods (the rolling replacement swapped webpod-1 for webpod-4), port 80.
+    const pods = [...cluster.pods.keys()].filter((p) => /^webpod-\d+$/.test(p)).sort().slice(0, 3);
+    const podOf = new Map(pods.map((p) => [`${cluster.pods.get(p)!.ipv4}:80`, p]));
+    // What every node's operator computes (src/desired/service.ts): the real servers sorted by
+    // address:port, rotated by FNV-1a of the node's name and the Service port's key.
+    const sorted = [...podOf.keys()].sort();
+    const vip = '10.200.1.61';
+    const rampVip = '10.200.1.62';
+    const weightOf = async (node: string, pod: string) => realServerConns(await ipvsOn(node), `${rampVip}:80`, `${cluster.pods.get(pod)!.ipv4}:80`)?.weight;
+    try {
+      api.put('services', serviceOf('seeded', { clusterIPs: [vip], ports: [{ name: 'http', port: 80, targetPort: 80 }] }, { 'ipvs-operator.io/scheduler': 'rr' }));
+      api.put('endpointslices', sliceOf('seeded', pods.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
+      await programmedEverywhere(`${vip}:80`, 3);
+      // A new virtual server: each node's rr starts at the head of its kernel list, its first preference.
+      const firsts: Record<string, string> = {};
+      const predicted: Record<string, string> = {};
+      for (const [i, n] of cluster.nodes.entries()) {
+        const r = await runLoad({ client: `net-pod-${i}`, url: `http://${vip}/json`, count: 1 });
+        firsts[n.name] = r.sequence[0] ?? '';
+        predicted[n.name] = podOf.get(preferenceOrder(sorted, n.name, 'default/seeded/http/IPv4')[0]!)!;
+      }
+      process.stderr.write(`node-seeded order: first picks ${JSON.stringify(firsts)}\n`);
+      expect(firsts).toEqual(predicted);
+
+      // Slow start (wlc, 20 s): two endpoints at full weight, then a third joins and ramps on every node.
+      const annotations = { 'ipvs-operator.io/scheduler': 'wlc', 'ipvs-operator.io/slow-start': '20s' };
+      api.put('services', serviceOf('ramped', { clusterIPs: [rampVip], ports: [{ name: 'http', port: 80, targetPort: 80 }] }, annotations));
+      api.put('endpointslices', sliceOf('ramped', pods.slice(0, 2).map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
+      await programmedEverywhere(`${rampVip}:80`, 2);
+      // The slice arrives after the Service (as from an EndpointSlice controller), so its first
+      // endpoints join a virtual server already seen empty and ramp too: wait for both at 100.
+      await Promise.all(cluster.nodes.map((n) => waitFor(`two endpoints at weight 100 on ${n.name}`,
+        async () => (await weightOf(n.name, pods[0]!)) === 100 && (await weightOf(n.name, pods[1]!)) === 100, 120_000, 500)));
+      api.put('endpointslices', sliceOf('ramped', pods.map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
+      // Every node's weights of the new endpoint, read back with ipvsadm until each is at 100.
+      const seen = await Promise.all(cluster.nodes.map(async (n) => {
+        const trail: number[] = [];
+        await waitFor(`the ramp to end at 100 on ${n.name}`, async () => {
+          const w = await weightOf(n.name, pods[2]!);
+          if (w !== undefined && w !== trail.at(-1)) trail.push(w);
+          return w === 100;
+        }, 120_000, 250);
+        return { node: n.name, trail, others: [await weightOf(n.name, pods[0]!), await weightOf(n.name, pods[1]!)] };
+      }));
+      process.stderr.write(`slow start 20s, the new endpoint's weights as read back: ${seen.map((x) => `${x.node} ${x.trail.join(' ')}`).join('; ')}\n`);
+      for (const x of seen) {
+        // Each node ramps on its own (the ramp starts when its operator first sees the endpoint):
+        // it starts low and only rises; the established endpoints stay at full weight.
+        expect({ node: x.node, first: x.trail[0]! < 50, steps: x.trail.length >= 3, others: x.others }).toEqual({ node: x.node, first: true, steps: true, others: [100, 100] });
+        for (let i = 1; i < x.trail.length; i++) expect(x.trail[i]!).toBeGreaterThan(x.trail[i - 1]!);
+      }
+    } finally {
+      for (const name of ['seeded', 'ramped']) {
+        api.remove('services', name, 'default');
+        api.remove('endpointslices', `${name}-lab`, 'default');
+      }
+      await goneEverywhere(`${vip}:80`);
+      await goneEverywhere(`${rampVip}:80`);
+    }
+  }, 600_000);
 
   it("RBAC for real: every request of the operators, with the ServiceAccount token, was allowed by manifests/clusterrole.yaml; the same token gets 403 outside it", async () => {
     const ours = api.requests.filter((r) => r.user === OPERATOR_USER);
