@@ -1,11 +1,12 @@
 # syntax=docker/dockerfile:1
 # ipvs-operator's image. Two stages: the build stage compiles the TypeScript and keeps only the
-# production dependencies; the runtime stage holds node, the compiled operator (no lab, compare or
-# demo code: the import-graph test keeps the operator's commands off them), production
-# node_modules, crds/ (the operator validates its configuration with the CRD's own schema, read at
-# run time) and the host tools the operator and a person debugging a node use: iptables (both the
-# nft and legacy backends; the operator picks the node's), ipset, ipvsadm, kmod (modprobe, when
-# the pod may load modules) and iproute2. No shell tricks at run time: the entry point is the CLI.
+# production dependencies; the runtime stage holds node, the compiled operator (src/ and plugins/:
+# the lab, compare and demo code lives in lab/, which is not copied in; the import-graph test
+# keeps the operator's commands off it), production node_modules, crds/ (the operator validates
+# its configuration with the CRD's own schema, read at run time) and the host tools the operator
+# and a person debugging a node use: iptables (both the nft and legacy backends; the operator
+# picks the node's), ipset, ipvsadm, kmod (modprobe, when the pod may load modules) and iproute2.
+# No shell tricks at run time: the entry point is the CLI.
 #
 #   docker build -t ipvs-operator:dev .                     # Node.js images from a registry
 #   npm run image -- build                                  # the same with docker or podman
@@ -44,7 +45,6 @@ COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
 RUN npx tsc -p tsconfig.json \
- && rm -rf dist/src/lab dist/src/demo \
  && npm prune --omit=dev --no-audit --no-fund \
  && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' \) -delete
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Whether dist/ is current, for `npm run cluster`, which otherwise runs tsc (about 7 s) on every
 // call: exits 0 when dist/ was built after the last change to anything tsc reads (the .ts and
-// .json files under src/, test/, bench/ and plugins/, and tsconfig.json), 1 when it was not or
+// .json files under src/, lab/, test/, bench/ and plugins/, and tsconfig.json), 1 when it was not or
 // was never built. "Built" is the later of tsc's own dist/.tsbuildinfo and dist/.built, which
 // the script touches after its build (tsc leaves .tsbuildinfo alone when nothing it emits changed,
 // so a source saved unchanged would otherwise rebuild on every call). Runs from dist/ itself: when
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { projectRoot } from './paths.js';
 
-const SOURCES = ['src', 'test', 'bench', 'plugins'];
+const SOURCES = ['src', 'lab', 'test', 'bench', 'plugins'];
 
 /** The latest modification time (ms) of the files under `dir` whose names end in .ts or .json; 0 if none. */
 function newest(dir: string): number {

@@ -1,7 +1,7 @@
 // The cross-node balance experiment's arithmetic (docs/balance-measure.md), pure: the imbalance
 // index, one run's summary from its clients' samples, medians with [min-max] over repeats, and
 // the Markdown table.
-import { coefficientOfVariation } from '../../balance/estimate.js';
+import { coefficientOfVariation } from '../../src/balance/estimate.js';
 import { percentile } from '../compare/stats.js';
 
 /** Service times (ms) of the backends, in backend order, per profile. */

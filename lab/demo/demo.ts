@@ -4,9 +4,9 @@
 // each VIP from a client namespace, then `ipvs-operator status` and the per-backend counts.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../lab/topology.js';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../topology.js';
 
-const CLI = fileURLToPath(new URL('../cli/main.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 const EXAMPLES = fileURLToPath(new URL('../../../examples/lab', import.meta.url));
 const ADDR = '127.0.0.1:10249';
 const pods = [

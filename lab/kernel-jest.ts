@@ -1,4 +1,4 @@
-// The command that runs the kernel jest project in the lab VM (src/lab/cli.ts `test`), apart from
+// The command that runs the kernel jest project in the lab VM (lab/cli.ts `test`), apart from
 // cli.ts so a unit test can import it without starting the CLI.
 
 /** Kernel tests' timeout, ms: in the VM (TCG, ~26x slower JavaScript) on a busy host 5 s is not enough. */

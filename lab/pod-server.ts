@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // A lab "pod": a tiny HTTP server run inside a pod network namespace by topology.ts
-// (`ip netns exec <pod> node dist/src/lab/pod-server.js --name <pod> [--port 80] [--delay-ms 0]`).
+// (`ip netns exec <pod> node dist/lab/pod-server.js --name <pod> [--port 80] [--delay-ms 0]`).
 // Answers every request with {"pod":"<name>","peer":"<remote address>:<port>"} (the peer shows
 // whether traffic was masqueraded), keeps connections alive, prints "ready" once listening.
 // Service-time profile (lab compare): --delay-ms before each answer; optionally a stall, in which

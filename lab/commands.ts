@@ -9,7 +9,7 @@ import { LabSetupError } from './host.js';
 import { projectRoot } from './paths.js';
 import { JEST_KERNEL } from './kernel-jest.js';
 import { DEFAULT_TAG as DEFAULT_IMAGE_TAG, IMAGE_ROOT, buildImage, exportImage, smokeImage } from './image.js';
-import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
+import { type CliCommand, type Program, UsageError, dispatch } from '../src/util/dispatch.js';
 import { COMPARE_HELP, COMPARE_OPTIONS, COMPARE_USAGE, CompareUsageError } from './compare/flags.js';
 
 export type LabCommand = CliCommand;
@@ -79,7 +79,7 @@ export const COMMANDS: Record<string, LabCommand> = {
     },
   },
   cluster: {
-    summary: 'a kind-like cluster in the VM: nodes, pods, the operator on each from its DaemonSet (src/lab/cluster/)',
+    summary: 'a kind-like cluster in the VM: nodes, pods, the operator on each from its DaemonSet (lab/cluster/)',
     usage: 'cluster up [--nodes N] [--kube-proxy] | cluster down | cluster status | cluster exec <node|pod|external> -- <cmd...> | cluster kubectl -- <args...>',
     help: 'up: boots one long-lived VM (detached) whose agent builds N node netns (default 4: myk8s-control-plane and\n' +
       'myk8s-worker..3) on the bridge 172.18.0.0/16, pods 10.10.<node>.0/24, the external client netns, the API\n' +
@@ -109,12 +109,12 @@ export const COMMANDS: Record<string, LabCommand> = {
       '+balance=cluster first run --warmup requests (default 240) while the operators, with --balance-period\n' +
       '(default 2 s), learn the cluster load view; the weights then in force go into results.json. Build first.',
     async run(args) {
-      const guest = join(projectRoot, 'dist', 'src', 'lab', 'cluster', 'balance.js');
+      const guest = join(projectRoot, 'dist', 'lab', 'cluster', 'balance.js');
       return runInVm({ command: [process.execPath, guest, ...args], cwd: projectRoot, timeoutMs: 3 * 3600_000, memoryMb: 3072 });
     },
   },
   compare: {
-    summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (src/lab/compare/)',
+    summary: 'kube-proxy iptables random vs each IPVS scheduler on the same pods, in the VM (lab/compare/)',
     usage: COMPARE_USAGE.replace(/^lab /, ''),
     help: COMPARE_HELP,
     async run(args) {
@@ -173,7 +173,7 @@ export const COMMANDS: Record<string, LabCommand> = {
 export const LAB_PROGRAM: Program = {
   invoke: 'npm run lab --',
   prefix: () => 'lab',
-  intro: '(node dist/src/lab/cli.js <command>) The lab VM: Debian\'s kernel (with IPVS) under qemu TCG, host /\n' +
+  intro: '(node dist/lab/cli.js <command>) The lab VM: Debian\'s kernel (with IPVS) under qemu TCG, host /\n' +
     'shared read-only, the project read-write at the same path, no network card.',
   footer: '`<command> --help` for details. Env: LAB_VERBOSE=1 shows the boot log.',
   commands: COMMANDS,

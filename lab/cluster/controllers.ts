@@ -1,6 +1,6 @@
 // The lab API server's EndpointSlice controller, pure: the slices a Service with a selector should
 // have, from the Pods and Nodes. The server applies the difference after every write of a Service,
-// Pod or Node (src/lab/cluster/apiserver.ts).
+// Pod or Node (lab/cluster/apiserver.ts).
 //
 // Kept from the real controller: label kubernetes.io/service-name and
 // endpointslice.kubernetes.io/managed-by; one addressType per Service ipFamily; only pods with a

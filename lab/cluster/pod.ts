@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // A lab cluster pod's server, run in the pod's netns by cluster.ts
-// (`node dist/src/lab/cluster/pod.js --name <pod> [--ports 80,8080] [--udp-ports 53,80]`): the
+// (`node dist/lab/cluster/pod.js --name <pod> [--ports 80,8080] [--udp-ports 53,80]`): the
 // study notes' traefik/whoami in one small process.
-//   HTTP on each --ports port: `/json` answers {"pod","peer"} (the shape src/lab/loadgen.ts counts);
+//   HTTP on each --ports port: `/json` answers {"pod","peer"} (the shape lab/loadgen.ts counts);
 //   `/health` answers ok; every other path answers whoami's text (Hostname, IP, RemoteAddr and
 //   the request), so the notes' `curl -s webpod | grep Hostname` works unchanged.
 //   UDP echo on each --udp-ports port: a datagram gets back {"pod","peer","data"} (a DNS-style

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The lab cluster's API server as a process:
-//   node dist/src/lab/cluster/apiserver-main.js --listen 0.0.0.0:6443 --cert F --key F --tokens F \
+//   node dist/lab/cluster/apiserver-main.js --listen 0.0.0.0:6443 --cert F --key F --tokens F \
 //     --rbac manifests/clusterrole.yaml --rbac manifests/clusterrolebinding.yaml \
 //     [--service-cidr 10.200.1.0/24,fd00:10:200::/108] [--node-port-range 30000-32767] [--seed F.yaml ...]
 //     [--advertise-address IP]  (the `kubernetes` Service's endpoint)

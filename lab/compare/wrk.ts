@@ -15,7 +15,7 @@ export const WRK_QUANTILES: readonly number[] = [
 ];
 
 /** The Lua script; `-- <requests>` is passed to init(). */
-export const WRK_SCRIPT = `-- lab compare (src/lab/compare/wrk.ts): count answers per pod, stop after N
+export const WRK_SCRIPT = `-- lab compare (lab/compare/wrk.ts): count answers per pod, stop after N
 -- wrk's main thread sleeps for the whole -d duration; a SIGINT to the process (delivered to that
 -- thread, the group leader) ends the sleep, as Ctrl-C would: sent once the last answer is counted.
 local ffi = require("ffi")

@@ -4,7 +4,7 @@
 // KUBE-POSTROUTING; sessionAffinity: ClientIP via `-m recent`). Rules are written argument for
 // argument as kube-proxy's proxier (pkg/proxy/iptables, 1.31) writes them, so that
 // `iptables-save` shows what the notes show. pure: no I/O.
-import { kubeProxyChain } from '../../iptables/kube-proxy-names.js';
+import { kubeProxyChain } from '../../src/iptables/kube-proxy-names.js';
 
 /** One ClusterIP Service port with its ready endpoints, and the cluster's pod CIDR. */
 export interface KubeProxyService {

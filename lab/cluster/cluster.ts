@@ -22,7 +22,7 @@ import {
 
 const POD_SERVER = fileURLToPath(new URL('./pod.js', import.meta.url));
 /** SCTP echo server and client (Node.js has no SCTP sockets): Debian's python3, from the source tree. */
-export const SCTP_TOOL = join(projectRoot, 'src', 'lab', 'cluster', 'sctp.py');
+export const SCTP_TOOL = join(projectRoot, 'lab', 'cluster', 'sctp.py');
 const APISERVER = fileURLToPath(new URL('./apiserver-main.js', import.meta.url));
 const KUBE_PROXY = fileURLToPath(new URL('./kube-proxy.js', import.meta.url));
 const OPERATOR_CLI = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
@@ -107,7 +107,7 @@ export function apiRequest(api: ApiAccess, method: string, path: string, body?: 
   });
 }
 
-/** The lab API server process (src/lab/cluster/apiserver-main.ts) and how to reach it. */
+/** The lab API server process (lab/cluster/apiserver-main.ts) and how to reach it. */
 export interface ApiServerProcess { access: ApiAccess; child: ChildProcess; stop(): Promise<void> }
 
 /**

@@ -1,8 +1,8 @@
 // Small process helpers for the host side of the lab (and for the in-guest topology helpers).
 import { spawn, type SpawnOptions } from 'node:child_process';
-import { run } from '../util/proc.js';
+import { run } from '../src/util/proc.js';
 
-export { type RunResult, run } from '../util/proc.js';
+export { type RunResult, run } from '../src/util/proc.js';
 
 /** Runs a program and throws with its stderr when it fails; returns its stdout. */
 export async function runOk(cmd: string, args: readonly string[], opts: SpawnOptions & { input?: string } = {}): Promise<string> {

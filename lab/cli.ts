@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm run lab -- <command>` (node dist/src/lab/cli.js): the entry point of the lab's commands
+// `npm run lab -- <command>` (node dist/lab/cli.js): the entry point of the lab's commands
 // (commands.ts); the process exits with the guest command's exit code.
 import { EXIT_VM_FAILURE } from './vm.js';
 import { labMain } from './commands.js';

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `ipvs-operator lab cluster up|down|status|exec|kubectl` (src/lab/commands.ts) and the agent that
+// `ipvs-operator lab cluster up|down|status|exec|kubectl` (lab/commands.ts) and the agent that
 // keeps a cluster alive inside the lab VM between those commands.
 //
 // How a cluster outlives one command: `up` starts, detached, one lab VM whose guest command is
@@ -165,8 +165,8 @@ async function up(nodes: number, kubeProxy: boolean): Promise<number> {
   mkdirSync(REQUESTS, { recursive: true });
   const t0 = Date.now();
   const fd = openSync(VM_LOG, 'a');
-  const child = spawn(process.execPath, [join(projectRoot, 'dist', 'src', 'lab', 'cli.js'), 'run', '--timeout', String(7 * 24 * 3600), '--memory', '3072', '--',
-    process.execPath, join(projectRoot, 'dist', 'src', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes), ...(kubeProxy ? ['--kube-proxy'] : [])],
+  const child = spawn(process.execPath, [join(projectRoot, 'dist', 'lab', 'cli.js'), 'run', '--timeout', String(7 * 24 * 3600), '--memory', '3072', '--',
+    process.execPath, join(projectRoot, 'dist', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes), ...(kubeProxy ? ['--kube-proxy'] : [])],
   { detached: true, stdio: ['ignore', fd, fd], cwd: projectRoot });
   closeSync(fd);
   writeFileSync(VM_PID, String(child.pid));
@@ -225,7 +225,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
   }
 }
 
-// Run as a script in the guest: `node dist/src/lab/cluster/cli.js agent --nodes N`.
+// Run as a script in the guest: `node dist/lab/cluster/cli.js agent --nodes N`.
 if (process.argv[1] && process.argv[1].endsWith('/cluster/cli.js') && process.argv[2] === 'agent') {
   const { values } = parseArgs({ args: process.argv.slice(3), options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false } }, strict: true });
   agent(Number(values.nodes), values['kube-proxy'] === true).then((code) => { process.exitCode = code; }, (e: unknown) => {

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { run } from '../proc.js';
 
-const CLI = fileURLToPath(new URL('../../cli/main.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
 
 /** A files-source directory and the operator watching it. */
 export class OperatorUnderTest {

@@ -41,8 +41,8 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { PROJECT_CRDS, readCrd } from '../../config/load.js';
-import { KubeClient } from '../../kube/client.js';
+import { PROJECT_CRDS, readCrd } from '../../src/config/load.js';
+import { KubeClient } from '../../src/kube/client.js';
 import { parse as parseYaml } from 'yaml';
 import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';

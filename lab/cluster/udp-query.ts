@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // A DNS-style UDP client for the lab cluster, run in a pod or the external client's netns:
-//   node dist/src/lab/cluster/udp-query.js --host 10.200.1.12 --port 53 --count 9 [--timeout-ms 2000]
+//   node dist/lab/cluster/udp-query.js --host 10.200.1.12 --port 53 --count 9 [--timeout-ms 2000]
 // Each query goes from a fresh socket (a new source port: a new IPVS connection), one datagram
 // out and one back, sequentially. Prints {"count","ok","errors","byPod","byPeer"} as JSON; the
-// answers are src/lab/cluster/pod.ts's UDP echo ({"pod","peer","data"}).
+// answers are lab/cluster/pod.ts's UDP echo ({"pod","peer","data"}).
 //   ... --source-port 40053 --count 300 --interval-ms 100
 // A DNS-like client that keeps one socket: every query from that one source port (one conntrack
 // entry, one IPVS connection), one every interval without waiting for answers; answers are

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Generates src/lab/cluster/openapi-builtin.json, the OpenAPI definitions of the built-in kinds
+// Generates lab/cluster/openapi-builtin.json, the OpenAPI definitions of the built-in kinds
 // the lab API server serves (store.ts RESOURCES), from the kubernetes-models dev dependency's
 // type declarations: that package is generated from the Kubernetes OpenAPI document, and its .d.ts
 // files keep each field's name, type and description. The JSON is committed, because the lab API
 // server runs from dist/ where no dev dependency is installed; a unit test keeps it current
 // (test/unit/lab-openapi.test.ts). Run after a kubernetes-models upgrade or a new resource:
-//   npx tsc -p tsconfig.json && node dist/src/lab/cluster/openapi-gen.js
+//   npx tsc -p tsconfig.json && node dist/lab/cluster/openapi-gen.js
 // What the declarations lose: integer vs number (every number is written as an integer; of the
 // served kinds only JSONSchemaProps' minimum, maximum and multipleOf are floats) and formats
 // other than int-or-string.
@@ -19,9 +19,9 @@ import { RESOURCES, type ResourceInfo, apiVersionOf } from './store.js';
 type Schema = Record<string, unknown>;
 interface Decl { name: string; node: ts.InterfaceDeclaration | ts.TypeAliasDeclaration; locals: Map<string, string> }
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 /** Where the generated definitions go (beside this module's source). */
-export const OUTPUT = join(root, 'src', 'lab', 'cluster', 'openapi-builtin.json');
+export const OUTPUT = join(root, 'lab', 'cluster', 'openapi-builtin.json');
 
 /** `IoK8sApiCoreV1` -> `io.k8s.api.core.v1`, as the OpenAPI document names packages. */
 function packageName(pascal: string): string {

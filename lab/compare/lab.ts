@@ -1,5 +1,5 @@
 // Lab compare inside the lab VM (IPVS_LAB=1): N backend pods in network namespaces and one client
-// namespace (src/lab/topology.ts), then every mode on the same pods and the same VIP:port. The
+// namespace (lab/topology.ts), then every mode on the same pods and the same VIP:port. The
 // operator runs throughout (files source) when an IPVS mode is asked for; each mode is switched on
 // only for its own run, so modes can be interleaved (A, B, C, A, B, C, ...) and each repetition
 // sees the same machine load as the others:
@@ -9,13 +9,13 @@
 //   - IPVS: the Service written with the scheduler's annotation (and sessionAffinity for
 //     rr-affinity), the kernel polled until the virtual server carries it, the Service deleted
 //     after the run (no scheduler inherits another's connection counters).
-// Load comes from wrk (src/lab/compare/wrk.ts) in the client netns. A zero-delay baseline (the
+// Load comes from wrk (lab/compare/wrk.ts) in the client netns. A zero-delay baseline (the
 // harness's own time per request) is measured first and the profiles are scaled to it.
 // Pods switch service-time profiles at run time (pod-server's PUT /__lab/profile).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { detectBackend } from '../../iptables/backend.js';
+import { detectBackend } from '../../src/iptables/backend.js';
 import { run, runOk } from '../proc.js';
 import { cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../topology.js';
 import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from './kube-proxy.js';

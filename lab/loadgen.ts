@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Lab load generator: one process per batch of requests (process start-up costs ~1 s in the
 // guest), run in a client netns by topology.ts's runLoad:
-//   node dist/src/lab/loadgen.js --url http://10.200.1.10/ --count 30 [--concurrency 1]
+//   node dist/lab/loadgen.js --url http://10.200.1.10/ --count 30 [--concurrency 1]
 //     [--keep-alive] [--timeout-ms 5000] [--samples]
 // Prints one JSON LoadResult on stdout; with --samples it also carries every request's pod and
 // latency (lab compare draws latency distributions from them). Responses are the pod servers'

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The guest side of `ipvs-operator lab compare`, run in the lab VM by the host command:
-//   node dist/src/lab/compare/guest.js --spec '<GuestSpec JSON>' --out <results.json>
-// Measures (src/lab/compare/lab.ts), prints one progress line per step, writes the results JSON.
+//   node dist/lab/compare/guest.js --spec '<GuestSpec JSON>' --out <results.json>
+// Measures (lab/compare/lab.ts), prints one progress line per step, writes the results JSON.
 // Rendering (table, SVG, PNG) happens on the host, where JavaScript runs ~26x faster.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';

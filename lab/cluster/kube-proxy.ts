@@ -1,14 +1,14 @@
 // kube-proxy's iptables mode on one lab node, following the API server: what kind's kube-proxy
 // DaemonSet does beside the operator in the coexistence install (examples/coexist/). It lists
 // Services and EndpointSlices, watches both, and on every change rewrites its nat chains with one
-// `iptables-restore --noflush` (src/lab/compare/kube-proxy.ts renders them as kube-proxy's proxier
+// `iptables-restore --noflush` (lab/compare/kube-proxy.ts renders them as kube-proxy's proxier
 // does). Scope, as a lab stand-in and not kube-proxy: TCP ClusterIP ports of IPv4 Services without
 // the service-proxy-name label (the ones kube-proxy owns), ready endpoints, sessionAffinity
 // ClientIP; no NodePort, no IPv6, no traffic policies. It authenticates with the token it is
 // given (the lab passes its admin token: the lab API server has no kube-proxy ServiceAccount).
 // On SIGTERM it removes its jumps and chains (kube-proxy --cleanup) and exits.
 //
-//   ip netns exec <node> node dist/src/lab/cluster/kube-proxy.js --server https://172.18.0.2:6443 \
+//   ip netns exec <node> node dist/lab/cluster/kube-proxy.js --server https://172.18.0.2:6443 \
 //     --ca ca.crt --token-file token --cluster-cidr 10.10.0.0/16
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -16,9 +16,9 @@ import { request as httpsRequest } from 'node:https';
 import { request as httpRequest, type IncomingMessage, type ClientRequest } from 'node:http';
 import { parseArgs } from 'node:util';
 import { isIPv4 } from 'node:net';
-import { KubeClient } from '../../kube/client.js';
+import { KubeClient } from '../../src/kube/client.js';
 import { KUBE_PROXY_JUMPS, renderKubeProxyTable, renderKubeProxyTableTeardown, type KubeProxyService } from '../compare/kube-proxy.js';
-import { SERVICE_PROXY_NAME_LABEL } from '../../desired/service.js';
+import { SERVICE_PROXY_NAME_LABEL } from '../../src/desired/service.js';
 
 interface ServiceLite {
   metadata?: { name?: string; namespace?: string; labels?: Record<string, string> };
