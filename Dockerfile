@@ -40,11 +40,13 @@ RUN mkdir -p /opt/node/bin \
 ENV PATH=/opt/node/bin:$PATH
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.base.json ./
 COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
-RUN npx tsc -p tsconfig.json \
+# The operator's project alone (src/tsconfig.json: src/ and plugins/), without the .d.ts files
+# that the other projects of a checkout's build read (tsconfig.json).
+RUN npx tsc -p src/tsconfig.json --composite false --declaration false \
  && npm prune --omit=dev --no-audit --no-fund \
  && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' \) -delete
 

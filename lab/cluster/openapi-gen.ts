@@ -5,7 +5,7 @@
 // files keep each field's name, type and description. The JSON is committed, because the lab API
 // server runs from dist/ where no dev dependency is installed; a unit test keeps it current
 // (test/unit/lab-openapi.test.ts). Run after a kubernetes-models upgrade or a new resource:
-//   npx tsc -p tsconfig.json && node dist/lab/cluster/openapi-gen.js
+//   npm run build && node dist/lab/cluster/openapi-gen.js
 // What the declarations lose: integer vs number (every number is written as an integer; of the
 // served kinds only JSONSchemaProps' minimum, maximum and multipleOf are floats) and formats
 // other than int-or-string.
