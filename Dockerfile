@@ -1,11 +1,12 @@
 # syntax=docker/dockerfile:1
 # ipvs-operator's image. Two stages: the build stage compiles the TypeScript and keeps only the
-# production dependencies; the runtime stage holds node, the compiled operator (no lab, compare or
-# demo code: the import-graph test keeps the operator's commands off them), production
-# node_modules, crds/ (the operator validates its configuration with the CRD's own schema, read at
-# run time) and the host tools the operator and a person debugging a node use: iptables (both the
-# nft and legacy backends; the operator picks the node's), ipset, ipvsadm, kmod (modprobe, when
-# the pod may load modules) and iproute2. No shell tricks at run time: the entry point is the CLI.
+# production dependencies; the runtime stage holds node, the compiled operator (src/ and plugins/:
+# the lab, compare and demo code lives in lab/, which is not copied in; the import-graph test
+# keeps the operator's commands off it), production node_modules, crds/ (the operator validates
+# its configuration with the CRD's own schema, read at run time) and the host tools the operator
+# and a person debugging a node use: iptables (both the nft and legacy backends; the operator
+# picks the node's), ipset, ipvsadm, kmod (modprobe, when the pod may load modules) and iproute2.
+# No shell tricks at run time: the entry point is the CLI.
 #
 #   docker build -t ipvs-operator:dev .                     # Node.js images from a registry
 #   npm run image -- build                                  # the same with docker or podman
@@ -39,12 +40,13 @@ RUN mkdir -p /opt/node/bin \
 ENV PATH=/opt/node/bin:$PATH
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.base.json ./
 COPY src ./src
 COPY plugins ./plugins
 COPY crds ./crds
-RUN npx tsc -p tsconfig.json \
- && rm -rf dist/src/lab dist/src/demo \
+# The operator's project alone (src/tsconfig.json: src/ and plugins/), without the .d.ts files
+# that the other projects of a checkout's build read (tsconfig.json).
+RUN npx tsc -p src/tsconfig.json --composite false --declaration false \
  && npm prune --omit=dev --no-audit --no-fund \
  && find node_modules -type f \( -name '*.map' -o -name '*.d.ts' -o -name '*.d.mts' -o -name '*.d.cts' -o -name '*.md' \) -delete
 

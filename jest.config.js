@@ -4,7 +4,7 @@
 export default {
   // The one timeout jest honours (it ignores testTimeout inside a `projects` entry): 30 s for a
   // unit test on a machine whose cores the lab VM keeps busy. The kernel run overrides it with
-  // --testTimeout=120000 on its command line (src/lab/kernel-jest.ts).
+  // --testTimeout=120000 on its command line (lab/kernel-jest.ts).
   testTimeout: 30_000,
   projects: [
     {
@@ -19,7 +19,7 @@ export default {
       displayName: 'kernel',
       testEnvironment: 'node',
       // No testTimeout here: jest ignores it inside a `projects` entry. The kernel run's 120 s is
-      // on its command line (src/lab/kernel-jest.ts); test/kernel/jest-timeout.test.ts checks it.
+      // on its command line (lab/kernel-jest.ts); test/kernel/jest-timeout.test.ts checks it.
       transform: {},
       // .cache holds the lab's kernel and the exported image's filesystem (another package.json): never modules of ours.
       modulePathIgnorePatterns: ['<rootDir>/.cache/'],

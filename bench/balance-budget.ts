@@ -10,7 +10,7 @@
 // clients and over its backends by the published weights (as wrr would); a backend's time in
 // system is fixed (20..200 ms, one backend per Service 10× slower); per period a node's new
 // connections to a backend are Poisson(rate × period) and its active count Poisson(rate × time).
-// Run: npx tsc -p tsconfig.json && node dist/bench/balance-budget.js [nodes] [services] [backends] [rate] [periods] [K,K,all] [reads]
+// Run: npm run build && node dist/bench/balance-budget.js [nodes] [services] [backends] [rate] [periods] [K,K,all] [reads]
 // (K=all at the defaults took 80-100 s of one core here.)
 import { type NodeReport, type ReportLimits } from '../src/balance/estimate.js';
 import { DEFAULT_DAMPING, type ViewState, initialView, stepView, targetWeights } from '../src/balance/damping.js';

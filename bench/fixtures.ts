@@ -6,7 +6,7 @@
 // every 10th uses `wrr` with a byPod weight list (the target of the weight changes); the rest use
 // the default scheduler. One EndpointSlice per Service.
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
-import { percentile as nearestRank } from '../src/lab/compare/stats.js';
+import { percentile as nearestRank } from '../lab/compare/stats.js';
 
 export const NODE_NAME = 'lab-node';
 export const NODE_IP = '192.168.100.1';

@@ -1,6 +1,6 @@
 // Benchmark of the pure core: 10 000 Services x 10 endpoints (ClusterIP), built and planned from
 // scratch against an empty FakeIpvs, then single-endpoint changes planned incrementally.
-// Run: npx tsc -p tsconfig.json && node dist/bench/plan.js [services] [endpoints]
+// Run: npm run build && node dist/bench/plan.js [services] [endpoints]
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../plugins/index.js';
 import { DesiredState } from '../src/desired/state.js';

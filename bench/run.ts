@@ -13,8 +13,8 @@ import { spawnSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { runInVm } from '../src/lab/vm.js';
-import { projectRoot } from '../src/lab/paths.js';
+import { runInVm } from '../lab/vm.js';
+import { projectRoot } from '../lab/paths.js';
 import { progress } from './fixtures.js';
 
 function flag(name: string, dflt: string): string {

@@ -24,9 +24,9 @@ function run(name: string, cmd: string[]): { code: number; json?: JestJson } {
 const only = process.argv[2];
 const runs: Array<[string, string[]]> = [
   ['unit', [process.execPath, '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'unit']],
-  ['kernel', [process.execPath, 'dist/src/lab/cli.js', 'test']],
+  ['kernel', [process.execPath, 'dist/lab/cli.js', 'test']],
   // The multi-node lab cluster (test/cluster/): its own VM boot, one jest file, in band.
-  ['cluster', [process.execPath, 'dist/src/lab/cli.js', 'run', '--timeout', '2400', '--memory', '3072', '--', process.execPath,
+  ['cluster', [process.execPath, 'dist/lab/cli.js', 'run', '--timeout', '2400', '--memory', '3072', '--', process.execPath,
     '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'cluster', '--runInBand', '--testTimeout=1200000']],
 ];
 let passed = 0;

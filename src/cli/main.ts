@@ -202,7 +202,14 @@ export const COMMANDS: Record<string, Command> = {
 };
 
 /**
- * `ipvs-operator lab <command>`: the lab's own dispatcher (src/lab/commands.ts: the VM, compare),
+ * Where the lab door leads, from this module: lab/commands.ts, outside src/. A constant, not a
+ * literal in import(), so that tsc does not follow it: the operator's build (the image's) compiles
+ * src/ alone and has no lab/ to find.
+ */
+const LAB_COMMANDS = '../../lab/commands.js';
+
+/**
+ * `ipvs-operator lab <command>`: the lab's own dispatcher (lab/commands.ts: the VM, compare),
  * loaded on use. It ships with a source checkout, not with the operator's image, which leaves out
  * the lab, compare and demo code (the import-graph test keeps the operator's commands free of it).
  */
@@ -215,7 +222,7 @@ const LAB: CliCommand = {
   async run(args) {
     let mod: { labMain(argv: readonly string[]): Promise<number> };
     try {
-      mod = await import('../lab/commands.js');
+      mod = await import(LAB_COMMANDS) as typeof mod;
     } catch (e) {
       if ((e as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND') throw e;
       throw new UsageError('the lab commands ship with the source checkout (npm run lab -- <command>), not with this build');

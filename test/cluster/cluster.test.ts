@@ -1,4 +1,4 @@
-// The lab cluster (src/lab/cluster/) with real traffic: 1 control plane + 3 workers as network
+// The lab cluster (lab/cluster/) with real traffic: 1 control plane + 3 workers as network
 // namespaces on one bridge, the operator on every node started from manifests/daemonset.yaml
 // (NET_ADMIN + NET_RAW only, /proc/sys read-only, --source=kube against the API server), pods
 // behind the nodes, the external client on the bridge. Modeled on the Kubernetes e2e "Services"
@@ -6,26 +6,26 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../src/lab/cluster/cluster.js';
-import { BRIDGE_V4, EXTERNAL } from '../../src/lab/cluster/nodes.js';
-import { projectRoot } from '../../src/lab/paths.js';
+import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
+import { BRIDGE_V4, EXTERNAL } from '../../lab/cluster/nodes.js';
+import { projectRoot } from '../../lab/paths.js';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
-import { parseTokenFile } from '../../src/lab/cluster/rbac.js';
-import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
-import { IMAGE_ROOT } from '../../src/lab/image.js';
-import { run } from '../../src/lab/proc.js';
-import { runLoad } from '../../src/lab/topology.js';
+import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
+import { parseTokenFile } from '../../lab/cluster/rbac.js';
+import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
+import { IMAGE_ROOT } from '../../lab/image.js';
+import { run } from '../../lab/proc.js';
+import { runLoad } from '../../lab/topology.js';
 import { preferenceOrder } from '../../src/balance/order.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
-const UDP_QUERY = new URL('../../src/lab/cluster/udp-query.js', import.meta.url).pathname;
-const POD_SERVER = new URL('../../src/lab/pod-server.js', import.meta.url).pathname;
+const UDP_QUERY = new URL('../../lab/cluster/udp-query.js', import.meta.url).pathname;
+const POD_SERVER = new URL('../../lab/pod-server.js', import.meta.url).pathname;
 let api: FakeApiServer;
 let forwarder: Server;
 const forwarded = new Set<Socket>();
@@ -588,7 +588,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     api.put('endpointslices', endpointSlice('webpod-rr', WEBPODS));
     await programmedEverywhere('10.200.1.36:80', 3);
     await goneEverywhere('10.200.1.10:80');
-    // kube-proxy on every node (src/lab/cluster/kube-proxy.ts), from the API: it takes the unlabelled webpod.
+    // kube-proxy on every node (lab/cluster/kube-proxy.ts), from the API: it takes the unlabelled webpod.
     await cluster.startKubeProxies();
     const natOn = async (node: string) => (await cluster.exec(node, ['iptables-save', '-t', 'nat'])).stdout;
     try {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { Agent } from 'node:http';
 import type { Socket } from 'node:net';
-import { cleanupTopology, createClient, createPod, deleteNetns, ensureNode, freshNetns, ipBatch, netnsExec } from '../../src/lab/topology.js';
+import { cleanupTopology, createClient, createPod, deleteNetns, ensureNode, freshNetns, ipBatch, netnsExec } from '../../lab/topology.js';
 import { preferenceOrder } from '../../src/balance/order.js';
 import { getPod } from '../support/http.js';
 import { ipvsadm } from '../support/ipvsadm.js';

@@ -1,6 +1,6 @@
-// lab compare on a real kernel (runs in the lab VM: `node dist/src/lab/cli.js test -- dist/test/kernel/compare`).
+// lab compare on a real kernel (runs in the lab VM: `node dist/lab/cli.js test -- dist/test/kernel/compare`).
 // Three small runs of runCompare (load by wrk), each with its own topology (pods webpod1-3 on
-// 10.10.1.11-13, a client 192.168.100.10, VIP 10.200.1.10:80, see src/lab/compare/lab.ts), and
+// 10.10.1.11-13, a client 192.168.100.10, VIP 10.200.1.10:80, see lab/compare/lab.ts), and
 // structural properties that must hold whatever the machine's speed:
 //   sequential, equal backends: rr spreads evenly (+-1); kube-proxy's statistic-random chains and
 //     its nftables numgen vmap give each backend a share inside an exact binomial bound of 1/n; sh
@@ -14,12 +14,12 @@
 import { describe, expect, test } from '@jest/globals';
 import { readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { renderOutputs } from '../../src/lab/compare/command.js';
-import { runCompare } from '../../src/lab/compare/lab.js';
-import { pngSize } from '../../src/lab/compare/png.js';
-import { projectRoot } from '../../src/lab/paths.js';
-import { binomialBounds } from '../../src/lab/compare/stats.js';
-import { type CompareResults, type ModeRun, type Profile, buildProfile, parseModes } from '../../src/lab/compare/types.js';
+import { renderOutputs } from '../../lab/compare/command.js';
+import { runCompare } from '../../lab/compare/lab.js';
+import { pngSize } from '../../lab/compare/png.js';
+import { projectRoot } from '../../lab/paths.js';
+import { binomialBounds } from '../../lab/compare/stats.js';
+import { type CompareResults, type ModeRun, type Profile, buildProfile, parseModes } from '../../lab/compare/types.js';
 
 const lab = process.env.IPVS_LAB === '1' ? describe : describe.skip;
 const PODS = ['webpod1', 'webpod2', 'webpod3'];

@@ -2,10 +2,10 @@
 // kernel (issue 14): the external client namespace probes the Service's healthCheckNodePort on the
 // node address, as a cloud load balancer would, and the proxy health server on kube-proxy's 10256.
 // Addresses: pods 10.10.1.0/24, VIPs 10.200.1.0/24, clients 192.168.100.0/24, the node
-// 192.168.100.1 (the clients' gateway; src/lab/topology.ts).
+// 192.168.100.1 (the clients' gateway; lab/topology.ts).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { CLIENT_GATEWAY, cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../../src/lab/topology.js';
+import { CLIENT_GATEWAY, cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../../lab/topology.js';
 import { ManifestDir, OperatorProcess, waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');

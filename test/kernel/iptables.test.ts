@@ -1,6 +1,6 @@
 // The iptables + ipset path against the real kernel in the lab VM, judged by real traffic: the
 // backend "pods" answer {"pod","peer"}, so the peer tells whether a packet was masqueraded.
-// Addressing (src/lab/topology.ts): node = the guest's root netns, its Node address 192.168.100.1
+// Addressing (lab/topology.ts): node = the guest's root netns, its Node address 192.168.100.1
 // (the clients' gateway on lab-node0), masqueraded traffic reaches pods from 10.10.1.1; pods
 // 10.10.1.2-3 listen on 8080; clients 192.168.100.2 (listed in the LB's source ranges) and
 // 192.168.100.3 (not); ClusterIPs 10.200.5.10-12, LB IP 10.200.5.100; cluster CIDR 10.10.0.0/16.
@@ -17,7 +17,7 @@ import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js'
 import { NetlinkIpvs } from '../../src/ipvs/client.js';
 import { IptablesRestore } from '../../src/iptables/restore.js';
 import type { IpvsOp } from '../../src/model/ipvs.js';
-import { addVip, cleanupTopology, createClient, createPod, ensureNode, netnsExec, runLoad } from '../../src/lab/topology.js';
+import { addVip, cleanupTopology, createClient, createPod, ensureNode, netnsExec, runLoad } from '../../lab/topology.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 jest.setTimeout(240_000);

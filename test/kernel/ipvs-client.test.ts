@@ -2,7 +2,7 @@
 // Runs in the guest's root netns (the "node"), which belongs to this test run alone: every test
 // starts from an empty table (FLUSH is never used by the operator; here it resets the lab).
 // Addresses: VIPs 10.200.0.0/16 and fd00:200::/64, pods 10.10.0.0/16 and fd00:10::/64,
-// clients 192.168.100.0/24 (see src/lab/topology.ts).
+// clients 192.168.100.0/24 (see lab/topology.ts).
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { NetlinkIpvs } from '../../src/ipvs/client.js';
@@ -11,7 +11,7 @@ import {
   type IpvsOp, type RealServer, type VirtualServer, SvcFlag, formatRealServer, formatVirtualServer, makeRealServer,
   makeVirtualServer, realServerKey, virtualServerKey,
 } from '../../src/model/ipvs.js';
-import { addVip, cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { addVip, cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
 import { ipvsadm, ipvsadmRestore, ipvsadmStats, ipvsadmTable } from '../support/ipvsadm.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');

@@ -1,5 +1,5 @@
 // The kernel run's timeout is really in effect (jest ignores `testTimeout` in a projects entry, so
-// it is passed on the command line by src/lab/kernel-jest.ts): a test with no timeout of its own
+// it is passed on the command line by lab/kernel-jest.ts): a test with no timeout of its own
 // that takes longer than jest's 5 s default passes only when the configured timeout applies.
 import { describe, expect, it } from '@jest/globals';
 import { setTimeout as sleep } from 'node:timers/promises';

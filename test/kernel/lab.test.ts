@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import {
   addVip, cleanupTopology, createClient, createPod, deleteNetns, freshNetns, netnsExec, runLoad, type Pod,
-} from '../../src/lab/topology.js';
+} from '../../lab/topology.js';
 
 const inLab = process.env.IPVS_LAB === '1';
 const lab = inLab ? describe : describe.skip;

@@ -1,13 +1,13 @@
 // The operator process with `--source kube` against the fake API server (real HTTP list/watch,
 // test/support/fake-apiserver.ts) running in this jest process, inside the lab VM: client-node's
-// real informers, the real kernel. Addresses: see src/lab/topology.ts.
+// real informers, the real kernel. Addresses: see lab/topology.ts.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
-import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
+import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';

@@ -1,10 +1,10 @@
 // Safety of the real operator process on a real kernel (issue 12): one poisoned Service beside
 // healthy ones, and a node-level failure that outlasts the health bound. Checked with ipvsadm,
 // `ip addr` and real traffic. Addresses: pods 10.10.1.0/24, VIPs 10.200.1.0/24, clients
-// 192.168.100.0/24 (src/lab/topology.ts).
+// 192.168.100.0/24 (lab/topology.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 

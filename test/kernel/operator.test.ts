@@ -1,10 +1,10 @@
 // The operator process against the real kernel in the lab VM, fed by the files source, checked
 // with ipvsadm and real traffic. Addresses: pods 10.10.1.0/24, VIPs 10.200.1.0/24, clients
-// 192.168.100.0/24 (src/lab/topology.ts).
+// 192.168.100.0/24 (lab/topology.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn } from 'node:child_process';
 import { Agent } from 'node:http';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../src/lab/topology.js';
+import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
 import { getPod } from '../support/http.js';
 import { ipvsadm, ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cleanupTopology, createPod, ensureNode } from '../../src/lab/topology.js';
+import { cleanupTopology, createPod, ensureNode } from '../../lab/topology.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 

@@ -15,7 +15,7 @@
 // Addresses: pods 10.10.1.0/24, VIPs 10.200.1.0/24, clients 192.168.100.0/24.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { cleanupTopology, createClient, createPod, deleteNetns, ensureNode } from '../../src/lab/topology.js';
+import { cleanupTopology, createClient, createPod, deleteNetns, ensureNode } from '../../lab/topology.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { NetlinkConntrack } from '../../src/conntrack/client.js';
 import { isNotFound } from '../../src/netlink/errors.js';

@@ -1,7 +1,7 @@
-// The cross-node balance experiment's arithmetic (src/lab/cluster/balance-stats.ts) and its mode syntax.
+// The cross-node balance experiment's arithmetic (lab/cluster/balance-stats.ts) and its mode syntax.
 import { describe, expect, it } from '@jest/globals';
-import { imbalanceIndex, renderBalanceTable, spread, summarize } from '../../src/lab/cluster/balance-stats.js';
-import { modeAnnotations } from '../../src/lab/cluster/balance.js';
+import { imbalanceIndex, renderBalanceTable, spread, summarize } from '../../lab/cluster/balance-stats.js';
+import { modeAnnotations } from '../../lab/cluster/balance.js';
 
 describe('imbalance index', () => {
   it('is 0 when load follows capacity, whatever the scale', () => {

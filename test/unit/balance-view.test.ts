@@ -6,7 +6,7 @@ import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, 
 import { ClusterWeights, clusterShares, renderShares } from '../../src/balance/cluster-view.js';
 import { PluginRegistry } from '../../plugins/index.js';
 import { KEY, VIEW, table } from '../support/cluster-view.js';
-import { imbalanceIndex } from '../../src/lab/cluster/balance-stats.js';
+import { imbalanceIndex } from '../../lab/cluster/balance-stats.js';
 import { DEFAULT_DAMPING, NO_DEAD_ZONE, checkWeights, deadZoneWidth, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
 import { prng } from './fixtures.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';

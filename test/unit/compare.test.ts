@@ -3,20 +3,20 @@
 // whose chain names a real cluster showed), the binomial bound, profiles and weights, the table,
 // the SVG chart and its PNG, flags and the progress line.
 import { describe, expect, it } from '@jest/globals';
-import { latencyAxis, renderChart } from '../../src/lab/compare/chart.js';
-import { CompareUsageError, parseCompareFlags } from '../../src/lab/compare/flags.js';
-import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from '../../src/lab/compare/kube-proxy.js';
-import { pngSize, renderPng } from '../../src/lab/compare/png.js';
-import { formatProgress } from '../../src/lab/compare/progress.js';
-import { hashName, nftNames, renderNftRuleset, renderNftTeardown } from '../../src/lab/compare/kube-proxy-nft.js';
+import { latencyAxis, renderChart } from '../../lab/compare/chart.js';
+import { CompareUsageError, parseCompareFlags } from '../../lab/compare/flags.js';
+import { type KubeProxyService, renderKubeProxyRestore, renderKubeProxyTeardown } from '../../lab/compare/kube-proxy.js';
+import { pngSize, renderPng } from '../../lab/compare/png.js';
+import { formatProgress } from '../../lab/compare/progress.js';
+import { hashName, nftNames, renderNftRuleset, renderNftTeardown } from '../../lab/compare/kube-proxy-nft.js';
 import {
   binomialBounds, calloutDifferences, formatSpread, logHistogram, separated, spread, summarizeLatency, summarizeRuns,
-} from '../../src/lab/compare/stats.js';
-import { renderTables } from '../../src/lab/compare/table.js';
+} from '../../lab/compare/stats.js';
+import { renderTables } from '../../lab/compare/table.js';
 import {
   type CompareResults, type ModeRun, buildProfile, parseModes, parseProfiles, scaleUnit, speedWeights,
-} from '../../src/lab/compare/types.js';
-import { WRK_SCRIPT, parseWrkOutput, toModeRun, wrkArgs } from '../../src/lab/compare/wrk.js';
+} from '../../lab/compare/types.js';
+import { WRK_SCRIPT, parseWrkOutput, toModeRun, wrkArgs } from '../../lab/compare/wrk.js';
 import { dedent } from '../support/iptables-text.js';
 
 const notesService = (mut: (s: KubeProxyService) => void = () => {}): KubeProxyService => {

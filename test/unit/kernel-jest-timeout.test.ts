@@ -1,10 +1,10 @@
-// The kernel jest command (src/lab/kernel-jest.ts) gives the kernel project a 120 s timeout:
+// The kernel jest command (lab/kernel-jest.ts) gives the kernel project a 120 s timeout:
 // jest's own resolved configuration for exactly that command says so (jest --showConfig on the
 // host; the behaviour itself is checked in the VM by test/kernel/jest-timeout.test.ts).
 import { describe, expect, it } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { JEST_KERNEL, KERNEL_TEST_TIMEOUT_MS } from '../../src/lab/kernel-jest.js';
+import { JEST_KERNEL, KERNEL_TEST_TIMEOUT_MS } from '../../lab/kernel-jest.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 

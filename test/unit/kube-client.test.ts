@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeApiError, KubeClient, inClusterCredentials, kubeconfigCredentials, loadKubeClient, pager, readSmallFile } from '../../src/kube/client.js';
 import { describeError, httpStatus, retryAfterMs } from '../../src/kube/informer.js';
-import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
+import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
 
 interface Seen { method: string; url: string; auth?: string; type?: string; body: string }
 

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { loadKubeClient } from '../../src/kube/client.js';
 import { KubeEventSink } from '../../src/kube/events.js';
 import { KubeSource } from '../../src/kube/source.js';
-import { kubeconfigYaml } from '../../src/lab/cluster/apiserver.js';
-import { makeSelfSignedCert } from '../../src/lab/cluster/tls.js';
+import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
+import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { waitFor } from '../support/wait.js';
 
@@ -40,7 +40,7 @@ d('lab API server process with the real kubectl and the operator source', () => 
     dir = mkdtempSync(join(tmpdir(), 'lab-apiserver-'));
     makeSelfSignedCert(dir, { ips: ['127.0.0.1'], dns: ['localhost'] }, 1);
     writeFileSync(join(dir, 'tokens.csv'), `admin-token,admin,1,"system:masters"\nop-token,${SA},2\n`);
-    proc = spawn(process.execPath, [join(root, 'dist/src/lab/cluster/apiserver-main.js'), '--listen', '127.0.0.1:0',
+    proc = spawn(process.execPath, [join(root, 'dist/lab/cluster/apiserver-main.js'), '--listen', '127.0.0.1:0',
       '--cert', join(dir, 'cert.pem'), '--key', join(dir, 'key.pem'), '--tokens', join(dir, 'tokens.csv'),
       '--rbac', join(root, 'manifests/clusterrole.yaml'), '--rbac', join(root, 'manifests/clusterrolebinding.yaml'),
       '--service-cidr', '10.200.1.0/24', '--node-port-range', '30000-30002'], { stdio: ['ignore', 'pipe', 'pipe'] });

@@ -3,11 +3,11 @@
 // Addresses: Services 10.200.1.0/24 (+ fd00:10:200::/108), pods 10.10.0.0/16 (fd00:10::/64).
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
-import { type ServiceLike, allocateService, formatIp, parseCidr, parseIp } from '../../src/lab/cluster/alloc.js';
-import { parseApiServerArgs, resourceOfDocument } from '../../src/lab/cluster/apiserver-main.js';
-import { buildEndpointSlices } from '../../src/lab/cluster/controllers.js';
-import { authorize, parseRbac, parseTokenFile, userGroups } from '../../src/lab/cluster/rbac.js';
-import { parseLabelSelector, parseResourcePath } from '../../src/lab/cluster/store.js';
+import { type ServiceLike, allocateService, formatIp, parseCidr, parseIp } from '../../lab/cluster/alloc.js';
+import { parseApiServerArgs, resourceOfDocument } from '../../lab/cluster/apiserver-main.js';
+import { buildEndpointSlices } from '../../lab/cluster/controllers.js';
+import { authorize, parseRbac, parseTokenFile, userGroups } from '../../lab/cluster/rbac.js';
+import { parseLabelSelector, parseResourcePath } from '../../lab/cluster/store.js';
 
 const cfg = { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30001] as [number, number] };
 const makeSvc = (name: string, mutate: (s: ServiceLike & { spec: Record<string, unknown> }) => void = () => undefined): ServiceLike => {

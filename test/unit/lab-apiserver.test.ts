@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { LabApiServer } from '../../src/lab/cluster/apiserver.js';
-import { parseTokenFile } from '../../src/lab/cluster/rbac.js';
+import { LabApiServer } from '../../lab/cluster/apiserver.js';
+import { parseTokenFile } from '../../lab/cluster/rbac.js';
 
 const manifest = (f: string) => readFileSync(new URL(`../../../manifests/${f}`, import.meta.url), 'utf8');
 const SA = 'system:serviceaccount:ipvs-operator:ipvs-operator';

@@ -1,11 +1,11 @@
-// The lab cluster's pure parts: the network plan (src/lab/cluster/nodes.ts) and how the
-// DaemonSet's container becomes a node process (src/lab/cluster/daemonset.ts), against the real
+// The lab cluster's pure parts: the network plan (lab/cluster/nodes.ts) and how the
+// DaemonSet's container becomes a node process (lab/cluster/daemonset.ts), against the real
 // manifests/daemonset.yaml.
 import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
-import { containerScript, expandVars, launchFromDaemonSet, quantityBytes, type PodFacts } from '../../src/lab/cluster/daemonset.js';
-import { freePodIndex, nodeLines, nodeName, planNodes, planPod, podLines, podNodeLines, podVeth } from '../../src/lab/cluster/nodes.js';
+import { containerScript, expandVars, launchFromDaemonSet, quantityBytes, type PodFacts } from '../../lab/cluster/daemonset.js';
+import { freePodIndex, nodeLines, nodeName, planNodes, planPod, podLines, podNodeLines, podVeth } from '../../lab/cluster/nodes.js';
 
 const DS = parse(readFileSync(new URL('../../../manifests/daemonset.yaml', import.meta.url), 'utf8')) as unknown;
 const POD: PodFacts = {

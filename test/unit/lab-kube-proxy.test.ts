@@ -2,8 +2,8 @@
 // from the listed objects, and the whole-table payload of one sync (stale chains deleted in the
 // same transaction). The chains it writes run in the cluster scenario "beside kube-proxy".
 import { describe, expect, it } from '@jest/globals';
-import { renderKubeProxyRestore, renderKubeProxyTable, renderKubeProxyTableTeardown, serviceChains } from '../../src/lab/compare/kube-proxy.js';
-import { kubeProxyServices } from '../../src/lab/cluster/kube-proxy.js';
+import { renderKubeProxyRestore, renderKubeProxyTable, renderKubeProxyTableTeardown, serviceChains } from '../../lab/compare/kube-proxy.js';
+import { kubeProxyServices } from '../../lab/cluster/kube-proxy.js';
 
 const svc = (name: string, clusterIP: string, extra: { labels?: Record<string, string>; spec?: Record<string, unknown> } = {}) => ({
   metadata: { name, namespace: 'default', ...(extra.labels ? { labels: extra.labels } : {}) },

@@ -1,4 +1,4 @@
-// The lab API server's OpenAPI documents (src/lab/cluster/openapi.ts): the committed definitions
+// The lab API server's OpenAPI documents (lab/cluster/openapi.ts): the committed definitions
 // are what openapi-gen.ts makes of kubernetes-models today, every served resource has a schema
 // with its group-version-kind, the documents have what kubectl looks for, and unknown fields are
 // found by path as kube-apiserver names them. kubectl itself reading them: lab-apiserver-kubectl.test.ts.
@@ -7,15 +7,15 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PROJECT_CRDS, readCrd } from '../../src/config/load.js';
-import { OUTPUT, generate, render } from '../../src/lab/cluster/openapi-gen.js';
-import { OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from '../../src/lab/cluster/openapi.js';
-import { RESOURCES, type ResourceInfo } from '../../src/lab/cluster/store.js';
+import { OUTPUT, generate, render } from '../../lab/cluster/openapi-gen.js';
+import { OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from '../../lab/cluster/openapi.js';
+import { RESOURCES, type ResourceInfo } from '../../lab/cluster/store.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const defs = buildDefinitions(PROJECT_CRDS.map((c) => readCrd(c)));
 
 describe('lab OpenAPI definitions', () => {
-  it('openapi-builtin.json is what openapi-gen.ts makes from kubernetes-models (regenerate: node dist/src/lab/cluster/openapi-gen.js)', () => {
+  it('openapi-builtin.json is what openapi-gen.ts makes from kubernetes-models (regenerate: node dist/lab/cluster/openapi-gen.js)', () => {
     expect(readFileSync(OUTPUT, 'utf8')).toBe(render(generate(join(root, 'node_modules'))));
   });
 

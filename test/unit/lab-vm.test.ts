@@ -1,6 +1,6 @@
-// The lab VM's guest PATH (src/lab/vm.ts): the guest runs the node that runs the lab.
+// The lab VM's guest PATH (lab/vm.ts): the guest runs the node that runs the lab.
 import { describe, expect, it } from '@jest/globals';
-import { GUEST_PATH, guestPath } from '../../src/lab/vm.js';
+import { GUEST_PATH, guestPath } from '../../lab/vm.js';
 
 describe('lab VM guest PATH', () => {
   it('puts the running node\'s directory first, so the guest runs that very binary', () => {

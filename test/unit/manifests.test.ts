@@ -14,7 +14,7 @@ import { handlesService } from '../../src/desired/service-parse.js';
 import { SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION } from '../../src/desired/scheduler.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../src/config/types.js';
 import { type K8sDoc, readDocs, validateDoc, yamlFiles } from '../support/k8s-validate.js';
-import { IMAGE_NODE_FLAGS } from '../../src/lab/cluster/cluster.js';
+import { IMAGE_NODE_FLAGS } from '../../lab/cluster/cluster.js';
 
 const files = ['crds', 'manifests', 'examples'].flatMap((d) => yamlFiles(d));
 const docs = (prefix: string): K8sDoc[] => files.filter((f) => f.startsWith(prefix)).flatMap((f) => readDocs(f));
