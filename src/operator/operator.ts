@@ -35,7 +35,7 @@ import type { IpvsClient } from '../ipvs/types.js';
 import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import { type DrainState, updateRecord } from '../plan/index.js';
 import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
-import { type SyncPlan, planSync } from '../plan/sync.js';
+import { type SyncPlan, formatSyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
@@ -89,8 +89,6 @@ export interface OperatorDeps {
    * (plan/conntrack.ts says why); none: no conntrack cleanup (dry runs, tests without it).
    */
   conntrack?: ConntrackClient;
-  /** Called with every plan before it is executed (logs, tests). */
-  onPlan?: (plan: SyncPlan) => void;
   /**
    * After each successful sync, before Events: edge work that follows the desired state (the
    * health-check servers, health-edge.ts). Its problems are reported with the others; a throw is
@@ -124,6 +122,8 @@ export interface SyncReport {
 const DRIFT_BUDGET = 0.1;
 /** Periodic iptables checks that may be put off in a row because a change was waiting. */
 const MAX_DEFERRED_CHECKS = 3;
+/** How many IPVS ops of a plan the debug log shows. */
+const PLAN_LOG_LINES = 50;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
@@ -306,7 +306,7 @@ export class Operator {
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
         ...(this.recorded ? { recorded: this.recorded } : {}),
       });
-      this.deps.onPlan?.(plan);
+      this.logPlan(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete this.applied.vips;
       if (plan.iptables) delete this.applied.iptables;
@@ -460,6 +460,17 @@ export class Operator {
    * flows' next datagrams are scheduled anew instead of dropped (plan/conntrack.ts). Failures are
    * logged and counted; they never fail the sync.
    */
+  /**
+   * The plan at debug level, in the form tests and `--dry-run` use (formatSyncPlan), its first
+   * PLAN_LOG_LINES IPVS ops only: a first sync at 10 000 Services has 100 000 of them, formatted
+   * whatever the log level.
+   */
+  private logPlan(plan: SyncPlan): void {
+    const shown = plan.ops.length > PLAN_LOG_LINES ? { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES) } : plan;
+    const changes = formatSyncPlan(shown);
+    if (changes.length) this.deps.log('debug', 'sync plan', { ops: plan.ops.length, changes });
+  }
+
   private async cleanConntrack(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
     const ct = this.deps.conntrack;
     if (!ct || plan.ops.length === 0) return;

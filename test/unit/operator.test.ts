@@ -44,7 +44,7 @@ const slice = (ips: string[], rv = '1') => makeSlice('default', 'web', 'web-1', 
 
 describe('Operator.sync', () => {
   it('programs a Service, binds its VIP, and a restart plans nothing', async () => {
-    const { op, ipvs, vips } = setup();
+    const { op, ipvs, vips, log } = setup();
     op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
     op.handle({ kind: 'service', type: 'upsert', object: web() });
     op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
@@ -55,6 +55,15 @@ describe('Operator.sync', () => {
       'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
     ].join('\n'));
     expect(await vips.list('ipvs-op0')).toEqual(['10.200.1.10']);
+    // The plan, logged at debug level in the form of the fake's dump and --dry-run (real servers
+    // in this node's add order, balance/order.ts).
+    expect(log.entries.filter((l) => l.message === 'sync plan').map((l) => l.fields)).toEqual([{ ops: 3, changes: [
+      'add-service TCP 10.200.1.10:80 rr',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      'add-vip ipvs-op0 10.200.1.10',
+      'sync-iptables 3 set entries',
+    ] }]);
 
     // A new operator on the same kernel: it reads the table and changes nothing.
     const again = setup(ipvs, vips);
@@ -65,6 +74,8 @@ describe('Operator.sync', () => {
     await again.op.sync();
     expect(ipvs.applied.length).toBe(before);
     expect(again.op.last).toMatchObject({ ops: 0, failed: 0, full: true });
+    // Its plan: no IPVS op, no VIP; the iptables path is applied once per process.
+    expect(again.log.entries.filter((l) => l.message === 'sync plan').map((l) => l.fields)).toEqual([{ ops: 0, changes: ['sync-iptables 3 set entries'] }]);
   });
 
   it('one endpoint change is one op, planned incrementally', async () => {
