@@ -103,7 +103,9 @@ export const COMMANDS: Record<string, LabCommand> = {
     usage: 'balance [--nodes 4] [--modes rr,lc,sed] [--profile equal|one-slow|heterogeneous] [--requests 240] [--clients 4] [--placements one,spread] [--concurrency 1,2,8] [--reps 1] [--keep-alive] [--balance-period 2] [--warmup 240] [--out DIR]',
     help: 'Boots the lab VM, brings up a lab cluster (as cluster up), serves port 8090 from the three webpods with the\n' +
       'profile\'s service times, and for each mode (a scheduler, then +key=value ipvs-operator.io/ annotations, e.g.\n' +
-      'sed+endpoint-order=sorted) runs closed-loop clients in the nodes\' own netns: all on the control plane ("one")\n' +
+      'sed+endpoint-order=sorted; or iptables: kube-proxy\'s iptables mode, the lab\'s stand-in, on every node beside the\n' +
+      'operators, which then take only the Services labelled for them) runs closed-loop clients in the nodes\' own\n' +
+      'netns: all on the control plane ("one")\n' +
       'or one per node ("spread"). Prints requests per backend, p50/p95/p99, the imbalance index and the first pod\n' +
       'each client got; writes results.json and table.md to --out (default bench/results/balance). Modes with\n' +
       '+balance=cluster first run --warmup requests (default 240) while the operators, with --balance-period\n' +

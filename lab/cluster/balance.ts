@@ -14,6 +14,7 @@ import { apiRequest } from './cluster.js';
 import { bringUp } from './cli.js';
 import { BALANCE_PROFILES, type ClientResult, type RunSummary, renderBalanceTable, summarize } from './balance-stats.js';
 import type { LoadResult } from '../loadgen.js';
+import { SERVICE_PROXY_NAME_LABEL } from '../../src/desired/service-parse.js';
 
 const POD_SERVER = new URL('../pod-server.js', import.meta.url).pathname;
 const LOADGEN = new URL('../loadgen.js', import.meta.url).pathname;
@@ -21,8 +22,16 @@ const PORT = 8090;
 const BACKENDS = ['webpod-1', 'webpod-2', 'webpod-3'];
 
 /**
+ * kube-proxy's iptables mode as a mode of its own (src/lab/cluster/kube-proxy.ts, the lab's
+ * stand-in: `-m statistic --mode random` per endpoint). With it in --modes, kube-proxy runs on
+ * every node beside the operators, which then take only Services labelled for them (the
+ * coexistence install, examples/coexist/).
+ */
+export const IPTABLES_MODE = 'iptables';
+
+/**
  * A mode: a scheduler, then `+key=value` annotations of ipvs-operator.io/ (e.g.
- * `sed+endpoint-order=sorted`, `wlc+balance=cluster`).
+ * `sed+endpoint-order=sorted`, `wlc+balance=cluster`); or `iptables`.
  */
 export function modeAnnotations(mode: string): Record<string, string> {
   const [scheduler, ...extra] = mode.split('+');
@@ -74,7 +83,8 @@ async function main(): Promise<void> {
   const serviceMs = BALANCE_PROFILES[values.profile!];
   if (!serviceMs) throw new Error(`--profile: one of ${Object.keys(BALANCE_PROFILES).join(', ')}`);
   const modes = values.modes!.split(',');
-  modes.forEach(modeAnnotations);
+  modes.filter((m) => m !== IPTABLES_MODE).forEach(modeAnnotations);
+  const kubeProxy = modes.includes(IPTABLES_MODE);
   const placements = values.placements!.split(',');
   if (placements.some((p) => p !== 'one' && p !== 'spread')) throw new Error('--placements: one, spread');
   const concurrencies = values.concurrency!.split(',').map(Number);
@@ -82,13 +92,16 @@ async function main(): Promise<void> {
   const log = (l: string) => process.stderr.write(`balance: ${l}\n`);
 
   // The cluster load view's period on every operator: short, so a run converges in seconds, not minutes.
-  const s = await bringUp(nodes, log, false, [`--balance-period=${Number(values['balance-period'])}`]);
+  const s = await bringUp(nodes, log, kubeProxy, [`--balance-period=${Number(values['balance-period'])}`]);
   const warmup = Number(values.warmup);
   const servers: ChildProcess[] = [];
   try {
     for (const [i, pod] of BACKENDS.entries()) servers.push(await startBackend(pod, serviceMs[i]!));
     const cluster = s.cluster;
     const names = cluster.nodes.map((n) => n.name);
+    // kube-proxy's DNAT rules for the Service on a node (its rules carry "default/<name>:http").
+    const kubeProxyDnats = async (node: string, svc: string) => (await cluster.exec(node, ['iptables-save', '-t', 'nat'])).stdout
+      .split('\n').filter((l) => l.includes(`default/${svc}:http`) && l.includes('-j DNAT')).length;
     const runs: RunSummary[] = [];
     const raw: unknown[] = [];
     let seq = 0;
@@ -99,12 +112,17 @@ async function main(): Promise<void> {
           for (const mode of modes) {
             const name = `bal-${seq}`;
             const vip = `10.200.1.${200 + (seq++ % 50)}`;
+            const iptables = mode === IPTABLES_MODE;
             await cluster.apply('/api/v1/namespaces/default/services', {
               apiVersion: 'v1', kind: 'Service',
-              metadata: { name, namespace: 'default', annotations: modeAnnotations(mode) },
+              metadata: {
+                name, namespace: 'default', ...(iptables ? {} : { annotations: modeAnnotations(mode) }),
+                ...(kubeProxy && !iptables ? { labels: { [SERVICE_PROXY_NAME_LABEL]: 'ipvs-operator' } } : {}),
+              },
               spec: { type: 'ClusterIP', clusterIP: vip, clusterIPs: [vip], ipFamilies: ['IPv4'], selector: { app: 'webpod' }, ports: [{ name: 'http', port: PORT, targetPort: PORT, protocol: 'TCP' }] },
             } as { metadata: { name: string } });
-            await Promise.all(names.map((n) => until(`${vip}:${PORT} with 3 real servers on ${n}`, async () => {
+            await Promise.all(names.map((n) => until(`${vip}:${PORT} with 3 ${iptables ? 'KUBE-SEP DNATs' : 'real servers'} on ${n}`, async () => {
+              if (iptables) return (await kubeProxyDnats(n, name)) === BACKENDS.length;
               const t = (await cluster.exec(n, ['ipvsadm', '-Ln', '-t', `${vip}:${PORT}`])).stdout;
               return (t.match(/->\s+\d/g) ?? []).length === BACKENDS.length;
             })));
@@ -133,7 +151,9 @@ async function main(): Promise<void> {
             raw.push({ ...summary, rep, ...(weights ? { weights } : {}) });
             log(`${mode} ${placement} x${concurrency}: ${summary.byBackend.join('/')} p50 ${summary.p50} ms p95 ${summary.p95} ms imbalance ${summary.imbalance}; first: ${summary.firsts.join(', ')}`);
             await apiRequest(s.api, 'DELETE', `/api/v1/namespaces/default/services/${name}`);
-            await Promise.all(names.map((n) => until(`${vip} gone on ${n}`, async () => !(await cluster.exec(n, ['ipvsadm', '-Ln'])).stdout.includes(` ${vip}:${PORT} `))));
+            await Promise.all(names.map((n) => until(`${vip} gone on ${n}`, async () => (iptables
+              ? (await kubeProxyDnats(n, name)) === 0
+              : !(await cluster.exec(n, ['ipvsadm', '-Ln'])).stdout.includes(` ${vip}:${PORT} `)))));
           }
         }
       }
