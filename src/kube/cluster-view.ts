@@ -120,6 +120,7 @@ export class ClusterView {
       log: o.log, now: this.now, campaign: o.elect !== false,
       onLeading: (leading) => this.leadingChanged(leading),
       onObserved: (obs) => this.observed(obs),
+      watch: o.healing ?? defaultHealing,
     });
     const healing = o.healing ?? defaultHealing;
     this.weightsReflector = new Reflector({

@@ -145,6 +145,24 @@ describe('the cluster load view against an API server', () => {
     expect(Object.keys(estimates).length).toBeGreaterThan(0);
   }, 60_000);
 
+  it('followers watch the Lease instead of reading it every retry period', async () => {
+    server = await FakeApiServer.start();
+    for (const n of ['node-a', 'node-b', 'node-c']) await startNode(n);
+    await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    const leasePath = '/apis/coordination.k8s.io/v1/namespaces/ipvs-operator/leases';
+    const count = (method: string, watch: boolean) => server.requests.filter((r) => r.method === method && r.path.startsWith(leasePath)
+      && r.query.includes('watch=true') === watch).length;
+    const [gets0, puts0] = [count('GET', false), count('PUT', false)];
+    // The leader renews (a read and a write) every retry period of 100 ms: wait for 20 of them.
+    await waitFor(() => count('PUT', false) - puts0 >= 20, '20 renewals', 20_000);
+    const [gets, puts] = [count('GET', false) - gets0, count('PUT', false) - puts0];
+    // Reading every retry period, the two followers would add two reads a renewal (about 3 × puts).
+    expect(gets).toBeLessThanOrEqual(puts + 4);
+    expect(count('GET', true)).toBeGreaterThanOrEqual(2); // each follower's watch (and the leader's)
+    // And they still see each renewal: the view stays live on every node.
+    for (const n of nodes) expect(n.weights.isAlive).toBe(true);
+  }, 60_000);
+
   it('a crashed leader is replaced only after its lease expired; a stopping one hands over at once', async () => {
     server = await FakeApiServer.start();
     for (const n of ['node-a', 'node-b']) await startNode(n, { leaseDurationMs: 2000 });
