@@ -176,6 +176,17 @@ export function deadZoneWidth(estimate: ReadonlyMap<string, number | undefined>,
 }
 
 /**
+ * The smoothed deviation after a period whose own time in system is `own`, from the estimate
+ * `before` it (RFC 6298's RTTVAR, with the EWMA's α): the first reading with no estimate yet
+ * starts it at own / 2, as RFC 6298 starts RTTVAR at R / 2.
+ */
+function nextDeviation(own: number | undefined, before: number | undefined, dev: number | undefined, alpha: number): number | undefined {
+  if (own === undefined) return dev;
+  if (before === undefined) return dev ?? own / 2;
+  return dev === undefined ? Math.abs(own - before) : (1 - alpha) * dev + alpha * Math.abs(own - before);
+}
+
+/**
  * Advance one Service's view by one period at `now` with the reports that arrived since the last
  * step (any order, any subset of nodes). Backends not in `backends` are forgotten; a node
  * whose last good report is stale is forgotten with a `stale` rejection.
@@ -203,8 +214,7 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
   const smoothed = new Map<string, Smoothed>();
   const estimate = new Map<string, number | undefined>();
   const a = damping.alpha;
-  const w = (x: Smoothed | { active: number; rate: number }, minLoad: number): number | undefined =>
-    timeInSystem('load' in x ? x.load : x.active, x.rate, damping.minSeconds, minLoad);
+  const timeOf = (load: number, rate: number, minLoad: number): number | undefined => timeInSystem(load, rate, damping.minSeconds, minLoad);
   for (const b of backends) {
     const s = sums.get(b);
     const prev = state.smoothed.get(b);
@@ -216,16 +226,14 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
     if (s && (s.active > 0 || s.rate > 0)) {
       // This period's own L / λ (no minLoad: a period with new connections and 0 open ones is a
       // fast reading, and its distance from the estimate is noise the dead zone must cover).
-      const own = w(s, 0);
-      const before = prev && w(prev, damping.minLoad);
-      const dev = own === undefined ? prev?.dev
-        : before === undefined ? prev?.dev ?? own / 2
-          : prev?.dev === undefined ? Math.abs(own - before) : (1 - a) * prev.dev + a * Math.abs(own - before);
+      const own = timeOf(s.active, s.rate, 0);
+      const before = prev && timeOf(prev.load, prev.rate, damping.minLoad);
+      const dev = nextDeviation(own, before, prev?.dev, a);
       next = !prev ? { load: s.active, rate: s.rate, dev }
         : { load: a * s.active + (1 - a) * prev.load, rate: a * s.rate + (1 - a) * prev.rate, dev };
     }
     if (next) smoothed.set(b, next);
-    estimate.set(b, next ? w(next, damping.minLoad) : undefined);
+    estimate.set(b, next ? timeOf(next.load, next.rate, damping.minLoad) : undefined);
   }
   const exact = exactTargets(estimate, state.weights, damping, deadZoneWidth(estimate, smoothed, damping));
   const target = new Map([...exact].map(([b, t]) => [b, Math.round(t)]));
