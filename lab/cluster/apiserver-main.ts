@@ -4,6 +4,7 @@
 //     --rbac manifests/clusterrole.yaml --rbac manifests/clusterrolebinding.yaml \
 //     [--service-cidr 10.200.1.0/24,fd00:10:200::/108] [--node-port-range 30000-32767] [--seed F.yaml ...]
 //     [--advertise-address IP]  (the `kubernetes` Service's endpoint)
+//     [--load-balancer-pool CIDR]  (IPv4: LoadBalancer ingress IPs, loadbalancer.ts)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
 // (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing.
 // Without --tokens every request is allowed (no authentication); without --cert it serves HTTP.
@@ -12,13 +13,14 @@ import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_ALLOC, parseIp } from './alloc.js';
 import { LabApiServer, type LabApiServerOptions } from './apiserver.js';
+import { poolAddresses } from './loadbalancer.js';
 import { parseTokenFile } from './rbac.js';
 import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from './store.js';
 
 /** Parsed command line of the API server process. */
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
-  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string;
+  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string;
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -46,6 +48,14 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
         out.advertiseAddress = value;
         break;
       case '--service-cidr': out.serviceCIDRs = value.split(',').filter(Boolean); break;
+      case '--load-balancer-pool':
+        try {
+          poolAddresses(value);
+        } catch {
+          throw new Error(`--load-balancer-pool: expected an IPv4 CIDR, got "${value}"`);
+        }
+        out.loadBalancerPool = value;
+        break;
       case '--node-port-range': {
         const m = /^(\d+)-(\d+)$/.exec(value);
         if (!m || Number(m[1]) > Number(m[2])) throw new Error(`--node-port-range: expected LO-HI, got "${value}"`);
@@ -71,7 +81,11 @@ async function main(): Promise<void> {
   const args = parseApiServerArgs(process.argv.slice(2));
   const opts: LabApiServerOptions = {
     host: args.host, port: args.port,
-    lab: { alloc: { serviceCIDRs: args.serviceCIDRs, nodePortRange: args.nodePortRange }, ...(args.advertiseAddress ? { advertiseAddress: args.advertiseAddress } : {}) },
+    lab: {
+      alloc: { serviceCIDRs: args.serviceCIDRs, nodePortRange: args.nodePortRange },
+      ...(args.advertiseAddress ? { advertiseAddress: args.advertiseAddress } : {}),
+      ...(args.loadBalancerPool ? { loadBalancerPool: args.loadBalancerPool } : {}),
+    },
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
   };

@@ -46,6 +46,7 @@ import { KubeClient } from '../../src/kube/client.js';
 import { parse as parseYaml } from 'yaml';
 import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
+import { type LbService, poolAddresses, reconcileLoadBalancers } from './loadbalancer.js';
 import { type Definitions, type FieldValidation, OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from './openapi.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, parseRbac, userGroups } from './rbac.js';
 import {
@@ -100,6 +101,8 @@ export interface LabOptions {
   clock?: () => number;
   /** The address the `kubernetes` Service's EndpointSlice points at (kube-apiserver's --advertise-address); none: the Service alone. */
   advertiseAddress?: string;
+  /** LoadBalancer ingress IPs (IPv4 CIDR) the lab's controller hands out (loadbalancer.ts); none: no controller. */
+  loadBalancerPool?: string;
 }
 
 /** Authentication and authorization: token -> user, and RBAC documents (YAML texts). */
@@ -154,12 +157,15 @@ export class LabApiServer {
   private readonly graceTimers = new Map<string, NodeJS.Timeout>();
   private readonly staticRbac: RbacPolicy;
   private reconciling = false;
+  /** The LoadBalancer controller's pool, every address (empty: no controller). */
+  private readonly lbPool: string[];
   /** When each Event goes (resource/namespace/name -> ms), as kube-apiserver's etcd lease of --event-ttl. */
   private readonly eventExpiry = new Map<string, number>();
 
   private constructor(private readonly server: Server, private readonly opts: LabApiServerOptions) {
     for (const r of Object.keys(RESOURCES) as ResourceName[]) this.store.set(r, new Map());
     this.staticRbac = parseRbac(opts.auth?.rbacYaml ?? []);
+    this.lbPool = opts.lab?.loadBalancerPool ? poolAddresses(opts.lab.loadBalancerPool) : [];
     server.on('connection', (s: Socket) => {
       if (this.isDown) {
         s.destroy();
@@ -388,11 +394,20 @@ export class LabApiServer {
     }
   }
 
-  /** The EndpointSlice controller: after a write of a Service, Pod or Node, the slices follow. */
+  /**
+   * The controllers: after a write of a Service, Pod or Node, the EndpointSlices follow; after a
+   * Service write, LoadBalancer ingress IPs follow (when the lab has a pool).
+   */
   private afterWrite(resource: ResourceName): void {
     if (!this.opts.lab || this.reconciling || !['services', 'pods', 'nodes', 'namespaces'].includes(resource)) return;
     this.reconciling = true;
     try {
+      if (resource === 'services' && this.lbPool.length) {
+        for (const [svc, ip] of reconcileLoadBalancers(this.list('services') as LbService[], this.lbPool)) {
+          const cur = svc as Obj & LbService;
+          this.put('services', { ...cur, status: { ...cur.status, loadBalancer: ip ? { ingress: [{ ip, ipMode: 'VIP' }] } : {} } });
+        }
+      }
       const pods = this.list('pods');
       const nodes = this.list('nodes');
       const want = new Map<string, SliceLike>();

@@ -16,7 +16,7 @@ import { run, runOk, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, launchFromDaemonSet, type Launch } from './daemonset.js';
 import {
-  BRIDGE, EXTERNAL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
+  BRIDGE, EXTERNAL, LB_POOL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
 } from './nodes.js';
 
@@ -130,7 +130,8 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
   const child = spawn('ip', ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
-    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4,
+    '--load-balancer-pool', LB_POOL], { stdio: ['ignore', 'pipe', 'pipe'] });
   child.unref();
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });

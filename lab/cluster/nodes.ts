@@ -14,7 +14,10 @@
 //                     <pod ip>/32 (and /128) to it; the pod's `eth0` has <pod ip>/32 and
 //                     fd00:10:10:<i>::<k>/128, default routes via 10.10.<i>.1 and fe80::1;
 //   external client   netns `external` on the bridge, 172.18.0.100/16 and ::100 (the notes' host),
-//                     no route to pods or Services: it reaches NodePorts on node addresses only.
+//                     no route to pods or Services: it reaches NodePorts on node addresses, and
+//                     LoadBalancer ingress IPs (LB_POOL, 172.18.255.200/29, as MetalLB's kind guide
+//                     takes them from the docker network) through the control plane node, the
+//                     "cloud's" route to the pool.
 // pure: no I/O.
 import { createHash } from 'node:crypto';
 
@@ -102,8 +105,12 @@ export function externalLines(): string[] {
     'link set eth0 up',
     `addr add ${EXTERNAL.ipv4}/${NODE_PREFIX_V4} dev eth0`,
     `addr add ${EXTERNAL.ipv6}/${NODE_PREFIX_V6} dev eth0 nodad`,
+    `route add ${LB_POOL} via 172.18.0.2`,
   ];
 }
+
+/** LoadBalancer ingress IPs the lab's controller hands out (loadbalancer.ts), routed via the control plane (172.18.0.2). */
+export const LB_POOL = '172.18.255.200/29';
 
 /** `ip -batch` lines for the root ns that create a node's netns and plug it into the bridge. */
 export function nodeRootLines(n: NodePlan): string[] {

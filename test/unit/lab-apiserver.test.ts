@@ -16,7 +16,8 @@ let api: LabApiServer;
 beforeAll(async () => {
   api = await LabApiServer.start({
     auth: { tokens: parseTokenFile(`admin-t,admin,1,"system:masters"\nop-t,${SA},2\nnobody-t,someone,3\n`), rbacYaml: [manifest('clusterrole.yaml'), manifest('clusterrolebinding.yaml')] },
-    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30, advertiseAddress: '172.18.0.2' },
+    lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30, advertiseAddress: '172.18.0.2',
+      loadBalancerPool: '172.18.255.200/30' },
   });
 });
 afterAll(() => api.close());
@@ -42,6 +43,36 @@ describe('lab API server: the kubernetes Service', () => {
       .toEqual({ code: 200, clusterIPs: ['10.200.1.1'], ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], selector: undefined });
     const slice = await admin('GET', '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes');
     expect(slice.json).toMatchObject({ addressType: 'IPv4', endpoints: [{ addresses: ['172.18.0.2'] }], ports: [{ name: 'https', port }] });
+  });
+});
+
+describe('lab API server: the LoadBalancer controller (a four-address pool, 172.18.255.200/30)', () => {
+  const ingress = async (name: string) => ((await admin('GET', `/api/v1/namespaces/default/services/${name}`)).json.status as
+    { loadBalancer?: { ingress?: Array<{ ip: string; ipMode?: string }> } } | undefined)?.loadBalancer?.ingress;
+  // No NodePorts (allocateLoadBalancerNodePorts: false): this server's range has four, for the tests below.
+  const lb = (name: string) => svc(name, { type: 'LoadBalancer', allocateLoadBalancerNodePorts: false, ports: [{ port: 80, targetPort: 8080 }], selector: { app: 'web' } });
+
+  it('gives each LoadBalancer an ingress IP from the pool, leaves the third pending, and reuses a released one', async () => {
+    const names = ['lb-1', 'lb-2', 'lb-3', 'lb-4', 'lb-5'];
+    for (const name of names) expect((await admin('POST', '/api/v1/namespaces/default/services', lb(name))).code).toBe(201);
+    expect(await Promise.all(names.map(ingress))).toEqual([
+      ...['200', '201', '202', '203'].map((x) => [{ ip: `172.18.255.${x}`, ipMode: 'VIP' }]),
+      undefined, // the pool is used up: pending, as MetalLB leaves it
+    ]);
+    // lb-1 becomes a ClusterIP Service (kubectl patch): its IP goes back, and the pending one gets it.
+    const patched = await admin('PATCH', '/api/v1/namespaces/default/services/lb-1', { spec: { type: 'ClusterIP', ports: [{ port: 80, targetPort: 8080 }] } },
+      'application/strategic-merge-patch+json');
+    expect(patched.code).toBe(200);
+    expect(await ingress('lb-1')).toBeUndefined();
+    expect(await ingress('lb-5')).toEqual([{ ip: '172.18.255.200', ipMode: 'VIP' }]);
+    // Deleting a LoadBalancer frees its IP; an ingress written by someone else is left alone.
+    expect((await admin('DELETE', '/api/v1/namespaces/default/services/lb-2')).code).toBe(200);
+    const other = { ...lb('lb-6'), status: { loadBalancer: { ingress: [{ ip: '192.0.2.7' }] } } };
+    expect((await admin('POST', '/api/v1/namespaces/default/services', other)).code).toBe(201);
+    expect(await ingress('lb-6')).toEqual([{ ip: '192.0.2.7' }]);
+    expect((await admin('POST', '/api/v1/namespaces/default/services', lb('lb-7'))).code).toBe(201);
+    expect(await ingress('lb-7')).toEqual([{ ip: '172.18.255.201', ipMode: 'VIP' }]);
+    for (const name of ['lb-1', 'lb-3', 'lb-4', 'lb-5', 'lb-6', 'lb-7']) await admin('DELETE', `/api/v1/namespaces/default/services/${name}`);
   });
 });
 
