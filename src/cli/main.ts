@@ -10,7 +10,7 @@ import { PluginRegistry } from '../../plugins/index.js';
 import { DEFAULT_PLUGIN_LOAD_TIMEOUT_MS, loadPluginsFrom } from '../plugins/load.js';
 import { defaultProxyConfig } from '../config/types.js';
 import { type Log, type LogLevel, createLog } from '../operator/log.js';
-import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../operator/record.js';
+import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../sync/record.js';
 import { parseHostPort } from '../model/host-port.js';
 import { cleanup, clusterStatus, status } from './status.js';
 import { nodeSetup } from './node-setup.js';

@@ -8,14 +8,14 @@ import { NetlinkConntrack } from '../conntrack/client.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
 import { type IptablesSync, NoIptables } from '../iptables/sync.js';
-import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../operator/dry-run.js';
+import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../sync/dry-run.js';
 import { serveHttp } from '../operator/http.js';
-import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../operator/record.js';
+import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../sync/record.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
 import { applyStrictArp } from '../operator/arp.js';
 import type { Log } from '../operator/log.js';
-import { Metrics } from '../operator/metrics.js';
-import { Operator } from '../operator/operator.js';
+import { Metrics } from '../metrics/metrics.js';
+import { Operator } from '../sync/operator.js';
 import { healthEdge } from '../operator/health-edge.js';
 import { ProxierHealthServer, ServiceHealthServers } from '../operator/health-servers.js';
 import { ProxierHealth } from '../operator/proxier-health.js';
@@ -38,7 +38,7 @@ export interface RunOptions {
   /** The cluster load view's period (0: off; default 10 s) and its Lease's namespace. */
   balancePeriodMs?: number;
   balanceNamespace?: string;
-  /** Where the ownership record lives (record.ts). */
+  /** Where the ownership record lives (sync/record.ts). */
   stateDir: string;
   iptables: boolean;
   registry: PluginRegistry;

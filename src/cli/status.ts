@@ -8,7 +8,7 @@ import { isForeignLink } from '../rtnl/errors.js';
 import { RtnlVipLink } from '../rtnl/vips.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { ensureIpvsModule } from '../operator/kernel.js';
-import type { OwnershipRecord } from '../operator/record.js';
+import type { OwnershipRecord } from '../sync/record.js';
 
 /** What the operator reports per virtual server key at /origins. */
 export type Origins = Record<string, { namespace: string; name: string; portName: string; plugin: string }>;

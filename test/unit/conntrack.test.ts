@@ -6,7 +6,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
-import { cleanStaleFlows } from '../../src/operator/conntrack-cleanup.js';
+import { cleanStaleFlows } from '../../src/sync/conntrack-cleanup.js';
 import { type Flow, decodeFlow, encodeDelete, encodeDump, encodeFlow, formatFlow, parseFlow } from '../../src/conntrack/codec.js';
 import { ConntrackError } from '../../src/conntrack/errors.js';
 import { FakeConntrack } from '../../src/conntrack/fake.js';
@@ -17,8 +17,8 @@ import { type IpvsOp, makeRealServer, makeVirtualServer } from '../../src/model/
 import { decodeMessages } from '../../src/netlink/framing.js';
 import { Errno, isInvalidArgument, isNotFound } from '../../src/netlink/errors.js';
 import { memoryLog } from '../../src/operator/log.js';
-import { Metrics } from '../../src/operator/metrics.js';
-import { Operator } from '../../src/operator/operator.js';
+import { Metrics } from '../../src/metrics/metrics.js';
+import { Operator } from '../../src/sync/operator.js';
 import { planConntrackTargets, selectStaleFlows } from '../../src/plan/conntrack.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';

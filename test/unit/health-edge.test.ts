@@ -12,7 +12,7 @@ import { NoIptables } from '../../src/iptables/sync.js';
 import { healthEdge } from '../../src/operator/health-edge.js';
 import { ProxierHealthServer, ServiceHealthServers } from '../../src/operator/health-servers.js';
 import { memoryLog } from '../../src/operator/log.js';
-import { Operator } from '../../src/operator/operator.js';
+import { Operator } from '../../src/sync/operator.js';
 import { ProxierHealth } from '../../src/operator/proxier-health.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import type { Problem } from '../../src/desired/types.js';

@@ -7,7 +7,7 @@ import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { type ComponentHealth, type HealthInput, evaluateHealth } from '../../src/operator/health.js';
 import { memoryLog } from '../../src/operator/log.js';
-import { Operator } from '../../src/operator/operator.js';
+import { Operator } from '../../src/sync/operator.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import { NODE, makeService } from './fixtures.js';
 

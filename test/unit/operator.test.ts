@@ -10,7 +10,7 @@ import { NoIptables } from '../../src/iptables/sync.js';
 import { IptablesRestore } from '../../src/iptables/restore.js';
 import { FakeHost } from '../support/iptables-fake.js';
 import { memoryLog } from '../../src/operator/log.js';
-import { Operator, type OperatorDeps } from '../../src/operator/operator.js';
+import { Operator, type OperatorDeps } from '../../src/sync/operator.js';
 import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import type { EventSink, NodeStatus, StatusSink } from '../../src/source/types.js';

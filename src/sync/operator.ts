@@ -43,10 +43,10 @@ import type { ConntrackClient } from '../conntrack/client.js';
 import { cleanStaleFlows } from './conntrack-cleanup.js';
 import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
-import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';
+import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../operator/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
-import type { Log } from './log.js';
-import type { Metrics } from './metrics.js';
+import type { Log } from '../operator/log.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
 import { TableCache } from './table-cache.js';
 
