@@ -43,7 +43,7 @@ import type { ConntrackClient } from '../conntrack/client.js';
 import { cleanStaleFlows } from './conntrack-cleanup.js';
 import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
-import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../operator/health.js';
+import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
 import type { Log } from '../operator/log.js';
 import type { Metrics } from '../metrics/metrics.js';

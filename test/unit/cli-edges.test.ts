@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { formatHostPort, parseHostPort } from '../../src/model/host-port.js';
-import { serveHttp } from '../../src/operator/http.js';
+import { serveHttp } from '../../src/healthcheck/http.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { PluginRegistry } from '../../plugins/index.js';
 import { PluginLoadTimeoutError, loadPluginsFrom } from '../../src/plugins/load.js';
