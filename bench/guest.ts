@@ -25,7 +25,7 @@ import { NetlinkIpvs } from '../src/ipvs/client.js';
 import type { IpvsClient, OpResult } from '../src/ipvs/types.js';
 import type { IpvsOp, RealServer, VirtualServer } from '../src/model/ipvs.js';
 import type { IptablesSync } from '../src/iptables/sync.js';
-import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../src/operator/kernel.js';
+import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../src/node/kernel.js';
 import { Metrics } from '../src/metrics/metrics.js';
 import { Operator } from '../src/sync/operator.js';
 import { RtnlVipLink, type VipLink } from '../src/rtnl/vips.js';

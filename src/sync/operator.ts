@@ -45,7 +45,7 @@ import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
-import type { Log } from '../operator/log.js';
+import type { Log } from '../util/log.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
 import { TableCache } from './table-cache.js';

@@ -16,7 +16,7 @@ import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { type IpvsOp, makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 import { decodeMessages } from '../../src/netlink/framing.js';
 import { Errno, isInvalidArgument, isNotFound } from '../../src/netlink/errors.js';
-import { memoryLog } from '../../src/operator/log.js';
+import { memoryLog } from '../../src/util/log.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { Operator } from '../../src/sync/operator.js';
 import { planConntrackTargets, selectStaleFlows } from '../../src/plan/conntrack.js';

@@ -11,7 +11,7 @@ import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { healthEdge } from '../../src/healthcheck/health-edge.js';
 import { ProxierHealthServer, ServiceHealthServers } from '../../src/healthcheck/health-servers.js';
-import { memoryLog } from '../../src/operator/log.js';
+import { memoryLog } from '../../src/util/log.js';
 import { Operator } from '../../src/sync/operator.js';
 import { ProxierHealth } from '../../src/healthcheck/proxier-health.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';

@@ -6,7 +6,7 @@ import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { type ComponentHealth, type HealthInput, evaluateHealth } from '../../src/healthcheck/health.js';
-import { memoryLog } from '../../src/operator/log.js';
+import { memoryLog } from '../../src/util/log.js';
 import { Operator } from '../../src/sync/operator.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import { NODE, makeService } from './fixtures.js';

@@ -9,7 +9,7 @@ import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { IptablesRestore } from '../../src/iptables/restore.js';
 import { FakeHost } from '../support/iptables-fake.js';
-import { memoryLog } from '../../src/operator/log.js';
+import { memoryLog } from '../../src/util/log.js';
 import { Operator, type OperatorDeps } from '../../src/sync/operator.js';
 import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';

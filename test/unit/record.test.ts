@@ -9,7 +9,7 @@ import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { makeVirtualServer } from '../../src/model/ipvs.js';
-import { memoryLog } from '../../src/operator/log.js';
+import { memoryLog } from '../../src/util/log.js';
 import { Operator } from '../../src/sync/operator.js';
 import { FileOwnershipRecord, MemoryOwnershipRecord, type OwnershipRecord } from '../../src/sync/record.js';
 import { updateRecord } from '../../src/plan/ownership.js';
