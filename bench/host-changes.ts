@@ -4,7 +4,7 @@
 import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
-import { Operator } from '../src/operator/operator.js';
+import { Operator } from '../src/sync/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';
 import { NODE_NAME, makeBenchSlice, makeCluster, msSince, percentile } from './fixtures.js';
 

@@ -12,7 +12,7 @@ import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { NoIptables } from '../src/iptables/sync.js';
-import { Operator } from '../src/operator/operator.js';
+import { Operator } from '../src/sync/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';
 import { FilesSource } from '../src/source/files.js';
 import type { NodeStatus } from '../src/source/types.js';

@@ -6,8 +6,8 @@ import { spawn } from 'node:child_process';
 import type { Server } from 'node:http';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer, virtualServerKey } from '../src/model/ipvs.js';
-import { serveHttp } from '../src/operator/http.js';
-import { KERNEL_SNAPSHOT_MS, Metrics } from '../src/operator/metrics.js';
+import { serveHttp } from '../src/healthcheck/http.js';
+import { KERNEL_SNAPSHOT_MS, Metrics } from '../src/metrics/metrics.js';
 
 const SERVICES = 5000;
 const SCRAPERS = 8;

@@ -8,17 +8,17 @@ import { NetlinkConntrack } from '../conntrack/client.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
 import { type IptablesSync, NoIptables } from '../iptables/sync.js';
-import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../operator/dry-run.js';
-import { serveHttp } from '../operator/http.js';
-import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../operator/record.js';
-import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
-import { applyStrictArp } from '../operator/arp.js';
-import type { Log } from '../operator/log.js';
-import { Metrics } from '../operator/metrics.js';
-import { Operator } from '../operator/operator.js';
-import { healthEdge } from '../operator/health-edge.js';
-import { ProxierHealthServer, ServiceHealthServers } from '../operator/health-servers.js';
-import { ProxierHealth } from '../operator/proxier-health.js';
+import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../sync/dry-run.js';
+import { serveHttp } from '../healthcheck/http.js';
+import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../sync/record.js';
+import { ensureIpvsModule, probeSchedulers } from '../node/kernel.js';
+import { NodeTuning } from '../node/tuning.js';
+import type { Log } from '../util/log.js';
+import { Metrics } from '../metrics/metrics.js';
+import { Operator } from '../sync/operator.js';
+import { healthEdge } from '../healthcheck/health-edge.js';
+import { ProxierHealthServer, ServiceHealthServers } from '../healthcheck/health-servers.js';
+import { ProxierHealth } from '../healthcheck/proxier-health.js';
 import { RtnlVipLink, type VipLink } from '../rtnl/vips.js';
 import type { SourceEvent } from '../source/types.js';
 import { ClusterWeights } from '../balance/cluster-view.js';
@@ -38,7 +38,7 @@ export interface RunOptions {
   /** The cluster load view's period (0: off; default 10 s) and its Lease's namespace. */
   balancePeriodMs?: number;
   balanceNamespace?: string;
-  /** Where the ownership record lives (record.ts). */
+  /** Where the ownership record lives (sync/record.ts). */
   stateDir: string;
   iptables: boolean;
   registry: PluginRegistry;
@@ -64,21 +64,10 @@ export async function runOperator(o: RunOptions): Promise<number> {
   log('info', 'kernel', { release: kernelRelease, ipvs: info.version, schedulers: [...schedulers].sort() });
 
   const config = defaultProxyConfig;
-  if (!o.dryRun) {
-    for (const p of applySysctls(ipvsSysctls(kernelRelease))) log('warn', 'sysctl not set', { problem: p });
-  }
-  // strictARP follows the configuration; applied once the source delivered it (not before, so a
-  // restart never flaps it off and on), and again on every configuration change.
-  let strictArp = config.strictARP;
-  const syncStrictArp = async () => {
-    if (o.dryRun) return;
-    try {
-      const note = await applyStrictArp(strictArp, o.stateDir);
-      if (note) log('info', note);
-    } catch (err) {
-      log('warn', 'sysctl not set', { problem: `strictARP: ${(err as Error).message}` });
-    }
-  };
+  const ipvs: IpvsClient = o.dryRun ? new DryRunIpvs(netlink, print) : netlink!;
+  // The sysctls, strictARP and the IPVS timeouts, as the configuration says (src/node/tuning.ts).
+  const node = new NodeTuning({ ipvs, kernelRelease, stateDir: o.stateDir, dryRun: o.dryRun, strictArp: config.strictARP, log });
+  node.setSysctls();
   const metrics = new Metrics();
   const wired = await wire(o.source, o.nodeName, o.kubeconfig, log, {
     onMalformed: (resource, reason) => metrics.apiMalformed.inc({ resource, reason }), timeoutMs: o.apiTimeoutMs,
@@ -86,16 +75,9 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
   const { events, status } = o.dryRun ? logSinks(log) : wired;
-  const ipvs: IpvsClient = o.dryRun ? new DryRunIpvs(netlink, print) : netlink!;
   const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink(), print) : new RtnlVipLink();
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
-  // A reloaded ip_vs starts with its defaults: the sysctls and the timeouts are set again.
-  let timeouts: { tcp: number; tcpFin: number; udp: number } | undefined;
-  const resetKernel = async () => {
-    for (const p of applySysctls(ipvsSysctls(kernelRelease))) log('warn', 'sysctl not set', { problem: p });
-    if (timeouts) await ipvs.setTimeouts(timeouts).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
-  };
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
   // The cluster load view (issue 27) needs the API and writes to it: not with files, not in a dry run.
   const balancePeriodMs = o.balancePeriodMs ?? 10_000;
@@ -116,7 +98,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ...(o.healthBoundMs === undefined ? {} : { healthBoundMs: o.healthBoundMs }),
     sourceHealth: () => source.health(),
     ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
-    ...(netlink && !o.dryRun ? { onKernelReset: resetKernel } : {}),
+    ...(netlink && !o.dryRun ? { onKernelReset: () => node.kernelReset() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
     ...(o.dryRun ? {} : { conntrack: new NetlinkConntrack() }),
     ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
@@ -132,15 +114,6 @@ export async function runOperator(o: RunOptions): Promise<number> {
     : undefined;
   metrics.watchKernel(ipvs, () => operator.origins());
 
-  const applyTimeouts = async (e: SourceEvent) => {
-    if (e.kind !== 'config') return;
-    const { tcpTimeout: tcp, tcpFinTimeout: tcpFin, udpTimeout: udp } = e.config;
-    timeouts = tcp || tcpFin || udp ? { tcp, tcpFin, udp } : undefined;
-    if (timeouts) await ipvs.setTimeouts(timeouts).catch((err: unknown) => log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
-    strictArp = e.config.strictARP;
-    if (sourceStarted) await syncStrictArp();
-  };
-  let sourceStarted = false;
   // Signals are caught from here on: a SIGTERM while the first sync runs still ends cleanly.
   const stopped = new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -168,15 +141,14 @@ export async function runOperator(o: RunOptions): Promise<number> {
     if (e.kind === 'node') proxierHealth.syncNode(e.type === 'delete' ? undefined : e.object);
     if (e.kind === 'config' && !o.dryRun) void proxierServer.ensure(e.config.healthzBindAddress);
     operator.handle(e);
-    void applyTimeouts(e);
+    if (e.kind === 'config') void node.configure(e.config);
   });
   starting.catch(() => undefined); // owned below; a stop during start leaves it to settle alone
   if (await Promise.race([starting.then(() => false), stopped.then(() => true)])) {
     await closeAll();
     return 0;
   }
-  sourceStarted = true;
-  await syncStrictArp();
+  await node.sourceStart();
   // The published weights first: the first sync programs them, not local ones it would undo.
   view?.start();
   if (view) await Promise.race([view.weightsListed(10_000), stopped]);

@@ -1,14 +1,14 @@
 // `ipvs-operator status` and `cleanup`: read or remove what is in the kernel, each virtual server
 // annotated with the Service it serves (asked from the running operator over HTTP, /origins).
-import { applyStrictArp } from '../operator/arp.js';
+import { applyStrictArp } from '../node/arp.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
 import { isNotFound } from '../netlink/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import { isForeignLink } from '../rtnl/errors.js';
 import { RtnlVipLink } from '../rtnl/vips.js';
 import type { IptablesSync } from '../iptables/sync.js';
-import { ensureIpvsModule } from '../operator/kernel.js';
-import type { OwnershipRecord } from '../operator/record.js';
+import { ensureIpvsModule } from '../node/kernel.js';
+import type { OwnershipRecord } from '../sync/record.js';
 
 /** What the operator reports per virtual server key at /origins. */
 export type Origins = Record<string, { namespace: string; name: string; portName: string; plugin: string }>;

@@ -3,7 +3,7 @@
 import type { Problem } from '../desired/types.js';
 import { IptablesRestore } from '../iptables/restore.js';
 import type { IptablesSync } from '../iptables/sync.js';
-import type { Log } from '../operator/log.js';
+import type { Log } from '../util/log.js';
 import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';

@@ -1,7 +1,7 @@
 // Health-check NodePorts, the pure half (kube-proxy pkg/proxy/healthcheck/service_health.go and the
 // proxier's use of it): which Services want one, on which port, with how many local endpoints, and
 // the wanted set of HTTP health servers (port -> Service, count) that the edge module
-// (src/operator/health-servers.ts) opens and closes. pure: no I/O.
+// (src/healthcheck/health-servers.ts) opens and closes. pure: no I/O.
 //
 // kube-proxy's rules followed:
 // - a Service needs a health check when it is `type: LoadBalancer` with `externalTrafficPolicy:

@@ -16,7 +16,7 @@ import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseR
 import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
 import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits, viewImbalance } from '../balance/estimate.js';
 import { type MoveThreshold, type Reading, shouldReport } from '../balance/reporting.js';
-import type { LogFn } from '../source/log.js';
+import type { Log } from '../util/log.js';
 import type { KubeClient } from './client.js';
 import { FailureLog, defaultHealing, type Healing, httpStatus } from './informer.js';
 import { LeaseElector, type Observed } from './lease.js';
@@ -49,7 +49,7 @@ export interface ClusterViewOptions {
   backends: () => ReadonlyMap<string, readonly string[]>;
   /** Ask the sync loop for a sync (new weights, or the view died or came back). */
   poke: () => void;
-  log: LogFn;
+  log: Log;
   /** Reads of the active connections per period, averaged into the report (default 10). */
   readsPerPeriod?: number;
   /** false: report and apply, never lead (default true). */

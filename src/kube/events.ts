@@ -9,7 +9,7 @@ import type { CoreV1Event } from '@kubernetes/client-node';
 import { CONFIG_API_VERSION, CONFIG_KIND, CONFIG_NAME } from '../config/schema.js';
 import type { Problem } from '../desired/types.js';
 import { ProblemDedup } from '../source/dedup.js';
-import { type LogFn, noLog } from '../source/log.js';
+import { type Log, noLog } from '../util/log.js';
 import type { KubeClient } from './client.js';
 import { FailureLog, withTimeout } from './informer.js';
 import type { EventSink, ServiceRef } from '../source/types.js';
@@ -32,7 +32,7 @@ export interface KubeEventSinkOptions {
   client: KubeClient;
   /** This node (the Event's source.host and reportingInstance). */
   nodeName: string;
-  log?: LogFn;
+  log?: Log;
   now?: () => Date;
   /** Each post gives up after this (default 10 s). */
   timeoutMs?: number;
@@ -41,7 +41,7 @@ export interface KubeEventSinkOptions {
 /** Posts Warning Events for problems (see the file comment). */
 export class KubeEventSink implements EventSink {
   private readonly dedup = new ProblemDedup();
-  private readonly log: LogFn;
+  private readonly log: Log;
   private readonly now: () => Date;
   private readonly failures: FailureLog;
   private seq = 0;

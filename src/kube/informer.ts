@@ -3,7 +3,7 @@
 // once, and a bounded pager for lists read once. The informers' loop is reflector.ts.
 import { STATUS_CODES } from 'node:http';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
-import type { LogFn } from '../source/log.js';
+import type { Log } from '../util/log.js';
 
 /** Delays between restarts: initialMs, doubling up to maxMs, each varied by ±jitter/2 (spreads many nodes' reconnects). */
 export interface Backoff {
@@ -98,7 +98,7 @@ export function failureKind(e: unknown): string {
 export class FailureLog {
   private readonly seen = new Set<string>();
 
-  constructor(private readonly log: LogFn, private readonly what: string) {}
+  constructor(private readonly log: Log, private readonly what: string) {}
 
   failed(e: unknown, fields: Record<string, unknown> = {}): void {
     const kind = failureKind(e);

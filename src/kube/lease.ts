@@ -13,7 +13,7 @@
 import type { KubeClient } from './client.js';
 import { type Healing, describeError, httpStatus } from './informer.js';
 import { Reflector } from './reflector.js';
-import type { LogFn } from '../source/log.js';
+import type { Log } from '../util/log.js';
 
 export interface LeaseRecord {
   holderIdentity?: string;
@@ -54,7 +54,7 @@ export interface ElectorOptions {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
-  log: LogFn;
+  log: Log;
   now?: () => number;
   /** false: only read the Lease (observe the leader), never take it. Default true. */
   campaign?: boolean;

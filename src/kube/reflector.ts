@@ -18,7 +18,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { type KubeClient, WatchStalledError } from './client.js';
 import { type Backoff, type Healing, backoffDelay, describeError, httpStatus, retryAfterMs } from './informer.js';
-import type { LogFn } from '../source/log.js';
+import type { Log } from '../util/log.js';
 
 export interface ReflectorHandlers<T> {
   upsert(obj: T): void;
@@ -35,7 +35,7 @@ export interface ReflectorOptions<T> {
   handlers: ReflectorHandlers<T>;
   /** Applied to each object before it is cached (src/source/trim.ts). */
   trim?: (o: T) => T;
-  log: LogFn;
+  log: Log;
   healing: Healing;
   /** A 404 counts as "no objects" (a CRD not installed): retried at the longest backoff. */
   optional?: boolean;

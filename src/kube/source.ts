@@ -19,7 +19,7 @@ import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
 import { ConfigGate } from '../source/config-gate.js';
-import { type LogFn, noLog } from '../source/log.js';
+import { type Log, noLog } from '../util/log.js';
 import type { Source, SourceEvent, SourceHealth } from '../source/types.js';
 import { CONFIG_OBJECT, KubeEventSink, firstLine } from './events.js';
 import type { KubeClient } from './client.js';
@@ -31,7 +31,7 @@ export interface KubeSourceOptions {
   client: KubeClient;
   /** This node's name: its Node object is watched (field selector metadata.name). */
   nodeName: string;
-  log?: LogFn;
+  log?: Log;
   /** Restart delays of stopped informers (default 1 s doubling to 30 s, ±10 %). */
   backoff?: Partial<Backoff>;
   /** Periodic relist (repairs events lost on the way), default every 5 min ±10 %; 0: never. */
@@ -63,7 +63,7 @@ const CONFIG_PATH = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/ipvsproxyconfigs`;
 /** The Kubernetes API as a Source (see the file comment). */
 export class KubeSource implements Source {
   private readonly informers: Reflector<KubernetesObject>[] = [];
-  private readonly log: LogFn;
+  private readonly log: Log;
   private readonly configEvents: Pick<KubeEventSink, 'report'>;
   private readonly configGate: ConfigGate;
   private onEvent: ((e: SourceEvent) => void) | undefined;

@@ -5,7 +5,7 @@
 // the next write tries again.
 import { CONFIG_GROUP, CONFIG_VERSION } from '../config/schema.js';
 import type { NodeStatus, StatusSink } from '../source/types.js';
-import { type LogFn, noLog } from '../source/log.js';
+import { type Log, noLog } from '../util/log.js';
 import type { KubeClient } from './client.js';
 import { FailureLog, httpStatus, withTimeout } from './informer.js';
 
@@ -16,7 +16,7 @@ const COLLECTION = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/${PLURAL}`;
 export interface KubeStatusSinkOptions {
   client: KubeClient;
   nodeName: string;
-  log?: LogFn;
+  log?: Log;
   /** Each API call gives up after this (default 10 s). */
   timeoutMs?: number;
 }

@@ -3,7 +3,7 @@
 // what was re-read: retries due, drift), which non-desired ones are ours (ownership.ts), the IPVS
 // ops and the draining state (plan.ts), which VIPs to bind and unbind, and whether the iptables
 // path runs.
-// The executor (src/operator/executor.ts) only carries a SyncPlan out, and `--dry-run` prints it.
+// The executor (src/sync/executor.ts) only carries a SyncPlan out, and `--dry-run` prints it.
 //
 // Text form, one change a line:
 //   add-service TCP 10.200.1.10:80 rr

@@ -40,7 +40,7 @@ import type { ConfigResult } from '../config/schema.js';
 import { type Problem } from '../desired/types.js';
 import { ConfigGate } from './config-gate.js';
 import { problemKey } from './dedup.js';
-import { type LogFn, noLog } from './log.js';
+import { type Log, noLog } from '../util/log.js';
 import { type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile } from './files-parse.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
 
@@ -48,7 +48,7 @@ export interface FilesSourceOptions {
   dir: string;
   /** This node's name: the only Node object used. */
   nodeName: string;
-  log?: LogFn;
+  log?: Log;
   /** The source's own problems (malformed files, invalid config), the whole current list, on every change of it. */
   onProblems?: (problems: readonly Problem[]) => void;
   /** Quiet time after a change before the directory is read again (editors write in several steps). */
@@ -65,7 +65,7 @@ export interface FilesSourceOptions {
 
 /** Reads and watches a directory of YAML manifests (see the file comment). */
 export class FilesSource implements Source {
-  private readonly log: LogFn;
+  private readonly log: Log;
   /** What was sent: the config through the gate, the other objects by key. */
   private readonly sentState: SentState;
   /** Last good objects of each file. */

@@ -2,14 +2,14 @@
 // log lines, deduplicated like Events are.
 import type { Problem } from '../desired/types.js';
 import { ProblemDedup } from './dedup.js';
-import type { LogFn } from './log.js';
+import type { Log } from '../util/log.js';
 import type { EventSink, ServiceRef } from './types.js';
 
 /** Logs each problem once (at warn) while it persists; a problem that goes away and comes back is logged again. */
 export class LogEventSink implements EventSink {
   private readonly dedup = new ProblemDedup();
 
-  constructor(private readonly log: LogFn) {}
+  constructor(private readonly log: Log) {}
 
   async report(problems: readonly Problem[], _services: ReadonlyMap<string, ServiceRef>): Promise<void> {
     for (const p of this.dedup.fresh(problems)) {

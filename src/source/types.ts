@@ -1,5 +1,5 @@
 // The seams between where Kubernetes objects come from (informers in src/kube/, or a YAML
-// directory in src/source/files.ts) and the operator's sync loop (src/operator/).
+// directory in src/source/files.ts) and the operator's sync loop (src/sync/).
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Problem } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';

@@ -8,7 +8,7 @@ import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import type { RejectReason } from '../../src/balance/estimate.js';
 import { ClusterView, LEASE_NAME, VIEW_AT_ANNOTATION } from '../../src/kube/cluster-view.js';
 import { BACKENDS, KEY, VIEW, kernelStub, table } from '../support/cluster-view.js';
-import { Metrics } from '../../src/operator/metrics.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdtempSync, writeFileSync } from 'node:fs';

@@ -8,9 +8,9 @@ import { describe, expect, it } from '@jest/globals';
 import type { V1Container, V1DaemonSet, V1PodSpec } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { COMMANDS } from '../../src/cli/main.js';
-import { serveHttp } from '../../src/operator/http.js';
-import { Metrics } from '../../src/operator/metrics.js';
-import { DEFAULT_STATE_DIR } from '../../src/operator/record.js';
+import { serveHttp } from '../../src/healthcheck/http.js';
+import { Metrics } from '../../src/metrics/metrics.js';
+import { DEFAULT_STATE_DIR } from '../../src/sync/record.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 
 const ds = parse(readFileSync('manifests/daemonset.yaml', 'utf8')) as V1DaemonSet;

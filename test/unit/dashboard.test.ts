@@ -5,7 +5,7 @@ import { describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import type { IpvsClient } from '../../src/ipvs/types.js';
 import { makeRealServer, makeVirtualServer, virtualServerKey } from '../../src/model/ipvs.js';
-import { Metrics } from '../../src/operator/metrics.js';
+import { Metrics } from '../../src/metrics/metrics.js';
 
 interface Panel { title: string; targets: Array<{ expr: string }> }
 const dashboard = JSON.parse(readFileSync('manifests/grafana/ipvs-operator-balance.json', 'utf8')) as { panels: Panel[]; templating: { list: Array<{ type: string; query: string }> } };

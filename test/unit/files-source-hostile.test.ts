@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Problem } from '../../src/desired/types.js';
 import { FilesSource, type FilesSourceOptions, readRegularFile } from '../../src/source/files.js';
-import type { LogLevel } from '../../src/source/log.js';
+import type { LogLevel } from '../../src/util/log.js';
 import { parseManifests } from '../../src/source/manifests.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { waitFor } from '../support/wait.js';

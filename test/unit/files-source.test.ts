@@ -9,7 +9,7 @@ import { type Problem } from '../../src/desired/types.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 import { FilesSource } from '../../src/source/files.js';
 import { LogEventSink } from '../../src/source/log-events.js';
-import type { LogLevel } from '../../src/source/log.js';
+import type { LogLevel } from '../../src/util/log.js';
 import { parseManifests, splitDocuments } from '../../src/source/manifests.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { waitFor } from '../support/wait.js';

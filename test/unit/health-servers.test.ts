@@ -5,8 +5,8 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { type Server, connect, createServer } from 'node:net';
 import type { V1Node } from '@kubernetes/client-node';
 import type { WantedHealthServer } from '../../src/desired/health-checks.js';
-import { ProxierHealthServer, ServiceHealthServers } from '../../src/operator/health-servers.js';
-import { ProxierHealth, formatGoTime, nodeEligible } from '../../src/operator/proxier-health.js';
+import { ProxierHealthServer, ServiceHealthServers } from '../../src/healthcheck/health-servers.js';
+import { ProxierHealth, formatGoTime, nodeEligible } from '../../src/healthcheck/proxier-health.js';
 import { freePort } from '../support/net.js';
 
 const quiet = () => undefined;

@@ -1,13 +1,13 @@
-// The /healthz and /readyz verdict (src/operator/health.ts) as a table, then the operator's own
+// The /healthz and /readyz verdict (src/healthcheck/health.ts) as a table, then the operator's own
 // bookkeeping feeding it: failing syncs, a disconnected source, a dead kernel socket.
 import { describe, expect, it } from '@jest/globals';
 import { PluginRegistry } from '../../plugins/index.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
-import { type ComponentHealth, type HealthInput, evaluateHealth } from '../../src/operator/health.js';
-import { memoryLog } from '../../src/operator/log.js';
-import { Operator } from '../../src/operator/operator.js';
+import { type ComponentHealth, type HealthInput, evaluateHealth } from '../../src/healthcheck/health.js';
+import { memoryLog } from '../../src/util/log.js';
+import { Operator } from '../../src/sync/operator.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import { NODE, makeService } from './fixtures.js';
 

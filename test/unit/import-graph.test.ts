@@ -52,7 +52,7 @@ describe("the operator's module graph", () => {
   const rel = [...files].map((f) => relative(dist, f)).sort();
 
   it('reaches the operator and its plugins, and the lab only through its door', () => {
-    expect(rel).toContain('src/operator/operator.js');
+    expect(rel).toContain('src/sync/operator.js');
     expect(rel).toContain('src/kube/source.js'); // loaded on use, still walked
     expect(rel).toContain('plugins/index.js');
     expect(rel.filter((f) => !/^(src|plugins)\//.test(f))).toEqual([]);

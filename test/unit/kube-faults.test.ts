@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { listOnce } from '../../src/kube/list-once.js';
 import { KubeSource, type KubeSourceOptions } from '../../src/kube/source.js';
-import type { LogLevel } from '../../src/source/log.js';
+import type { LogLevel } from '../../src/util/log.js';
 import type { SourceEvent } from '../../src/source/types.js';
 import { FakeApiServer, type ResourceName, clientFor } from '../support/fake-apiserver.js';
 import { sleep, waitFor } from '../support/wait.js';

@@ -19,13 +19,15 @@ const TREES = ['src', 'lab'];
  * lower tiers; rooms of one tier do not import each other.
  */
 const ORDER: ReadonlyArray<readonly [rooms: readonly string[], why: string]> = [
-  [['model', 'netlink', 'util'], 'values (addresses, the IPVS table), netlink framing and small helpers: they import no room'],
+  [['model', 'netlink', 'util'], 'values (addresses, the IPVS table), netlink framing and small helpers (the logger among them): they import no room'],
   [['ipvs', 'rtnl', 'conntrack', 'config'], 'the kernel interfaces and the IPVSProxyConfig, built on the values alone'],
   [['balance'], 'the per-Service choices desired/service.ts makes with it (order, slow start, cluster balance)'],
   [['desired', 'plugins'], 'the desired state built from API objects; src/plugins loads the schedulers it resolves'],
   [['plan', 'iptables', 'source'], 'what reads the desired state: the plan, the ipset/iptables payload rendered from its sets, and the source seam that feeds it'],
   [['kube'], 'the Kubernetes source, an implementation of the seam in source/'],
-  [['operator'], 'the loop: read, plan, execute, record, over everything below'],
+  [['metrics'], "the process's one Prometheus registry (kube-proxy's pkg/proxy/metrics): the loop's sync metrics and the kernel's counters, the source's and the balance view's; imports only the IPVS client's types"],
+  [['healthcheck', 'node'], "the node's edges beside the loop, wired to it by the cli: health checking (kube-proxy's pkg/proxy/healthcheck: the loop's /healthz and /readyz verdict, the proxier healthz, the health-check NodePorts; the loop reports to it and it never imports the loop) and node set-up (modules, sysctls, strictARP, IPVS timeouts, a reloaded ip_vs)"],
+  [['sync'], 'the loop: read, plan, execute, record, over everything below'],
   [['cli'], 'parses flags and wires the rest; nothing on the data path imports it'],
   [['lab'], 'tooling in lab/, not in the image (lab compare and lab cluster included): may import anything below; the cli reaches it only by its door, a computed import'],
   [['demo'], 'the demo (lab/demo/), built on the lab'],

@@ -3,7 +3,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer } from '../../src/model/ipvs.js';
-import { Metrics, PROGRAMMING_BUCKETS, SYNC_BUCKETS } from '../../src/operator/metrics.js';
+import { Metrics, PROGRAMMING_BUCKETS, SYNC_BUCKETS } from '../../src/metrics/metrics.js';
 
 describe('Metrics', () => {
   it('uses kube-proxy\'s bucket layouts', () => {

@@ -1,5 +1,5 @@
 // The ownership record: what goes in and out of it (plan/ownership.ts updateRecord), the file
-// (operator/record.ts), and the operator using it across a restart. Address ranges: fixtures.ts.
+// (sync/record.ts), and the operator using it across a restart. Address ranges: fixtures.ts.
 import { describe, expect, it } from '@jest/globals';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,9 +9,9 @@ import { defaultProxyConfig } from '../../src/config/types.js';
 import { FakeIpvs } from '../../src/ipvs/fake.js';
 import { NoIptables } from '../../src/iptables/sync.js';
 import { makeVirtualServer } from '../../src/model/ipvs.js';
-import { memoryLog } from '../../src/operator/log.js';
-import { Operator } from '../../src/operator/operator.js';
-import { FileOwnershipRecord, MemoryOwnershipRecord, type OwnershipRecord } from '../../src/operator/record.js';
+import { memoryLog } from '../../src/util/log.js';
+import { Operator } from '../../src/sync/operator.js';
+import { FileOwnershipRecord, MemoryOwnershipRecord, type OwnershipRecord } from '../../src/sync/record.js';
 import { updateRecord } from '../../src/plan/ownership.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';

@@ -1,6 +1,6 @@
 // The bounded-frequency runner's numbered contract, driven by a fake clock.
 import { describe, expect, it } from '@jest/globals';
-import { BoundedFrequencyRunner, type Clock, type SyncReason } from '../../src/operator/runner.js';
+import { BoundedFrequencyRunner, type Clock, type SyncReason } from '../../src/sync/runner.js';
 
 /** A clock whose time moves only when the test says; timers fire in order. */
 class FakeClock implements Clock {

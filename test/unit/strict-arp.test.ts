@@ -1,11 +1,11 @@
-// strictARP (src/operator/arp.ts): the plan as a table, and the edge against a directory standing
+// strictARP (src/node/arp.ts): the plan as a table, and the edge against a directory standing
 // in for /proc/sys/net/ipv4/conf/all with a real state directory. The kernel's ARP behaviour
 // itself is checked in the lab VM (test/kernel/strict-arp.test.ts).
 import { describe, expect, it } from '@jest/globals';
 import { mkdtempSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ArpSettings, applyStrictArp, planStrictArp, savedArpPath } from '../../src/operator/arp.js';
+import { type ArpSettings, applyStrictArp, planStrictArp, savedArpPath } from '../../src/node/arp.js';
 
 const s = (arpIgnore: string, arpAnnounce: string): ArpSettings => ({ arpIgnore, arpAnnounce });
 

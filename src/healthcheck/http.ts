@@ -3,7 +3,7 @@
 // (virtual server key -> Service, read by `ipvs-operator status`).
 import { type Server, createServer } from 'node:http';
 import type { HealthVerdict } from './health.js';
-import type { Metrics } from './metrics.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { parseHostPort } from '../model/host-port.js';
 
 /** Starts the server on `host:port` / `[v6]:port` (parseHostPort; port 0 = any free port, for tests); rejects a bad address. */

@@ -1,12 +1,15 @@
-// Logging: winston, JSON lines by default (for log collectors), human text with --log-format text.
-// Everything else takes a `Log` function, so only this file knows winston.
+// Logging, in one place: the `Log` function everything takes instead of a logger (sources, sinks,
+// the loop, the health servers; tests pass memoryLog), and createLog, winston behind it: JSON
+// lines by default (for log collectors), human text with --log-format text. Only createLog knows
+// winston.
 import winston from 'winston';
 
-import type { LogFn, LogLevel } from '../source/log.js';
+export type LogLevel = 'error' | 'warn' | 'info' | 'debug';
+/** A structured log call; `fields` become JSON keys, or `k=v` in text form. */
+export type Log = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 
-export type { LogLevel };
-/** A structured log call (the one type sources, sinks and the operator share); `fields` become JSON keys, or `k=v` in text form. */
-export type Log = LogFn;
+/** A Log that drops everything. */
+export const noLog: Log = () => undefined;
 
 /** A logger writing to stderr in `format` from `level` up. */
 export function createLog(format: 'json' | 'text', level: LogLevel = 'info'): Log {

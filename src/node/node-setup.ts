@@ -4,8 +4,8 @@
 // kube-proxy's IPVS mode sets, and strictARP when asked. Prints one line per thing done or
 // found; exits 1 naming what failed.
 import { release } from 'node:os';
-import { applyStrictArp } from '../operator/arp.js';
-import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../operator/kernel.js';
+import { applyStrictArp } from './arp.js';
+import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from './kernel.js';
 
 export interface NodeSetupOptions {
   /** Kernel scheduler names to load (ip_vs_<name>). */

@@ -10,7 +10,8 @@
 //   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
 //   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
 //
-// then Events for problems, node status, metrics, and the health verdict (health.ts).
+// then the ownership record (record-keeper.ts), Events for problems, node status, metrics, and the
+// health verdict (src/healthcheck/health.ts).
 // DesiredState owns the API objects; this file keeps only what a sync must carry to the next: the
 // cached kernel table (table-cache.ts), the VIP link's addresses, the draining real servers, what
 // the VIP link and the iptables path were last made to match, and the per-virtual-server retry
@@ -32,8 +33,8 @@ import type { Desired, Problem } from '../desired/types.js';
 import type { HealthCheck } from '../desired/health-checks.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
-import { formatOp, realServerKey, virtualServerKey } from '../model/ipvs.js';
-import { type DrainState, updateRecord } from '../plan/index.js';
+import { formatOp, realServerKey } from '../model/ipvs.js';
+import type { DrainState } from '../plan/index.js';
 import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
 import { type SyncPlan, formatSyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
@@ -43,10 +44,11 @@ import type { ConntrackClient } from '../conntrack/client.js';
 import { cleanStaleFlows } from './conntrack-cleanup.js';
 import { planConntrackTargets } from '../plan/conntrack.js';
 import { type OpFailure, executeSyncPlan } from './executor.js';
-import { type ComponentHealth, type HealthVerdict, evaluateHealth } from './health.js';
+import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
-import type { Log } from './log.js';
-import type { Metrics } from './metrics.js';
+import { RecordKeeper } from './record-keeper.js';
+import type { Log } from '../util/log.js';
+import type { Metrics } from '../metrics/metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
 import { TableCache } from './table-cache.js';
 
@@ -151,12 +153,8 @@ export class Operator {
   private iptablesChecksDeferred = 0;
   /** Problems afterSync returned last. */
   private edgeProblems: readonly Problem[] = [];
-  private readonly record: OwnershipRecord;
-  /** The ownership record as last loaded or saved; undefined before it is read, or when none exists. */
-  private recorded: Set<string> | undefined;
-  private recordRead = false;
-  /** The record in memory differs from the one saved (a save failed). */
-  private recordDirty = false;
+  /** The ownership record (record-keeper.ts). */
+  private readonly record: RecordKeeper;
   private needFull = true;
   /** kernelGeneration as last seen. */
   private generation: number | undefined;
@@ -173,7 +171,7 @@ export class Operator {
 
   constructor(config: ProxyConfig, private readonly deps: OperatorDeps) {
     this.clock = deps.clock ?? realClock;
-    this.record = deps.record ?? new MemoryOwnershipRecord();
+    this.record = new RecordKeeper(deps.record ?? new MemoryOwnershipRecord(), deps.log);
     this.state = new DesiredState(config, deps.registry, deps.nodeName, {
       availableSchedulers: deps.kernel.schedulers, kernelVersion: deps.kernel.release,
     });
@@ -304,7 +302,7 @@ export class Operator {
       plan = planSync({
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
-        ...(this.recorded ? { recorded: this.recorded } : {}),
+        ...(this.record.keys ? { recorded: this.record.keys } : {}),
       });
       this.logPlan(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
@@ -317,7 +315,7 @@ export class Operator {
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(plan, failures, desired, t0);
-      await this.updateRecord(plan, failures, desired);
+      await this.record.update(plan, failures, desired, () => this.cache.view.keys());
       if (this.deps.afterSync) {
         try {
           this.edgeProblems = await this.deps.afterSync({ desired, healthChecks: this.state.healthChecks(), config });
@@ -376,11 +374,7 @@ export class Operator {
   private async read(full: boolean, periodic: boolean, changed: ReadonlySet<string>, due: ReadonlySet<string>, desired: Desired, t0: number): Promise<Set<string>> {
     const ipvs = this.deps.ipvs;
     const link = this.state.currentConfig.interfaceName;
-    if (!this.recordRead) {
-      this.recorded = await this.record.load();
-      this.recordRead = true;
-      if (!this.recorded) this.deps.log('info', 'no ownership record yet: until one is written, only virtual servers on the VIP link\'s addresses count as ours');
-    }
+    await this.record.load();
     if (full) {
       await this.cache.readAll(ipvs);
       this.vipsNow = new Set(await this.deps.vips.list(link));
@@ -427,32 +421,6 @@ export class Operator {
     const next = nextRetryAt(this.retries);
     if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
-  }
-
-  /**
-   * Brings the ownership record up to date after a sync that created or deleted virtual servers
-   * (or read the whole table) and saves it; a failed save is logged and retried next sync.
-   */
-  private async updateRecord(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
-    const touches = plan.ops.some((op) => op.kind === 'add-service' || op.kind === 'delete-service');
-    if (!plan.full && !touches && !this.recordDirty && this.recorded) return;
-    const refused = new Set(failures.map((f) => f.op));
-    const next = updateRecord(this.recorded ?? new Set(), {
-      full: plan.full,
-      applied: plan.ops.filter((op) => !refused.has(op)),
-      desired: plan.full ? desired.table.keys() : plan.ops.map((op) => virtualServerKey(op.vs)).filter((k) => desired.table.has(k)),
-      present: new Set(this.cache.view.keys()),
-    });
-    const same = this.recorded !== undefined && next.size === this.recorded.size && [...next].every((k) => this.recorded!.has(k));
-    this.recorded = next;
-    if (same && !this.recordDirty) return;
-    try {
-      await this.record.save(next);
-      this.recordDirty = false;
-    } catch (e) {
-      this.recordDirty = true;
-      this.deps.log('warn', 'saving the ownership record failed; retrying next sync', { error: (e as Error).message });
-    }
   }
 
   /**

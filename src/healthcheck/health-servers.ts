@@ -8,7 +8,7 @@ import { type Server, createServer } from 'node:http';
 import type { Problem } from '../desired/types.js';
 import type { WantedHealthServer } from '../desired/health-checks.js';
 import { parseHostPort } from '../model/host-port.js';
-import type { Log } from './log.js';
+import type { Log } from '../util/log.js';
 import { type HealthAnswer, type ProxierHealth, serviceHealthAnswer } from './proxier-health.js';
 
 interface OpenPort {
