@@ -844,8 +844,10 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       'GET /api/v1/services', 'GET /apis/discovery.k8s.io/v1/endpointslices', 'GET /api/v1/nodes', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs',
       'POST /api/v1/events', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE', 'POST /apis/ipvs-operator.io/v1alpha1/ipvsnodestates',
       'PUT /apis/ipvs-operator.io/v1alpha1/ipvsnodestates/NODE/status',
-      // The cluster load view (the scenario before this one): the Lease, each node's report, the weights.
+      // The cluster load view (the scenario before this one): the Lease (read, created, renewed, and
+      // listed and watched by name), each node's report, the weights.
       'GET /apis/coordination.k8s.io/v1/leases/ipvs-operator-balance', 'POST /apis/coordination.k8s.io/v1/leases', 'PUT /apis/coordination.k8s.io/v1/leases/ipvs-operator-balance',
+      'GET /apis/coordination.k8s.io/v1/leases',
       'GET /apis/ipvs-operator.io/v1alpha1/ipvsloadreports', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsloadreports/NODE',
       'POST /apis/ipvs-operator.io/v1alpha1/ipvsloadreports', 'PUT /apis/ipvs-operator.io/v1alpha1/ipvsloadreports/NODE',
       'GET /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights', 'GET /apis/ipvs-operator.io/v1alpha1/ipvsserviceweights/NAME',
