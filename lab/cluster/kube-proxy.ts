@@ -82,6 +82,10 @@ function run(cmd: string, args: readonly string[], input?: string): Promise<{ co
     child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stderr }));
+    // A child that exits before reading its input (iptables -C reads none; iptables-restore may
+    // refuse at once) closes the pipe: the write then fails with EPIPE, which unhandled crashed
+    // this process in a CI run. Its exit code and stderr say what happened.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input ?? '');
   });
 }

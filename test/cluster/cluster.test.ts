@@ -588,10 +588,10 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     api.put('endpointslices', endpointSlice('webpod-rr', WEBPODS));
     await programmedEverywhere('10.200.1.36:80', 3);
     await goneEverywhere('10.200.1.10:80');
-    // kube-proxy on every node (lab/cluster/kube-proxy.ts), from the API: it takes the unlabelled webpod.
-    await cluster.startKubeProxies();
     const natOn = async (node: string) => (await cluster.exec(node, ['iptables-save', '-t', 'nat'])).stdout;
     try {
+      // kube-proxy on every node (lab/cluster/kube-proxy.ts), from the API: it takes the unlabelled webpod.
+      await cluster.startKubeProxies();
       for (const [i, n] of cluster.nodes.entries()) {
         const client = cluster.pods.get(`net-pod-${i}`)!;
         // The notes' experiment, both Services on the same pods: kube-proxy picks at random, rr in turn.
@@ -629,9 +629,13 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       // The operator never took either unlabelled Service.
       for (const n of cluster.nodes) expect(await ipvsOn(n.name)).not.toContain(' 10.200.1.37:80 ');
     } finally {
-      // kube-proxy --cleanup on SIGTERM: its jumps and chains go, the operator's stay.
-      for (const n of cluster.nodes) expect({ node: n.name, code: await cluster.stopKubeProxy(n.name) }).toEqual({ node: n.name, code: 0 });
-      api.put('ipvsproxyconfigs', proxyConfig());
+      try {
+        // kube-proxy --cleanup on SIGTERM: its jumps and chains go, the operator's stay.
+        for (const n of cluster.nodes) expect({ node: n.name, code: await cluster.stopKubeProxy(n.name) }).toEqual({ node: n.name, code: 0 });
+      } finally {
+        // Whatever failed above, the scenarios after this one get the operator's own config back.
+        api.put('ipvsproxyconfigs', proxyConfig());
+      }
     }
     for (const n of cluster.nodes) {
       const nat = await natOn(n.name);
