@@ -60,6 +60,12 @@ export interface Resolution {
 export interface ClusterViewInput {
   /** The published weight (1..20) per backend `ip:port` (`[ip]:port` for IPv6); a backend not named is new to the view. */
   readonly weights: ReadonlyMap<string, number>;
+  /**
+   * The backend the aggregator dealt this node among the equal highest weights (so that idle
+   * nodes do not all pick one backend); absent when none. After `weigh`, whatever it answers, the
+   * operator raises that backend by one if it still ties for the highest weight.
+   */
+  readonly firstChoice?: string;
 }
 
 /** A real server as `weigh` sees it: where it is and the weight `resolve` gave it. */

@@ -13,6 +13,7 @@ import { DEFAULT_DAMPING, type DampingConfig } from './damping.js';
 import { RAMPABLE_SCHEDULERS } from './slow-start.js';
 import { MAX_WEIGHT } from './weights.js';
 import { overlayTable } from './overlay.js';
+import { tiltFirstChoice } from './first-choice.js';
 
 /** `ipvs-operator.io/balance: cluster` opts a Service into the cluster load view; `local` (the default) does not. */
 export const BALANCE_ANNOTATION = 'ipvs-operator.io/balance';
@@ -110,6 +111,8 @@ export interface PortWeights {
   weights: Record<string, number>;
   /** Estimated mean time in system per backend, seconds (absent: not measured). */
   estimates?: Record<string, number>;
+  /** Node -> the backend it raises by one among the equal highest weights (first-choice.ts). */
+  firstChoices?: Record<string, string>;
 }
 
 /** The IPVSServiceWeights body the aggregator writes for one Service. */
@@ -120,16 +123,24 @@ export function weightsObject(namespace: string, name: string, leader: string, a
   };
 }
 
+/** A parsed IPVSServiceWeights: per view key, backend -> weight, and node -> first choice. */
+export interface ParsedWeights {
+  views: Map<string, Map<string, number>>;
+  firstChoices: Map<string, Map<string, string>>;
+}
+
 /**
  * A published IPVSServiceWeights, checked as any input: per view key, backend -> integer weight in
- * [minWeight, maxWeight]. Any value out of range or of the wrong type refuses the whole object.
+ * [minWeight, maxWeight], and node -> a backend the weights name. Any value out of range or of
+ * the wrong type refuses the whole object.
  */
-export function parseWeightsObject(o: unknown, damping: DampingConfig = DEFAULT_DAMPING): { views: Map<string, Map<string, number>> } | { error: string } {
+export function parseWeightsObject(o: unknown, damping: DampingConfig = DEFAULT_DAMPING): ParsedWeights | { error: string } {
   const meta = isRecord(o) ? o.metadata : undefined;
   const spec = isRecord(o) ? o.spec : undefined;
   if (!isRecord(meta) || typeof meta.name !== 'string' || typeof meta.namespace !== 'string') return { error: 'no metadata.namespace and name' };
   if (!isRecord(spec) || !Array.isArray(spec.ports)) return { error: 'spec.ports is not a list' };
   const views = new Map<string, Map<string, number>>();
+  const firstChoices = new Map<string, Map<string, string>>();
   for (const p of spec.ports) {
     if (!isRecord(p) || typeof p.port !== 'string' || !isRecord(p.weights)) return { error: 'a spec.ports entry is not { port, weights: {...} }' };
     const m = new Map<string, number>();
@@ -139,9 +150,18 @@ export function parseWeightsObject(o: unknown, damping: DampingConfig = DEFAULT_
       }
       m.set(b, w);
     }
-    views.set(`${meta.namespace}/${meta.name}/${p.port}`, m);
+    const vk = `${meta.namespace}/${meta.name}/${p.port}`;
+    views.set(vk, m);
+    if (p.firstChoices === undefined) continue;
+    if (!isRecord(p.firstChoices)) return { error: `port ${p.port}: firstChoices is not an object` };
+    const c = new Map<string, string>();
+    for (const [node, b] of Object.entries(p.firstChoices)) {
+      if (typeof b !== 'string' || !m.has(b)) return { error: `port ${p.port}: first choice of ${node} is ${JSON.stringify(b)}, not a backend of its weights` };
+      c.set(node, b);
+    }
+    firstChoices.set(vk, c);
   }
-  return { views };
+  return { views, firstChoices };
 }
 
 /** The weights' outcome for one sync. */
@@ -162,6 +182,8 @@ export interface ClusterWeightsResult {
  */
 export class ClusterWeights {
   private readonly published = new Map<string, Map<string, number>>();
+  /** Per view key, node -> first choice, as published. */
+  private readonly choices = new Map<string, Map<string, string>>();
   /** Opted-in virtual server key -> its view key. */
   private readonly opted = new Map<string, string>();
   private readonly out = new Map<string, DesiredVirtualServer>();
@@ -179,18 +201,21 @@ export class ClusterWeights {
 
   /**
    * `staleMs`: how long the view may be missing before a ClusterViewStale problem; `weighOf`: a
-   * scheduler plugin's own weigh(), by plugin name (plugins/types.ts), if it has one.
+   * scheduler plugin's own weigh(), by plugin name (plugins/types.ts), if it has one; `nodeName`:
+   * this node, whose first choice (first-choice.ts) it applies.
    */
   constructor(private readonly staleMs = 30_000, private readonly damping: DampingConfig = DEFAULT_DAMPING,
-    private readonly weighOf: (plugin: string) => Weigh | undefined = () => undefined) {}
+    private readonly weighOf: (plugin: string) => Weigh | undefined = () => undefined, private readonly nodeName = '') {}
 
-  /** Weights published for a Service (parsed); replaces its ports' previous weights. */
-  publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>): void {
-    for (const k of [...this.published.keys()]) if (k.startsWith(`${service}/`) && !views.has(k)) this.published.delete(k);
+  /** Weights published for a Service (parsed); replaces its ports' previous weights and first choices. */
+  publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>,
+    firstChoices: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map()): void {
+    this.forget(service);
     for (const [k, w] of views) {
       this.published.set(k, new Map(w));
+      const c = firstChoices.get(k);
+      if (c) this.choices.set(k, new Map(c));
     }
-    this.invalid.delete(service);
   }
 
   /** A published object that failed its checks: local weights for that Service, with a problem. */
@@ -202,6 +227,7 @@ export class ClusterWeights {
   /** The Service's weights object is gone. */
   forget(service: string): void {
     for (const k of [...this.published.keys()]) if (k.startsWith(`${service}/`)) this.published.delete(k);
+    for (const k of [...this.choices.keys()]) if (k.startsWith(`${service}/`)) this.choices.delete(k);
     this.invalid.delete(service);
   }
 
@@ -223,14 +249,23 @@ export class ClusterWeights {
 
   /**
    * The real servers with the view's weights: the plugin's weigh() when it has one (given frozen
-   * copies; its answer checked), else base × cluster weight.
+   * copies; its answer checked), else base × cluster weight; then this node's first choice raised
+   * by one if it ties for the highest weight (tiltFirstChoice).
    */
-  private weigh(e: DesiredVirtualServer, w: ReadonlyMap<string, number>, service: string, problems: Problem[]): RealServer[] {
+  private weigh(e: DesiredVirtualServer, w: ReadonlyMap<string, number>, firstChoice: string | undefined, service: string, problems: Problem[]): RealServer[] {
+    const dests = this.weighed(e, w, firstChoice, service, problems);
+    if (firstChoice === undefined) return dests;
+    const tilted = tiltFirstChoice(dests.map((rs) => rs.weight), dests.findIndex((rs) => realServerKey(rs) === firstChoice), MAX_WEIGHT);
+    return dests.map((rs, i) => (tilted[i] === rs.weight ? rs : { ...rs, weight: tilted[i]! }));
+  }
+
+  private weighed(e: DesiredVirtualServer, w: ReadonlyMap<string, number>, firstChoice: string | undefined, service: string, problems: Problem[]): RealServer[] {
     const byDefault = () => e.dests.map((rs) => ({ ...rs, weight: clusterWeight(rs.weight, w.get(realServerKey(rs)) ?? this.damping.maxWeight) }));
     const weigh = this.weighOf(e.origin.plugin);
     if (!weigh) return byDefault();
     try {
-      const answer: unknown = weigh(Object.freeze(e.dests.map((rs) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight }))), Object.freeze({ weights: new Map(w) }));
+      const view = { weights: new Map(w), ...(firstChoice === undefined ? {} : { firstChoice }) };
+      const answer: unknown = weigh(Object.freeze(e.dests.map((rs) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight }))), Object.freeze(view));
       if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
         throw new Error(`weigh() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
       }
@@ -246,6 +281,11 @@ export class ClusterWeights {
   /** The weights last published for a view key, live or not (a new leader starts from them). */
   publishedOf(viewKey: string): ReadonlyMap<string, number> | undefined {
     return this.published.get(viewKey);
+  }
+
+  /** The first choices last published for a view key (a new leader keeps them where it can). */
+  publishedChoicesOf(viewKey: string): ReadonlyMap<string, string> | undefined {
+    return this.choices.get(viewKey);
   }
 
   /** The weights in force for a view key (undefined: local weights). */
@@ -272,7 +312,7 @@ export class ClusterWeights {
       const service = `${e.origin.namespace}/${e.origin.name}`;
       services.add(service);
       const w = this.alive ? this.published.get(vk) : undefined;
-      const dests = w ? this.weigh(e, w, service, problems) : e.dests;
+      const dests = w ? this.weigh(e, w, this.choices.get(vk)?.get(this.nodeName), service, problems) : e.dests;
       const before = this.out.get(key);
       const moved = !before || before.dests.length !== dests.length || before.dests.some((rs, i) => rs.weight !== dests[i]!.weight);
       if (moved && before) changed.add(key);
@@ -293,7 +333,8 @@ export class ClusterWeights {
 }
 
 /** A plugin's weigh() (plugins/types.ts), as ClusterWeights calls it. */
-export type Weigh = (endpoints: readonly { address: string; port: number; weight: number }[], view: { weights: ReadonlyMap<string, number> }) => number[];
+export type Weigh = (endpoints: readonly { address: string; port: number; weight: number }[],
+  view: { weights: ReadonlyMap<string, number>; firstChoice?: string }) => number[];
 
 /** A real server's weight under a cluster weight: base × cluster (0 stays 0: a quiesced endpoint). */
 export function clusterWeight(base: number, cluster: number): number {

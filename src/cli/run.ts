@@ -84,7 +84,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0 ? new ClusterWeights(3 * balancePeriodMs, undefined, (name) => {
       const plugin = o.registry.get(name);
       return plugin?.weigh ? (endpoints, view) => plugin.weigh!(endpoints, view) : undefined;
-    })
+    }, o.nodeName)
     : undefined;
   // kube-proxy's health checking (a dry run opens no port): the proxy health server on
   // healthzBindAddress, the health-check NodePorts after each sync (health-edge.ts).

@@ -16,6 +16,7 @@ import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseR
 import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
 import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits, viewImbalance } from '../balance/estimate.js';
 import { type MoveThreshold, type Reading, shouldReport } from '../balance/reporting.js';
+import { assignFirstChoices, sameChoices } from '../balance/first-choice.js';
 import type { Log } from '../util/log.js';
 import type { KubeClient } from './client.js';
 import { FailureLog, defaultHealing, type Healing, httpStatus } from './informer.js';
@@ -86,7 +87,7 @@ export class ClusterView {
   /** The leader's copy of every node's last report object, by node. */
   private readonly reports = new Map<string, unknown>();
   /** Per view key: the aggregator's state and the newest report time used per node. */
-  private views = new Map<string, { state: ViewState; used: Map<string, number> }>();
+  private views = new Map<string, { state: ViewState; used: Map<string, number>; choices?: ReadonlyMap<string, string> }>();
   private sent: { reading: Reading; conns: Map<string, number>; at: number } | undefined;
   /** Active connections summed over this period's reads, per `viewKey backend`. */
   private activeSums = new Map<string, { sum: number; n: number }>();
@@ -133,7 +134,7 @@ export class ClusterView {
             o.log('warn', 'refusing a published IPVSServiceWeights; local weights', { service, error: parsed.error });
             o.weights.refuse(service, parsed.error);
           } else {
-            o.weights.publish(service, parsed.views);
+            o.weights.publish(service, parsed.views, parsed.firstChoices);
           }
           o.poke();
         },
@@ -361,7 +362,7 @@ export class ClusterView {
     }
     const damping = this.o.damping ?? VIEW_DAMPING;
     const byService = new Map<string, { write: boolean; ports: PortWeights[] }>();
-    const next = new Map<string, { state: ViewState; used: Map<string, number> }>();
+    const next = new Map<string, { state: ViewState; used: Map<string, number>; choices?: ReadonlyMap<string, string> }>();
     for (const [vk, backends] of this.o.backends()) {
       // A new leader starts from what is published (what the nodes apply), not from equal weights.
       const prev = this.views.get(vk) ?? { state: startingView(backends, this.o.weights.publishedOf(vk), damping), used: new Map<string, number>() };
@@ -370,19 +371,24 @@ export class ClusterView {
       const used = new Map(prev.used);
       for (const r of fresh) used.set(r.node, r.at);
       for (const rej of step.rejections) this.rejected(rej.node, rej.reason, rej.message, vk);
-      next.set(vk, { state: step.state, used });
+      // Idle nodes' first choices among the equal highest weights, dealt out evenly over the
+      // nodes reporting the Service (first-choice.ts); kept where they still balance.
+      const before = prev.choices ?? this.o.weights.publishedChoicesOf(vk);
+      const choices = assignFirstChoices([...step.state.nodes.keys()], step.weights, before);
+      next.set(vk, { state: step.state, used, choices });
       this.o.onEstimate?.(vk, step.estimate, step.weights, viewImbalance(backends.map((b) => step.state.smoothed.get(b)?.load)));
       const cut = vk.lastIndexOf('/');
       const service = vk.slice(0, cut);
       const s = byService.get(service) ?? { write: false, ports: [] };
       const estimates: Record<string, number> = {};
       for (const [b, w] of step.estimate) if (w !== undefined) estimates[b] = Math.round(w * 1e6) / 1e6;
-      s.ports.push({ port: vk.slice(cut + 1), weights: Object.fromEntries(step.weights), estimates });
+      s.ports.push({ port: vk.slice(cut + 1), weights: Object.fromEntries(step.weights), estimates,
+        ...(choices.size ? { firstChoices: Object.fromEntries([...choices].sort(([a], [b]) => (a < b ? -1 : 1))) } : {}) });
       // The first view is published as soon as anything is measured, even when it is the equal
       // weights every node starts from (stepView writes only on a move): the nodes, `status` and
       // a new leader then see which weights are in force instead of no object at all.
       const first = this.o.weights.publishedOf(vk) === undefined && [...step.estimate.values()].some((w) => w !== undefined);
-      s.write ||= step.write || first;
+      s.write ||= step.write || first || (!sameChoices(choices, before) && [...step.estimate.values()].some((w) => w !== undefined));
       byService.set(service, s);
     }
     this.views = next;

@@ -26,7 +26,7 @@ let server: FakeApiServer;
 let nodes: Node[] = [];
 
 async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean; activeOf?: (address: string, read: number) => number } = {}): Promise<Node> {
-  const weights = new ClusterWeights(3 * PERIOD_MS);
+  const weights = new ClusterWeights(3 * PERIOD_MS, undefined, undefined, name);
   weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
   const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], metrics: new Metrics(), view: undefined as unknown as ClusterView };
   node.view = new ClusterView({
@@ -98,11 +98,21 @@ describe('the cluster load view against an API server', () => {
     expect(weightOf(o, '10.10.1.2:8080')).toBe(20);
     expect((o.spec as { leader: string }).leader).toBe(leaders()[0]!.name);
     expect(leaders().map((n) => n.name)).toEqual([(lease()!.spec as { holderIdentity: string }).holderIdentity]);
-    // Every node applies what was published: base weight 1 × the cluster weight.
+    // The two fast backends tie at 20: the three nodes are dealt them as first choices, 2 and 1.
+    const choicesOf = () => (published()?.spec as { ports?: Array<{ firstChoices?: Record<string, string> }> } | undefined)?.ports?.[0]?.firstChoices ?? {};
+    await waitFor(() => Object.keys(choicesOf()).length === 3, 'a first choice for each of the three nodes', 20_000);
+    const dealt = Object.values(choicesOf()).sort();
+    expect(Object.keys(choicesOf()).sort()).toEqual(['node-a', 'node-b', 'node-c']);
+    expect(new Set(dealt)).toEqual(new Set(['10.10.1.1:8080', '10.10.1.2:8080']));
+    // Every node applies what was published: base weight 1 × the cluster weight, its own first
+    // choice one higher.
     for (const n of nodes) {
-      await waitFor(() => n.weights.isAlive && n.weights.weightsOf(VIEW)?.get('10.10.1.3:8080') === weightOf(published(), '10.10.1.3:8080'), `${n.name} has the weights`, 10_000);
+      await waitFor(() => n.weights.isAlive && n.weights.weightsOf(VIEW)?.get('10.10.1.3:8080') === weightOf(published(), '10.10.1.3:8080')
+        && n.weights.publishedChoicesOf(VIEW)?.get(n.name) === choicesOf()[n.name], `${n.name} has the weights`, 10_000);
       const applied = n.weights.apply(table, new Set(), Date.now());
-      expect(applied.table.get(KEY)!.dests.map((d) => d.weight)).toEqual([20, 20, weightOf(published(), '10.10.1.3:8080')]);
+      const mine = choicesOf()[n.name];
+      expect(applied.table.get(KEY)!.dests.map((d) => d.weight))
+        .toEqual([mine === '10.10.1.1:8080' ? 21 : 20, mine === '10.10.1.2:8080' ? 21 : 20, weightOf(published(), '10.10.1.3:8080')]);
       expect(applied.problems).toEqual([]);
       expect(n.pokes).toBeGreaterThan(0);
     }

@@ -15,13 +15,16 @@
 //   wrr, not sed: with a few connections per node sed's (active+1)/weight sends almost nothing to
 //   a low weight, so the share would follow the node's concurrency, not the weights.
 // - At each period's end every node reports its counters as IPVS keeps them (active = open
-//   connections, cumulative connections and bytes) and the weights published then apply at once.
+//   connections, cumulative connections and bytes) and the weights published then apply at once,
+//   each node's first choice among equal highest weights one higher (first-choice.ts), unless
+//   `firstChoices: false`.
 // Backends 10.10.1.1-3:8080; nodes node-0..node-11.
 import { describe, expect, it } from '@jest/globals';
 import { preferenceOrder } from '../../src/balance/order.js';
 import { type DampingConfig, DEFAULT_DAMPING, NO_DEAD_ZONE, type ViewState, initialView, stepView } from '../../src/balance/damping.js';
 import { type NodeReport, type ReportLimits } from '../../src/balance/estimate.js';
 import { prng } from './fixtures.js';
+import { assignFirstChoices, sameChoices, tiltFirstChoice } from '../../src/balance/first-choice.js';
 
 const BACKENDS = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
 const SERVICE = 'ns1/svc1/http/IPv4';
@@ -108,6 +111,8 @@ interface SimOptions {
   scheduler?: 'wrr' | 'sed';
   /** Service time spread: uniform [0.5, 1.5) × mean (default), or exponential with that mean. */
   spread?: 'uniform' | 'exponential';
+  /** Whether the aggregator deals first choices among equal highest weights (default true, as the operator does). */
+  firstChoices?: boolean;
 }
 
 interface PeriodRecord {
@@ -163,6 +168,7 @@ function simulate(o: SimOptions): PeriodRecord[] {
   for (let n = 0; n < o.nodes; n++) for (let c = 0; c < o.clientsPerNode; c++) open(rand() * 10, n);
 
   let view: ViewState = initialView(BACKENDS, damping);
+  let choices = new Map<string, string>();
   const out: PeriodRecord[] = [];
   for (let p = 0; p < o.periods; p++) {
     if (o.change && p === o.change.period) serviceMs[o.change.backend] = o.change.ms;
@@ -188,8 +194,15 @@ function simulate(o: SimOptions): PeriodRecord[] {
     }
     view = step.state;
     // As the operator does: update-dest (and so the scheduler's dest_changed reset) only when a
-    // weight moved, not every period.
-    if (p + 1 === o.viewFrom || (p + 1 > o.viewFrom && step.write)) for (const w of wrr) w.setWeights(step.weights);
+    // weight or a first choice moved, not every period.
+    const dealt = o.firstChoices === false ? new Map<string, string>() : assignFirstChoices([...step.state.nodes.keys()], step.weights, choices);
+    if (p + 1 === o.viewFrom || (p + 1 > o.viewFrom && (step.write || !sameChoices(dealt, choices)))) {
+      wrr.forEach((w, n) => {
+        const tilted = tiltFirstChoice(BACKENDS.map((b) => step.weights.get(b)!), BACKENDS.indexOf(dealt.get(nodes[n]!) ?? ''), Number.MAX_SAFE_INTEGER);
+        w.setWeights(new Map(BACKENDS.map((b, i) => [b, tilted[i]!])));
+      });
+    }
+    choices = dealt;
     out.push({
       conns: periodConns, weights: BACKENDS.map((b) => step.weights.get(b)!), estimate: BACKENDS.map((b) => step.estimate.get(b)),
       rejectionsOfNode0: step.rejections.filter((r) => r.node === 'node-0').map((r) => r.reason), lieIgnored,
@@ -289,7 +302,11 @@ describe('equal backends, one sequential client per node, sed (the lab\'s herd)'
   const allOnOne = (recs: PeriodRecord[]): number => recs.filter((r) => r.conns.filter((c) => c > 0).length === 1).length;
   const equalWeights = (recs: PeriodRecord[]): number => recs.filter((r) => r.weights.every((w) => w === 20)).length;
   const withZone = SEEDS.map((seed) => simulate({ ...EQUAL, seed }).slice(20));
-  const without = SEEDS.map((seed) => simulate({ ...EQUAL, seed, damping: { ...DEFAULT_DAMPING, deadZone: NO_DEAD_ZONE } }).slice(20));
+  // The dead zone alone (first choices off), then the first choices on top.
+  const without = SEEDS.map((seed) => simulate({ ...EQUAL, seed, firstChoices: false, damping: { ...DEFAULT_DAMPING, deadZone: NO_DEAD_ZONE } }).slice(20));
+  const hashOnly = SEEDS.map((seed) => simulate({ ...EQUAL, seed, firstChoices: false }).slice(20));
+  /** Per period, the most connections any one backend got, as a share of the period's. */
+  const topShare = (r: PeriodRecord) => Math.max(...r.conns) / r.conns.reduce((x, y) => x + y, 0);
 
   it('with the dead zone the weights stay equal and the nodes keep their own first choices', () => {
     for (const run of withZone) {
@@ -304,6 +321,33 @@ describe('equal backends, one sequential client per node, sed (the lab\'s herd)'
     for (const run of without) {
       expect(equalWeights(run)).toBeLessThan(10);
       expect(allOnOne(run)).toBeGreaterThanOrEqual(20);
+    }
+  });
+
+  it('first choices deal the idle nodes out evenly: 2, 1 and 1 nodes per backend where the hash gave 3, 1 and 0', () => {
+    for (const [i, run] of withZone.entries()) {
+      // Each period: the nodes' first connections spread 2/1/1 over the backends, every backend
+      // gets connections, and none more than about half of them.
+      // (A period whose weights the noise split deals the two highest out, 2 and 2: the weights
+      // of a period apply from the next one.)
+      for (const [p, r] of run.entries()) {
+        const nodesPer = [0, 1, 2].map((b) => r.firsts.filter((f) => f === b).length).sort();
+        const dealtOn = p === 0 ? [20, 20, 20] : run[p - 1]!.weights;
+        if (dealtOn.every((w) => w === 20)) {
+          expect(nodesPer).toEqual([1, 1, 2]);
+          expect(r.conns.every((c) => c > 0)).toBe(true);
+        } else {
+          expect(Math.max(...nodesPer)).toBe(2);
+        }
+      }
+      // The hash alone (node-0..3 over three backends): three nodes on one backend, one idle.
+      for (const r of hashOnly[i]!) {
+        expect([0, 1, 2].map((b) => r.firsts.filter((f) => f === b).length).sort()).toEqual([0, 1, 3]);
+      }
+      // Measured, mean over the 40 periods of each seed: 0.49-0.51 dealt, 0.75-0.76 by the hash alone.
+      const mean = (rs: PeriodRecord[]) => rs.reduce((x, r) => x + topShare(r), 0) / rs.length;
+      expect(mean(run)).toBeLessThan(0.56);
+      expect(mean(hashOnly[i]!)).toBeGreaterThan(0.68);
     }
   });
 

@@ -10,6 +10,8 @@ import { imbalanceIndex } from '../../lab/cluster/balance-stats.js';
 import { DEFAULT_DAMPING, NO_DEAD_ZONE, checkWeights, deadZoneWidth, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
 import { prng } from './fixtures.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
+import { assignFirstChoices, sameChoices, tiltFirstChoice } from '../../src/balance/first-choice.js';
+import { parseWeightsObject } from '../../src/balance/cluster-view.js';
 
 const B = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
 const SET = new Set(B);
@@ -364,5 +366,77 @@ describe('a restarted node', () => {
     expect(first.table.get(KEY)!.dests.map((d) => d.weight)).toEqual([20, 20, 2]);
     cw.setAlive(false, 1000);
     expect(cw.apply(table, new Set(), 1000).table.get(KEY)!.dests.map((d) => d.weight)).toEqual([1, 1, 1]);
+  });
+});
+
+describe('first choices: the equal highest weights dealt out over the nodes', () => {
+  const nodes = (n: number) => Array.from({ length: n }, (_, i) => `node-${i}`);
+  const counts = (m: ReadonlyMap<string, string>) => [...m.values()].reduce((c, b) => c.set(b, (c.get(b) ?? 0) + 1), new Map<string, number>());
+  const equal = new Map(B.map((b) => [b, 20]));
+
+  it.each([1, 2, 3, 4, 5, 7, 12, 100])('%i nodes over three equal backends: every node one, counts within one of each other', (n) => {
+    const c = assignFirstChoices(nodes(n), equal);
+    expect([...c.keys()].sort()).toEqual(nodes(n).sort());
+    const per = B.map((b) => counts(c).get(b) ?? 0);
+    expect(Math.max(...per) - Math.min(...per)).toBeLessThanOrEqual(1);
+    expect(per.reduce((x, y) => x + y)).toBe(n);
+  });
+
+  it('only the highest-weight group is dealt: a weighted-down backend is nobody\'s first choice', () => {
+    const c = assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 3]]));
+    expect([...counts(c)].sort()).toEqual([[B[0], 2], [B[1], 2]]);
+    expect(assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 8], [B[2]!, 3]])).size).toBe(0);
+    expect(assignFirstChoices([], equal).size).toBe(0);
+  });
+
+  it('keeps every choice that still balances: a node joining moves no other node, one leaving moves at most one', () => {
+    const before = assignFirstChoices(nodes(6), equal);
+    const joined = assignFirstChoices(nodes(7), equal, before);
+    for (const n of nodes(6)) expect(joined.get(n)).toBe(before.get(n));
+    const left = assignFirstChoices(nodes(7).filter((n) => n !== 'node-2'), equal, joined);
+    const moved = [...left].filter(([n, b]) => joined.get(n) !== b);
+    expect(moved.length).toBeLessThanOrEqual(1);
+    const per = B.map((b) => counts(left).get(b) ?? 0);
+    expect(Math.max(...per) - Math.min(...per)).toBeLessThanOrEqual(1);
+    // A previous choice out of the group (weighted down since) is dealt again.
+    const down = assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 2]]), new Map(nodes(4).map((n) => [n, B[2]!])));
+    expect([...down.values()].every((b) => b !== B[2])).toBe(true);
+    expect(sameChoices(before, assignFirstChoices(nodes(6), equal, before))).toBe(true);
+    expect(sameChoices(before, joined)).toBe(false);
+  });
+
+  it('tilt: the chosen one of equal highest weights one higher, nothing else ever', () => {
+    expect(tiltFirstChoice([20, 20, 2], 1, 1000)).toEqual([20, 21, 2]);
+    expect(tiltFirstChoice([20, 20, 2], 2, 1000)).toEqual([20, 20, 2]); // not among the highest
+    expect(tiltFirstChoice([20, 8, 2], 0, 1000)).toEqual([20, 8, 2]); // already the only highest
+    expect(tiltFirstChoice([20, 20], -1, 1000)).toEqual([20, 20]); // no such real server here
+    expect(tiltFirstChoice([0, 0], 0, 1000)).toEqual([0, 0]); // quiesced stays quiesced
+    expect(tiltFirstChoice([1000, 1000], 0, 1000)).toEqual([1000, 1000]); // never above the cap
+  });
+
+  it('a node applies its own first choice only; a published choice naming no backend refuses the object', () => {
+    const obj = (firstChoices: unknown) => ({ metadata: { namespace: 'shop', name: 'web' },
+      spec: { ports: [{ port: 'http', weights: { '10.10.1.1:8080': 20, '10.10.1.2:8080': 20, '10.10.1.3:8080': 2 }, firstChoices }] } });
+    const parsed = parseWeightsObject(obj({ 'node-a': '10.10.1.2:8080', 'node-b': '10.10.1.1:8080' }));
+    if ('error' in parsed) throw new Error(parsed.error);
+    const applied = (node: string) => {
+      const cw = new ClusterWeights(30_000, undefined, undefined, node);
+      cw.publish('shop/web', parsed.views, parsed.firstChoices);
+      return cw.apply(table, new Set([KEY]), 0).table.get(KEY)!.dests.map((d) => d.weight);
+    };
+    expect(applied('node-a')).toEqual([20, 21, 2]);
+    expect(applied('node-b')).toEqual([21, 20, 2]);
+    expect(applied('node-c')).toEqual([20, 20, 2]);
+    expect(parseWeightsObject(obj({ 'node-a': '10.9.9.9:8080' }))).toEqual({ error: expect.stringContaining('first choice of node-a is "10.9.9.9:8080", not a backend of its weights') });
+    expect(parseWeightsObject(obj({ 'node-a': 7 }))).toEqual({ error: expect.stringContaining('first choice of node-a is 7') });
+    expect(parseWeightsObject(obj(['x']))).toEqual({ error: expect.stringContaining('firstChoices is not an object') });
+  });
+
+  it('a plugin\'s weigh() is told the node\'s first choice, and the tie it leaves is broken the same way', () => {
+    let told: string | undefined;
+    const cw = new ClusterWeights(30_000, undefined, () => (eps, view) => { told = view.firstChoice; return eps.map(() => 7); }, 'node-a');
+    cw.publish('shop/web', new Map([[VIEW, new Map(B.map((b) => [b, 20]))]]), new Map([[VIEW, new Map([['node-a', B[2]!]])]]));
+    expect(cw.apply(table, new Set([KEY]), 0).table.get(KEY)!.dests.map((d) => d.weight)).toEqual([7, 7, 8]);
+    expect(told).toBe(B[2]);
   });
 });
