@@ -143,6 +143,7 @@ export function checkPluginShape(candidate: unknown): string | undefined {
   if (typeof p.optionsSchema !== 'object' || p.optionsSchema === null) return 'optionsSchema must be an object';
   if (typeof p.resolve !== 'function') return 'resolve must be a function';
   if (p.weigh !== undefined && typeof p.weigh !== 'function') return 'weigh, when given, must be a function';
+  if (p.ramp !== undefined && typeof p.ramp !== 'function') return 'ramp, when given, must be a function';
   return undefined;
 }
 

@@ -99,4 +99,19 @@ export interface SchedulerPlugin {
    * wrong shape falls back to that, for this Service alone, with a PluginWeighFailed problem.
    */
   weigh?(endpoints: readonly WeighedEndpoint[], view: ClusterViewInput): number[];
+  /**
+   * Optional, for Services with slow start (`ipvs-operator.io/slow-start`): the weights to program
+   * from each endpoint's weight (after `weigh`, when in the view) and its ramp's progress, one
+   * integer >= 0 per endpoint in the same order. Called at every step of a ramp and whenever the
+   * Service's weights change; pure. Without it an endpoint gets weight × 100 × progress, at least
+   * 1 (src/balance/weights.ts). A throw or an answer of the wrong shape falls back to that, for
+   * this Service alone, with a PluginRampFailed problem.
+   */
+  ramp?(endpoints: readonly RampingEndpoint[]): number[];
+}
+
+/** An endpoint as `ramp` sees it: a WeighedEndpoint and how far its slow start is. */
+export interface RampingEndpoint extends WeighedEndpoint {
+  /** The ramp's progress in [0, 1]: 0 just joined, 1 established (steps of the window / 20). */
+  readonly factor: number;
 }

@@ -19,9 +19,9 @@
 // endpoint in the API or guessing one from the kernel's weight, cost writes or trust a value
 // another writer may have set, for a window of seconds. A real server that leaves (not ready,
 // deleted) and comes back ramps again. pure: no I/O; time is an argument.
-import type { DesiredTable, DesiredVirtualServer } from '../desired/types.js';
-import { realServerKey } from '../model/ipvs.js';
-import { composeWeight } from './weights.js';
+import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
+import { type RealServer, realServerKey } from '../model/ipvs.js';
+import { MAX_WEIGHT, RAMP_RESOLUTION, composeWeight } from './weights.js';
 import { overlayTable } from './overlay.js';
 
 /** The annotation: a duration ("30s", "2m", "1m30s", "500ms"); "0s" turns slow start off. */
@@ -113,7 +113,22 @@ export interface RampResult {
  * weights (composeWeight) in the table the planner gets. O(changed + ramping virtual servers) per
  * call; virtual servers without slow start pass through untouched.
  */
+/** A plugin's ramp() (plugins/types.ts), as SlowStartTracker calls it. */
+export type Ramp = (endpoints: readonly { address: string; port: number; weight: number; factor: number }[]) => number[];
+
 export class SlowStartTracker {
+  /** Per virtual server key, the problem of a plugin ramp() that failed there. */
+  private readonly failed = new Map<string, Problem>();
+
+  /** `rampOf`: a scheduler plugin's own ramp(), by plugin name, if it has one. */
+  constructor(private readonly rampOf: (plugin: string) => Ramp | undefined = () => undefined) {}
+
+  /** The problems of plugins' ramp() answers refused (the sync loop reports them with its own). */
+  get problems(): Problem[] {
+    // One per Service: its ClusterIP, NodePort and other virtual servers fail alike.
+    return [...new Map([...this.failed.values()].map((p) => [p.service, p])).values()];
+  }
+
   /** Per slow-start virtual server key: real server key -> first seen (-Infinity: established). */
   private readonly seen = new Map<string, Map<string, number>>();
   /** The rewritten entries, one per slow-start virtual server. */
@@ -131,6 +146,7 @@ export class SlowStartTracker {
     for (const key of keys) {
       const e = table.get(key);
       if (!e || e.slowStartMs === undefined) {
+        this.failed.delete(key);
         this.seen.delete(key);
         this.out.delete(key);
         this.ramping.delete(key);
@@ -140,14 +156,15 @@ export class SlowStartTracker {
       const prev = this.seen.get(key);
       const next = new Map<string, number>();
       let due: number | undefined;
-      const dests = e.dests.map((rs) => {
+      const factors = e.dests.map((rs) => {
         const rkey = realServerKey(rs);
         const first = prev?.get(rkey) ?? (prev ? now : -Infinity);
         next.set(rkey, first);
         const at = nextRampAt(first, now, window);
         if (at !== undefined && (due === undefined || at < due)) due = at;
-        return { ...rs, weight: composeWeight({ base: rs.weight, slowStart: rampFactor(first, now, window) }) };
+        return rampFactor(first, now, window);
       });
+      const dests = this.ramped(key, e, factors);
       this.seen.set(key, next);
       const before = this.out.get(key);
       if (before && !changed.has(key) && before.dests.some((rs, i) => rs.weight !== dests[i]!.weight)) changed.add(key);
@@ -160,6 +177,29 @@ export class SlowStartTracker {
     const result: RampResult = { table: this.out.size ? overlayTable(table, this.out) : table };
     if (nextAt !== undefined) result.nextAt = nextAt;
     return result;
+  }
+
+  /**
+   * The weights of one slow-start virtual server: the plugin's ramp() when it has one (given
+   * frozen copies; its answer checked, a refusal a PluginRampFailed problem on the Service), else
+   * composeWeight of each base weight and ramp factor.
+   */
+  private ramped(key: string, e: DesiredVirtualServer, factors: readonly number[]): RealServer[] {
+    const byDefault = () => e.dests.map((rs, i) => ({ ...rs, weight: composeWeight({ base: rs.weight, slowStart: factors[i]! }) }));
+    const ramp = this.rampOf(e.origin.plugin);
+    this.failed.delete(key);
+    if (!ramp) return byDefault();
+    try {
+      const answer: unknown = ramp(Object.freeze(e.dests.map((rs, i) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight, factor: factors[i]! }))));
+      if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
+        throw new Error(`ramp() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
+      }
+      return e.dests.map((rs, i) => ({ ...rs, weight: answer[i] as number }));
+    } catch (err) {
+      this.failed.set(key, { service: `${e.origin.namespace}/${e.origin.name}`, reason: 'PluginRampFailed',
+        message: `plugin ${e.origin.plugin}: ${(err as Error).message}; the default ramp (weight × ${RAMP_RESOLUTION} × progress)` });
+      return byDefault();
+    }
   }
 
   /** The ramp factor of one real server now (1 when established or unknown): for status and plugins. */

@@ -140,7 +140,7 @@ export class Operator {
   private vipsNow: Set<string> | undefined;
   private draining: DrainState = new Map();
   /** Slow-start ramps (balance/slow-start.ts): the weights the planner gets. */
-  private readonly slowStart = new SlowStartTracker();
+  private readonly slowStart: SlowStartTracker;
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
@@ -170,6 +170,10 @@ export class Operator {
   last: SyncReport | undefined;
 
   constructor(config: ProxyConfig, private readonly deps: OperatorDeps) {
+    this.slowStart = new SlowStartTracker((name) => {
+      const plugin = deps.registry.get(name);
+      return plugin?.ramp ? (endpoints) => plugin.ramp!(endpoints) : undefined;
+    });
     this.clock = deps.clock ?? realClock;
     this.record = new RecordKeeper(deps.record ?? new MemoryOwnershipRecord(), deps.log);
     this.state = new DesiredState(config, deps.registry, deps.nodeName, {
@@ -468,7 +472,7 @@ export class Operator {
 
   /** Every problem now: the desired state's, and one per Service whose ops the kernel refuses. */
   problems(): Problem[] {
-    return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems, ...(this.deps.clusterWeights?.lastProblems ?? [])];
+    return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems, ...(this.deps.clusterWeights?.lastProblems ?? []), ...this.slowStart.problems];
   }
 
   /** Events for problems. Failures are logged: they never fail a sync. */

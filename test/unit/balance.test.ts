@@ -208,6 +208,32 @@ describe('SlowStartTracker', () => {
     expect(weights(r.table)['10.10.1.3']).toBe(1);
   });
 
+  it('a plugin\'s ramp() decides the weights during a ramp from frozen inputs; a bad answer falls back, with a problem on that Service', () => {
+    let seen: unknown;
+    const quadratic = new SlowStartTracker(() => (eps) => {
+      seen = { frozen: Object.isFrozen(eps) && eps.every(Object.isFrozen), factors: eps.map((e) => e.factor) };
+      return eps.map((e) => Math.max(1, Math.round(e.weight * 100 * e.factor * e.factor)));
+    });
+    const t0 = 1_000_000;
+    quadratic.apply(new Map([[K, entry(['10.10.1.1', '10.10.1.2'])]]), new Set([K]), t0);
+    const scaled = new Map([[K, entry(['10.10.1.1', '10.10.1.2', '10.10.1.3'])]]);
+    quadratic.apply(scaled, new Set([K]), t0 + 1000);
+    const r = quadratic.apply(scaled, new Set([K]), t0 + 6000);
+    expect(weights(r.table)).toEqual({ '10.10.1.1': 100, '10.10.1.2': 100, '10.10.1.3': 25 });
+    expect(seen).toEqual({ frozen: true, factors: [1, 1, 0.5] });
+    expect(quadratic.problems).toEqual([]);
+    for (const bad of [() => { throw new Error('boom'); }, () => [1], () => [1, 1, 0.5], () => [1, -1, 1]]) {
+      const ss = new SlowStartTracker(() => bad as never);
+      ss.apply(new Map([[K, entry(['10.10.1.1', '10.10.1.2'])]]), new Set([K]), t0);
+      const back = ss.apply(scaled, new Set([K]), t0 + 1000);
+      expect(weights(back.table)).toEqual({ '10.10.1.1': 100, '10.10.1.2': 100, '10.10.1.3': 1 });
+      expect(ss.problems).toEqual([expect.objectContaining({ service: 'ns1/svc1', reason: 'PluginRampFailed' })]);
+      // Slow start turned off: the problem goes with it.
+      ss.apply(new Map([[K, entry(['10.10.1.1'], null)]]), new Set([K]), t0 + 2000);
+      expect(ss.problems).toEqual([]);
+    }
+  });
+
   it('a virtual server without slow start passes through untouched, and the view reads like the table', () => {
     const ss = new SlowStartTracker();
     const plain = new Map([[K, entry(['10.10.1.1'], null)]]);
