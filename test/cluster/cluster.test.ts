@@ -736,6 +736,23 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(published.leader).toBe(holder());
       process.stderr.write(`cluster view: leader ${holder()}, weights ${JSON.stringify(published.ports[0]!.weights)}, kernel ${JSON.stringify(await weightsOn(cluster.nodes[0]!.name))}\n`);
 
+      // First choices: the two fast pods tie at the top, so the leader deals them out over the
+      // four nodes, two each, and each node's kernel has its own one weight above the other.
+      const other = `${cluster.pods.get(pods[2]!)!.ipv4}:8090`;
+      let dealt: Record<string, string> = {};
+      await waitFor('each node\'s first choice one above the other fast pod in its kernel', async () => {
+        const port = (api.get('ipvsserviceweights', 'balanced', 'default')!.spec as { ports: Array<{ weights: Record<string, number>; firstChoices?: Record<string, string> }> }).ports[0]!;
+        dealt = port.firstChoices ?? {};
+        if (port.weights[fast] !== port.weights[other] || Object.keys(dealt).length !== cluster.nodes.length) return false;
+        const kernels = await Promise.all(cluster.nodes.map(async (n) => {
+          const t = await ipvsOn(n.name);
+          return { mine: realServerConns(t, `${vip}:8090`, dealt[n.name]!)?.weight, theirs: realServerConns(t, `${vip}:8090`, dealt[n.name] === fast ? other : fast)?.weight };
+        }));
+        return kernels.every((k) => k.mine === port.weights[fast]! + 1 && k.theirs === port.weights[fast]);
+      }, 120_000, 1000);
+      process.stderr.write(`cluster view: first choices ${JSON.stringify(dealt)}\n`);
+      expect(Object.values(dealt).filter((b) => b === fast).length).toBe(cluster.nodes.length / 2);
+
       // A lying node: absurd counters are refused by the leader (its metric says why), the weights stay.
       const lie = () => api.put('ipvsloadreports', { metadata: { name: 'liar' }, spec: {
         node: 'liar', at: new Date().toISOString(), services: [{ key: 'default/balanced/http', backends: [{ backend: slow, active: 5e7, inactive: 0, conns: 1e12, inBytes: 0, outBytes: 0 }] }] } });
