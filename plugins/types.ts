@@ -61,9 +61,10 @@ export interface ClusterViewInput {
   /** The published weight (1..20) per backend `ip:port` (`[ip]:port` for IPv6); a backend not named is new to the view. */
   readonly weights: ReadonlyMap<string, number>;
   /**
-   * The backend the aggregator dealt this node among the equal highest weights (so that idle
-   * nodes do not all pick one backend); absent when none. After `weigh`, whatever it answers, the
-   * operator raises that backend by one if it still ties for the highest weight.
+   * The backend the aggregator dealt this node (nodes are dealt over the backends in proportion to
+   * the weights, so that idle nodes do not all pick one backend); absent when none. After `weigh`,
+   * whatever it answers, the operator makes it the node's idle choice: for sed one above the
+   * highest other weight, for other schedulers one more only when it ties for the highest.
    */
   readonly firstChoice?: string;
 }

@@ -249,13 +249,13 @@ export class ClusterWeights {
 
   /**
    * The real servers with the view's weights: the plugin's weigh() when it has one (given frozen
-   * copies; its answer checked), else base × cluster weight; then this node's first choice raised
-   * by one if it ties for the highest weight (tiltFirstChoice).
+   * copies; its answer checked), else base × cluster weight; then this node's first choice made
+   * its idle choice as its scheduler allows (tiltFirstChoice).
    */
   private weigh(e: DesiredVirtualServer, w: ReadonlyMap<string, number>, firstChoice: string | undefined, service: string, problems: Problem[]): RealServer[] {
     const dests = this.weighed(e, w, firstChoice, service, problems);
     if (firstChoice === undefined) return dests;
-    const tilted = tiltFirstChoice(dests.map((rs) => rs.weight), dests.findIndex((rs) => realServerKey(rs) === firstChoice), MAX_WEIGHT);
+    const tilted = tiltFirstChoice(dests.map((rs) => rs.weight), dests.findIndex((rs) => realServerKey(rs) === firstChoice), MAX_WEIGHT, e.vs.scheduler);
     return dests.map((rs, i) => (tilted[i] === rs.weight ? rs : { ...rs, weight: tilted[i]! }));
   }
 

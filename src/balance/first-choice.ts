@@ -3,69 +3,77 @@
 //
 // A node with one request in flight at a time finds every backend idle when it chooses, so `sed`
 // sends it to the highest weight and, among equal highest weights, to the first in the kernel's
-// list; `wrr` starts its cycle there too. Node-seeded order (order.ts) spreads those first
-// choices by a hash, and a hash collides: with 4 nodes and 3 equal pods, two or three nodes
-// landed on one pod in the lab while another got none. The aggregator sees every reporting node,
-// so it can deal the ties out evenly: each node is given one backend of the highest-weight group,
-// the group's backends given to ⌊N/G⌋ or ⌈N/G⌉ nodes each, and the node raises that backend's
-// weight by one above the others of the group. One more than an equal weight changes no share
-// that matters: sed at two connections in flight already compares (1+1)/(w+1) with 1/w, and wrr
-// gives the chosen backend one pick more per cycle of Σw. What it changes is the idle choice.
+// list, every time; `wrr` starts its cycle there too. So at low concurrency per node, `sed`'s
+// share of a backend is not its weight but the number of nodes whose idle choice it is:
+// winner-take-all per node. Node-seeded order (order.ts) spreads ties by a hash, and a hash
+// collides: with 4 nodes and 3 equal pods, two or three nodes landed on one pod in the lab; and
+// weights a little apart from noise (20/15/15) sent every idle node to the one at 20.
 //
-// Only the highest-weight group is dealt out: a node is never pointed at a backend the view has
-// weighted down. Assignments are kept across periods when they still balance, so a node's weights
-// move only when the nodes or the group change.
+// The aggregator sees every node that reports a Service, so it deals the nodes out over the
+// backends in proportion to the published weights (largest remainder: each backend gets ⌊q⌋ or
+// ⌈q⌉ of q = N × w / Σw nodes), keeping each node's previous choice while its backend's quota
+// allows, placing the others by rendezvous score. The idle choice of the cluster then follows the
+// weights as a share does. How a node applies its choice depends on its scheduler (tiltFirstChoice).
 import { rendezvousScore } from './reporting.js';
 
 /**
- * Deals the backends of the highest weight to `nodes` as evenly as possible (counts differ by at
- * most one), keeping each node's `previous` choice where the balance allows and placing the
- * others by rendezvous score (node, backend). Empty when fewer than two backends share the highest
- * weight (nothing to break) or there is no node.
+ * Deals `nodes` over the backends of `weights` in proportion to them (counts within one of
+ * N × w / Σw), keeping each node's `previous` choice where its backend's quota allows and placing
+ * the others by rendezvous score (node, backend). Empty when there are fewer than two backends
+ * with a weight or no node.
  */
 export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMap<string, number>,
   previous?: ReadonlyMap<string, string>): Map<string, string> {
-  const max = Math.max(...weights.values());
-  const group = [...weights].filter(([, w]) => w === max).map(([b]) => b).sort();
+  const backends = [...weights].filter(([, w]) => w > 0).sort(([a], [b]) => (a < b ? -1 : 1));
   const out = new Map<string, string>();
-  if (group.length < 2 || nodes.length === 0) return out;
   const sorted = [...new Set(nodes)].sort();
-  const floor = Math.floor(sorted.length / group.length);
-  // How many backends may hold floor + 1 nodes.
-  let extra = sorted.length % group.length;
-  const count = new Map(group.map((b) => [b, 0]));
-  const room = (b: string): boolean => count.get(b)! < floor || (count.get(b)! === floor && extra > 0);
+  if (backends.length < 2 || sorted.length === 0) return out;
+  const total = backends.reduce((s, [, w]) => s + w, 0);
+  // Largest remainder: floors first, then one more to the largest fractions (ties by weight, name).
+  const exact = backends.map(([b, w]) => ({ b, w, q: (sorted.length * w) / total }));
+  const quota = new Map(exact.map((x) => [x.b, Math.floor(x.q)]));
+  let left = sorted.length - [...quota.values()].reduce((s, q) => s + q, 0);
+  for (const x of [...exact].sort((a, b) => (b.q - Math.floor(b.q)) - (a.q - Math.floor(a.q)) || b.w - a.w || (a.b < b.b ? -1 : 1))) {
+    if (left-- <= 0) break;
+    quota.set(x.b, quota.get(x.b)! + 1);
+  }
   const take = (node: string, b: string): void => {
-    if (count.get(b)! === floor) extra--;
-    count.set(b, count.get(b)! + 1);
+    quota.set(b, quota.get(b)! - 1);
     out.set(node, b);
   };
   // Kept choices first, the nodes that keep most (highest score for their backend) before others.
-  const keepers = sorted.filter((n) => count.has(previous?.get(n) ?? ''))
+  const keepers = sorted.filter((n) => quota.has(previous?.get(n) ?? ''))
     .sort((a, b) => rendezvousScore(b, previous!.get(b)!) - rendezvousScore(a, previous!.get(a)!) || (a < b ? -1 : 1));
-  for (const n of keepers) if (room(previous!.get(n)!)) take(n, previous!.get(n)!);
+  for (const n of keepers) if (quota.get(previous!.get(n)!)! > 0) take(n, previous!.get(n)!);
   for (const n of sorted) {
     if (out.has(n)) continue;
-    const open = group.filter(room);
-    const least = Math.min(...open.map((b) => count.get(b)!));
-    const best = open.filter((b) => count.get(b) === least)
-      .reduce((x, y) => (rendezvousScore(n, y) > rendezvousScore(n, x) ? y : x));
-    take(n, best);
+    const open = backends.map(([b]) => b).filter((b) => quota.get(b)! > 0);
+    take(n, open.reduce((x, y) => (rendezvousScore(n, y) > rendezvousScore(n, x) ? y : x)));
   }
   return out;
 }
 
+/** Kernel schedulers whose idle choice is the highest weight alone (ip_vs_sed.c: least (0 + 1) / w). */
+export const IDLE_BY_WEIGHT: ReadonlySet<string> = new Set(['sed']);
+
 /**
- * `weights` (one per real server, in order) with the node's first choice at index `chosen` raised
- * by one when it shares the highest weight with another real server; unchanged otherwise (no
- * choice, a choice no longer among the highest, or already the only highest). Never above `cap`.
+ * `weights` (one per real server, in order) with the node's first choice at index `chosen` made
+ * its idle choice:
+ * - `sed` (IDLE_BY_WEIGHT): the choice raised to one above the highest other weight, unless it is
+ *   the only highest already. sed's idle choice is then the choice; with connections open its
+ *   share is that of the raised weight, a cost stated in docs/balance.md.
+ * - any other scheduler: raised by one only when it ties for the highest weight (wrr starts its
+ *   cycle at the highest weight; one more pick per cycle of Σw is all it changes), else unchanged:
+ *   raising a lower weight would change a share, which is what wrr's weights are.
+ * Never above `cap`; a quiesced real server (0) is never raised; unchanged when `chosen` is out of range.
  */
-export function tiltFirstChoice(weights: readonly number[], chosen: number, cap: number): number[] {
+export function tiltFirstChoice(weights: readonly number[], chosen: number, cap: number, scheduler = ''): number[] {
   const out = [...weights];
-  if (chosen < 0 || chosen >= out.length) return out;
-  const max = Math.max(...out);
-  if (max <= 0 || out[chosen] !== max || out.filter((w) => w === max).length < 2 || max >= cap) return out;
-  out[chosen] = max + 1;
+  if (chosen < 0 || chosen >= out.length || out[chosen]! <= 0) return out;
+  const othersMax = Math.max(0, ...out.filter((_, i) => i !== chosen));
+  if (out[chosen]! > othersMax || othersMax + 1 > cap) return out;
+  if (!IDLE_BY_WEIGHT.has(scheduler) && out[chosen] !== othersMax) return out;
+  out[chosen] = othersMax + 1;
   return out;
 }
 

@@ -19,6 +19,7 @@ import { IMAGE_ROOT } from '../../lab/image.js';
 import { run } from '../../lab/proc.js';
 import { runLoad } from '../../lab/topology.js';
 import { preferenceOrder } from '../../src/balance/order.js';
+import { tiltFirstChoice } from '../../src/balance/first-choice.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/operator-process.js';
 
@@ -736,22 +737,27 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(published.leader).toBe(holder());
       process.stderr.write(`cluster view: leader ${holder()}, weights ${JSON.stringify(published.ports[0]!.weights)}, kernel ${JSON.stringify(await weightsOn(cluster.nodes[0]!.name))}\n`);
 
-      // First choices: the two fast pods tie at the top, so the leader deals them out over the
-      // four nodes, two each, and each node's kernel has its own one weight above the other.
-      const other = `${cluster.pods.get(pods[2]!)!.ipv4}:8090`;
+      // First choices: the leader deals the four nodes over the pods in proportion to the weights
+      // (the two fast pods tie at the top, so two and two while the slow pod's weight is low), and
+      // each node's wrr kernel has its own one above the other fast pod when they tie (wrr changes
+      // no share for it: first-choice.ts), read back with ipvsadm.
+      const backends = pods.map((p) => `${cluster.pods.get(p)!.ipv4}:8090`);
       let dealt: Record<string, string> = {};
-      await waitFor('each node\'s first choice one above the other fast pod in its kernel', async () => {
+      let inForce: Record<string, number> = {};
+      await waitFor('each node\'s kernel weights as its dealt first choice says', async () => {
         const port = (api.get('ipvsserviceweights', 'balanced', 'default')!.spec as { ports: Array<{ weights: Record<string, number>; firstChoices?: Record<string, string> }> }).ports[0]!;
-        dealt = port.firstChoices ?? {};
-        if (port.weights[fast] !== port.weights[other] || Object.keys(dealt).length !== cluster.nodes.length) return false;
+        [dealt, inForce] = [port.firstChoices ?? {}, port.weights];
+        if (Object.keys(dealt).length !== cluster.nodes.length) return false;
         const kernels = await Promise.all(cluster.nodes.map(async (n) => {
           const t = await ipvsOn(n.name);
-          return { mine: realServerConns(t, `${vip}:8090`, dealt[n.name]!)?.weight, theirs: realServerConns(t, `${vip}:8090`, dealt[n.name] === fast ? other : fast)?.weight };
+          return backends.map((b) => realServerConns(t, `${vip}:8090`, b)?.weight);
         }));
-        return kernels.every((k) => k.mine === port.weights[fast]! + 1 && k.theirs === port.weights[fast]);
+        return cluster.nodes.every((n, i) => JSON.stringify(kernels[i]) === JSON.stringify(
+          tiltFirstChoice(backends.map((b) => inForce[b]!), backends.indexOf(dealt[n.name]!), 1e9, 'wrr')));
       }, 120_000, 1000);
-      process.stderr.write(`cluster view: first choices ${JSON.stringify(dealt)}\n`);
-      expect(Object.values(dealt).filter((b) => b === fast).length).toBe(cluster.nodes.length / 2);
+      process.stderr.write(`cluster view: first choices ${JSON.stringify(dealt)} over weights ${JSON.stringify(inForce)}\n`);
+      const total = backends.reduce((x, b) => x + inForce[b]!, 0);
+      for (const b of backends) expect(Math.abs(Object.values(dealt).filter((d) => d === b).length - (cluster.nodes.length * inForce[b]!) / total)).toBeLessThan(1);
 
       // A lying node: absurd counters are refused by the leader (its metric says why), the weights stay.
       const lie = () => api.put('ipvsloadreports', { metadata: { name: 'liar' }, spec: {

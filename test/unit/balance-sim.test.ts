@@ -198,7 +198,7 @@ function simulate(o: SimOptions): PeriodRecord[] {
     const dealt = o.firstChoices === false ? new Map<string, string>() : assignFirstChoices([...step.state.nodes.keys()], step.weights, choices);
     if (p + 1 === o.viewFrom || (p + 1 > o.viewFrom && (step.write || !sameChoices(dealt, choices)))) {
       wrr.forEach((w, n) => {
-        const tilted = tiltFirstChoice(BACKENDS.map((b) => step.weights.get(b)!), BACKENDS.indexOf(dealt.get(nodes[n]!) ?? ''), Number.MAX_SAFE_INTEGER);
+        const tilted = tiltFirstChoice(BACKENDS.map((b) => step.weights.get(b)!), BACKENDS.indexOf(dealt.get(nodes[n]!) ?? ''), Number.MAX_SAFE_INTEGER, o.scheduler ?? 'wrr');
         w.setWeights(new Map(BACKENDS.map((b, i) => [b, tilted[i]!])));
       });
     }

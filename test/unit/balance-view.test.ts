@@ -369,49 +369,68 @@ describe('a restarted node', () => {
   });
 });
 
-describe('first choices: the equal highest weights dealt out over the nodes', () => {
+describe('first choices: the nodes dealt out over the backends in proportion to the weights', () => {
   const nodes = (n: number) => Array.from({ length: n }, (_, i) => `node-${i}`);
   const counts = (m: ReadonlyMap<string, string>) => [...m.values()].reduce((c, b) => c.set(b, (c.get(b) ?? 0) + 1), new Map<string, number>());
   const equal = new Map(B.map((b) => [b, 20]));
+  /** Every backend's count within one of N × w / Σw, and the counts adding up to N. */
+  const proportional = (c: ReadonlyMap<string, string>, w: ReadonlyMap<string, number>, n: number) => {
+    const total = [...w.values()].reduce((x, y) => x + y, 0);
+    expect(c.size).toBe(n);
+    for (const [b, x] of w) expect(Math.abs((counts(c).get(b) ?? 0) - (n * x) / total)).toBeLessThan(1);
+  };
 
   it.each([1, 2, 3, 4, 5, 7, 12, 100])('%i nodes over three equal backends: every node one, counts within one of each other', (n) => {
     const c = assignFirstChoices(nodes(n), equal);
     expect([...c.keys()].sort()).toEqual(nodes(n).sort());
     const per = B.map((b) => counts(c).get(b) ?? 0);
     expect(Math.max(...per) - Math.min(...per)).toBeLessThanOrEqual(1);
-    expect(per.reduce((x, y) => x + y)).toBe(n);
+    proportional(c, equal, n);
   });
 
-  it('only the highest-weight group is dealt: a weighted-down backend is nobody\'s first choice', () => {
-    const c = assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 3]]));
-    expect([...counts(c)].sort()).toEqual([[B[0], 2], [B[1], 2]]);
-    expect(assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 8], [B[2]!, 3]])).size).toBe(0);
+  it.each([
+    [4, [20, 20, 3], [2, 2, 0]],
+    [4, [20, 15, 15], [2, 1, 1]], // equal pods whose estimates the noise split: no herd on the 20
+    [4, [20, 8, 3], [3, 1, 0]],
+    [100, [20, 20, 2], [48, 47, 5]],
+    [1000, [20, 16, 6], [476, 381, 143]],
+  ])('%i nodes over weights %j: %j nodes each', (n, w, want) => {
+    const weights = new Map(B.map((b, i) => [b, w[i]!]));
+    const c = assignFirstChoices(nodes(n), weights);
+    expect(B.map((b) => counts(c).get(b) ?? 0)).toEqual(want);
+    proportional(c, weights, n);
+  });
+
+  it('nothing to deal: one backend, or no node', () => {
+    expect(assignFirstChoices(nodes(4), new Map([[B[0]!, 20]])).size).toBe(0);
     expect(assignFirstChoices([], equal).size).toBe(0);
   });
 
-  it('keeps every choice that still balances: a node joining moves no other node, one leaving moves at most one', () => {
+  it('keeps every choice its quota allows: a node joining moves no other node, one leaving moves at most one', () => {
     const before = assignFirstChoices(nodes(6), equal);
     const joined = assignFirstChoices(nodes(7), equal, before);
     for (const n of nodes(6)) expect(joined.get(n)).toBe(before.get(n));
     const left = assignFirstChoices(nodes(7).filter((n) => n !== 'node-2'), equal, joined);
     const moved = [...left].filter(([n, b]) => joined.get(n) !== b);
     expect(moved.length).toBeLessThanOrEqual(1);
-    const per = B.map((b) => counts(left).get(b) ?? 0);
-    expect(Math.max(...per) - Math.min(...per)).toBeLessThanOrEqual(1);
-    // A previous choice out of the group (weighted down since) is dealt again.
-    const down = assignFirstChoices(nodes(4), new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 2]]), new Map(nodes(4).map((n) => [n, B[2]!])));
-    expect([...down.values()].every((b) => b !== B[2])).toBe(true);
+    proportional(left, equal, 6);
+    // A backend weighted down: only as many of its nodes move as its quota lost.
+    const down = assignFirstChoices(nodes(6), new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 2]]), before);
+    expect([...down].filter(([n, b]) => before.get(n) !== b).length).toBe(2);
     expect(sameChoices(before, assignFirstChoices(nodes(6), equal, before))).toBe(true);
     expect(sameChoices(before, joined)).toBe(false);
   });
 
-  it('tilt: the chosen one of equal highest weights one higher, nothing else ever', () => {
-    expect(tiltFirstChoice([20, 20, 2], 1, 1000)).toEqual([20, 21, 2]);
-    expect(tiltFirstChoice([20, 20, 2], 2, 1000)).toEqual([20, 20, 2]); // not among the highest
-    expect(tiltFirstChoice([20, 8, 2], 0, 1000)).toEqual([20, 8, 2]); // already the only highest
-    expect(tiltFirstChoice([20, 20], -1, 1000)).toEqual([20, 20]); // no such real server here
-    expect(tiltFirstChoice([0, 0], 0, 1000)).toEqual([0, 0]); // quiesced stays quiesced
-    expect(tiltFirstChoice([1000, 1000], 0, 1000)).toEqual([1000, 1000]); // never above the cap
+  it('tilt: sed\'s idle choice becomes the dealt one; other schedulers only break a tie at the top', () => {
+    expect(tiltFirstChoice([20, 20, 2], 1, 1000, 'wrr')).toEqual([20, 21, 2]);
+    expect(tiltFirstChoice([20, 20, 2], 1, 1000, 'sed')).toEqual([20, 21, 2]);
+    expect(tiltFirstChoice([20, 15, 15], 2, 1000, 'sed')).toEqual([20, 15, 21]); // sed: above the highest
+    expect(tiltFirstChoice([20, 15, 15], 2, 1000, 'wrr')).toEqual([20, 15, 15]); // wrr: a share, left alone
+    expect(tiltFirstChoice([20, 15, 15], 2, 1000, 'wlc')).toEqual([20, 15, 15]);
+    expect(tiltFirstChoice([20, 8, 2], 0, 1000, 'sed')).toEqual([20, 8, 2]); // already the only highest
+    expect(tiltFirstChoice([20, 20], -1, 1000, 'sed')).toEqual([20, 20]); // no such real server here
+    expect(tiltFirstChoice([0, 5], 0, 1000, 'sed')).toEqual([0, 5]); // quiesced stays quiesced
+    expect(tiltFirstChoice([1000, 1000], 0, 1000, 'sed')).toEqual([1000, 1000]); // never above the cap
   });
 
   it('a node applies its own first choice only; a published choice naming no backend refuses the object', () => {
@@ -427,6 +446,11 @@ describe('first choices: the equal highest weights dealt out over the nodes', ()
     expect(applied('node-a')).toEqual([20, 21, 2]);
     expect(applied('node-b')).toEqual([21, 20, 2]);
     expect(applied('node-c')).toEqual([20, 20, 2]);
+    // Under sed the dealt backend becomes the idle choice even below the highest weight.
+    const sedTable = new Map([[KEY, { ...table.get(KEY)!, vs: { ...table.get(KEY)!.vs, scheduler: 'sed' } }]]);
+    const cw = new ClusterWeights(30_000, undefined, undefined, 'node-c');
+    cw.publish('shop/web', parsed.views, new Map([[VIEW, new Map([['node-c', '10.10.1.3:8080']])]]));
+    expect(cw.apply(sedTable, new Set([KEY]), 0).table.get(KEY)!.dests.map((d) => d.weight)).toEqual([20, 20, 21]);
     expect(parseWeightsObject(obj({ 'node-a': '10.9.9.9:8080' }))).toEqual({ error: expect.stringContaining('first choice of node-a is "10.9.9.9:8080", not a backend of its weights') });
     expect(parseWeightsObject(obj({ 'node-a': 7 }))).toEqual({ error: expect.stringContaining('first choice of node-a is 7') });
     expect(parseWeightsObject(obj(['x']))).toEqual({ error: expect.stringContaining('firstChoices is not an object') });
