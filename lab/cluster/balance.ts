@@ -7,7 +7,7 @@
 // concurrency. A new Service per run, so no mode inherits another's connection counters.
 // Writes results.json and table.md to --out and prints the table.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { apiRequest } from './cluster.js';
@@ -28,6 +28,38 @@ const BACKENDS = ['webpod-1', 'webpod-2', 'webpod-3'];
  * coexistence install, examples/coexist/).
  */
 export const IPTABLES_MODE = 'iptables';
+
+/** Which long-lived processes of the VM the CPU figures are kept for, by their command line. */
+const CPU_GROUPS: ReadonlyArray<[string, RegExp]> = [
+  ['operators', /src\/cli\/main\.js/], ['apiserver', /apiserver-main\.js/], ['pods', /pod-server\.js/],
+];
+
+/** CPU seconds per group of processes (utime + stime, /proc/PID/stat) and the VM's busy seconds (/proc/stat). */
+export function cpuSnapshot(proc = '/proc'): Record<string, number> {
+  const out: Record<string, number> = Object.fromEntries(CPU_GROUPS.map(([g]) => [g, 0]));
+  for (const pid of readdirSync(proc).filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmd = readFileSync(`${proc}/${pid}/cmdline`, 'latin1');
+      const group = CPU_GROUPS.find(([, re]) => re.test(cmd))?.[0];
+      if (!group) continue;
+      // Fields after the command's closing parenthesis: state is field 3, utime 14, stime 15.
+      const stat = readFileSync(`${proc}/${pid}/stat`, 'latin1');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out[group]! += (Number(f[11]) + Number(f[12])) / 100;
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  // The first line: user nice system idle iowait irq softirq steal ...; busy = all but idle and iowait.
+  const cpu = readFileSync(`${proc}/stat`, 'latin1').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  out.vm = (cpu.reduce((a, b) => a + b, 0) - (cpu[3] ?? 0) - (cpu[4] ?? 0)) / 100;
+  return out;
+}
+
+/** What each group used between two snapshots, seconds, one decimal. */
+export function cpuUsed(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.keys(after).map((k) => [k, Math.round(10 * Math.max(0, after[k]! - (before[k] ?? 0))) / 10]));
+}
 
 /**
  * A mode: a scheduler, then `+key=value` annotations of ipvs-operator.io/ (e.g.
@@ -145,11 +177,15 @@ async function main(): Promise<void> {
               log(`${mode} ${placement}: weights after warm-up ${JSON.stringify(weights)}`);
             }
             const t0 = Date.now();
+            const cpu0 = cpuSnapshot();
             const results = await load(Math.floor(requests / clients));
+            // What the measured load cost the VM, and who: the view's own work (reads, reports, the
+            // leader) lands in "operators" and "apiserver" (docs/balance-measure.md).
+            const cpu = cpuUsed(cpu0, cpuSnapshot());
             const summary = summarize({ mode, placement, concurrency, backends: BACKENDS, serviceMs, clients: results, seconds: (Date.now() - t0) / 1000 });
             runs.push(summary);
-            raw.push({ ...summary, rep, ...(weights ? { weights } : {}) });
-            log(`${mode} ${placement} x${concurrency}: ${summary.byBackend.join('/')} p50 ${summary.p50} ms p95 ${summary.p95} ms imbalance ${summary.imbalance}; first: ${summary.firsts.join(', ')}`);
+            raw.push({ ...summary, rep, cpu, ...(weights ? { weights } : {}) });
+            log(`${mode} ${placement} x${concurrency}: ${summary.byBackend.join('/')} p50 ${summary.p50} ms p95 ${summary.p95} ms imbalance ${summary.imbalance}; first: ${summary.firsts.join(', ')}; cpu s ${JSON.stringify(cpu)}`);
             await apiRequest(s.api, 'DELETE', `/api/v1/namespaces/default/services/${name}`);
             await Promise.all(names.map((n) => until(`${vip} gone on ${n}`, async () => (iptables
               ? (await kubeProxyDnats(n, name)) === 0
