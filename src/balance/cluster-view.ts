@@ -247,6 +247,14 @@ export class ClusterWeights {
     return this.opted;
   }
 
+  /** The opted-in virtual servers themselves, with their view keys: what the reporter reads, one by one. */
+  *optedServers(): Iterable<{ vs: DesiredVirtualServer['vs']; viewKey: string }> {
+    for (const [key, viewKey] of this.opted) {
+      const e = this.out.get(key);
+      if (e) yield { vs: e.vs, viewKey };
+    }
+  }
+
   /**
    * The real servers with the view's weights: the plugin's weigh() when it has one (given frozen
    * copies; its answer checked), else base × cluster weight; then this node's first choice made

@@ -11,7 +11,6 @@
 // periods (on its own clock) falls back to local weights, with a ClusterViewStale problem.
 // Nothing here can fail a sync: every failure is logged (once per kind) and retried next period.
 import type { IpvsClient } from '../ipvs/types.js';
-import { virtualServerKey } from '../model/ipvs.js';
 import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseReportObject, parseWeightsObject, reportObject, weightsObject, type PortWeights } from '../balance/cluster-view.js';
 import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
 import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits, viewImbalance } from '../balance/estimate.js';
@@ -43,7 +42,7 @@ export interface ClusterViewOptions {
   nodeName: string;
   /** Where the Lease lives (the operator's namespace). */
   namespace: string;
-  ipvs: Pick<IpvsClient, 'listVirtualServers' | 'listRealServers'>;
+  ipvs: Pick<IpvsClient, 'listRealServers'>;
   /** The node's tracker, applied by the sync loop. */
   weights: ClusterWeights;
   /** The opted-in Service ports this node knows and their backends (`ip:port`), for the leader. */
@@ -225,15 +224,18 @@ export class ClusterView {
     this.o.poke();
   }
 
-  /** Reads the opted-in virtual servers' counters and writes the report when they moved. */
-  /** The opted-in virtual servers' counters now, per view key. */
+  /**
+   * The opted-in virtual servers' counters now, per view key: one dump of real servers per opted-in
+   * virtual server (the kernel answers an empty dump for one not programmed yet, which is left
+   * out), never a dump of every virtual server: a node with 30 000 Services and one opted in reads
+   * that one, readsPerPeriod times a period.
+   */
   private async readKernel(): Promise<Map<string, BackendCounters[]> | undefined> {
-    const opted = this.o.weights.optedIn();
-    if (opted.size === 0) return undefined;
+    if (this.o.weights.optedIn().size === 0) return undefined;
     const read: Array<{ viewKey: string; dests: Awaited<ReturnType<IpvsClient['listRealServers']>> }> = [];
-    for (const vs of await this.o.ipvs.listVirtualServers()) {
-      const vk = opted.get(virtualServerKey(vs));
-      if (vk !== undefined) read.push({ viewKey: vk, dests: await this.o.ipvs.listRealServers(vs) });
+    for (const { vs, viewKey } of this.o.weights.optedServers()) {
+      const dests = await this.o.ipvs.listRealServers(vs);
+      if (dests.length) read.push({ viewKey, dests });
     }
     return countersByView(read);
   }

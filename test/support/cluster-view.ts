@@ -24,11 +24,13 @@ export const table: DesiredTable = new Map([[KEY, ENTRY]]);
  * One node's IPVS as the reporter reads it: counters that grow with the clock; active connections
  * as `activeOf` says for the n-th read (default: rate × service time, steady).
  */
-export function kernelStub(t0 = Date.now(), activeOf?: (address: string, read: number) => number): Pick<IpvsClient, 'listVirtualServers' | 'listRealServers'> {
+export function kernelStub(t0 = Date.now(), activeOf?: (address: string, read: number) => number): Pick<IpvsClient, 'listRealServers'> {
   let reads = 0;
+  // No listVirtualServers: the reporter reads the opted-in virtual servers one by one, never a
+  // dump of every one (30 000 on a large node).
   return {
-    listVirtualServers: async () => [{ ...VS }],
-    listRealServers: async () => {
+    listRealServers: async (vs) => {
+      if (virtualServerKey(vs) !== KEY) return []; // the kernel's answer for a service it does not have
       reads++;
       return BACKENDS.map((a) => ({
         ...dest(a), activeConns: activeOf ? activeOf(a, reads) : Math.round(RATE * SERVICE_TIME[a]!), inactiveConns: 0,
