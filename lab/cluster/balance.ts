@@ -184,7 +184,9 @@ async function main(): Promise<void> {
             const cpu = cpuUsed(cpu0, cpuSnapshot());
             const summary = summarize({ mode, placement, concurrency, backends: BACKENDS, serviceMs, clients: results, seconds: (Date.now() - t0) / 1000 });
             runs.push(summary);
-            raw.push({ ...summary, rep, cpu, ...(weights ? { weights } : {}) });
+            // Per client node, its requests per backend: where each node's own choices went.
+            const byNode = Object.fromEntries(results.map((c) => [c.node, BACKENDS.map((b) => c.samples.filter(([p]) => p === b).length)]));
+            raw.push({ ...summary, rep, cpu, byNode, ...(weights ? { weights } : {}) });
             log(`${mode} ${placement} x${concurrency}: ${summary.byBackend.join('/')} p50 ${summary.p50} ms p95 ${summary.p95} ms imbalance ${summary.imbalance}; first: ${summary.firsts.join(', ')}; cpu s ${JSON.stringify(cpu)}`);
             await apiRequest(s.api, 'DELETE', `/api/v1/namespaces/default/services/${name}`);
             await Promise.all(names.map((n) => until(`${vip} gone on ${n}`, async () => (iptables
