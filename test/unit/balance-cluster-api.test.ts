@@ -129,7 +129,9 @@ describe('the cluster load view against an API server', () => {
     expect(out.stderr).toBe('');
     const rows = out.stdout.split('\n').filter((l) => l.startsWith('http '));
     expect(rows.map((l) => l.split(/\s+/).slice(1, 3))).toEqual([['10.10.1.1:8080', '20'], ['10.10.1.2:8080', '20'], ['10.10.1.3:8080', String(weightOf(published(), '10.10.1.3:8080'))]]);
-    expect(rows.every((l) => / 3$/.test(l))).toBe(true); // three nodes report each backend
+    expect(rows.every((l) => / 3 +\d+$/.test(l))).toBe(true); // three nodes report each backend
+    // The last column: how many nodes each backend is the first choice of, the three dealt.
+    expect(rows.map((l) => Number(l.split(/\s+/).at(-1))).reduce((a, b) => a + b)).toBe(3);
     expect(out.stdout).toContain(`(weights from ${leaders()[0]!.name})`);
   }, 90_000);
 

@@ -311,6 +311,11 @@ describe('the imbalance index from the view and the cluster shares', () => {
     expect(text).toContain('(weights from n1)');
     expect(text).toMatch(/http +10\.0\.0\.2:80 +4 +500 +5 +10 +6\.3% +1/);
     expect(renderShares('ns/none', [], undefined)).toMatch(/no node reports this Service/);
+    // With first choices dealt: how many nodes each backend is the first choice of.
+    const dealt = clusterShares('ns/web', [], { spec: { leader: 'n1', ports: [{ port: 'http', weights: { '10.0.0.1:80': 20, '10.0.0.2:80': 20, '10.0.0.3:80': 1 },
+      firstChoices: { n1: '10.0.0.1:80', n2: '10.0.0.2:80', n3: '10.0.0.1:80' } }] } });
+    expect(dealt.map((l) => [l.backend, l.firstOf])).toEqual([['10.0.0.1:80', 2], ['10.0.0.2:80', 1], ['10.0.0.3:80', 0]]);
+    expect(renderShares('ns/web', dealt, 'n1')).toMatch(/http +10\.0\.0\.1:80 +20 +- +0 +0 +- +0 +2/);
   });
 });
 
