@@ -1,8 +1,9 @@
 // What the files source (files.ts) keeps of a file once it is parsed: per document, the digest of
-// its text and its objects in the form they are sent, each with the fingerprint of what the file
-// said. Services and EndpointSlices are trimmed as the kube source keeps them (trim.ts);
-// the Node and the config are kept whole. Nothing else of the file stays: not its text, not the
-// parsed YAML. That takes a copy of every kept string: V8 keeps a string cut from a longer one
+// its text and its objects in the form they are sent. Services and EndpointSlices are trimmed as
+// the kube source keeps them (trim.ts); the Node and the config are kept whole. Nothing else of
+// the file stays: not its text, not the parsed YAML, not a fingerprint per object (whether a
+// re-parsed object says something new is asked of the object itself, when it is re-parsed:
+// sameContent). That takes a copy of every kept string: V8 keeps a string cut from a longer one
 // (13 characters or more, such as an EndpointSlice's "discovery.k8s.io/v1") as a view into it, so
 // one value kept as the YAML parser returned it keeps its whole file's text alive (about 270 KB a
 // file of 100 Services and their slices). pure: no I/O.
@@ -16,8 +17,6 @@ export interface Entry {
   readonly kind: ManifestKind;
   /** kind/namespace/name, as Manifest.key. */
   readonly key: string;
-  /** A digest of the object's JSON as parsed (before trimming): equal fingerprints, equal objects. */
-  readonly fingerprint: string;
   /**
    * The object, holding no part of the file's text. The source replaces it with the copy it sent
    * (its own resourceVersion), so that what it sent and what it keeps are one object.
@@ -41,7 +40,7 @@ export interface ParsedEntries {
   skipped: string[];
 }
 
-/** A digest of a text (SHA-1, base64): identity of file and document texts and of objects' JSON. */
+/** A digest of a text (SHA-1, base64): identity of file and document texts. */
 export const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
 
 /** A copy of a JSON value that shares no string with the original (see the file comment). */
@@ -49,15 +48,32 @@ const detach = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 const NONE: readonly string[] = Object.freeze([]);
 
-/** The entry of one parsed object: fingerprinted as parsed, then copied and trimmed. */
+/** The entry of one parsed object: copied (detach), then trimmed. */
 export function buildEntry(m: Manifest): Entry {
-  const json = JSON.stringify(m.object);
-  const copy = JSON.parse(json) as Record<string, unknown>;
+  const copy = detach(m.object);
   const object = m.kind === 'Service' ? trimService(copy as unknown as V1Service)
     : m.kind === 'EndpointSlice' ? trimEndpointSlice(copy as unknown as V1EndpointSlice)
       : copy;
-  return { kind: m.kind, key: detach(m.key), fingerprint: digestOf(json), object: object as Record<string, unknown> };
+  return { kind: m.kind, key: detach(m.key), object: object as Record<string, unknown> };
 }
+
+/** An object as kept, as JSON without its resourceVersion (the sent copy carries the source's own). */
+function contentOf(o: Record<string, unknown>): string {
+  const meta = o.metadata;
+  const plainMeta = typeof meta === 'object' && meta !== null && !Array.isArray(meta);
+  return JSON.stringify(plainMeta ? { ...o, metadata: { ...meta, resourceVersion: undefined } } : o);
+}
+
+/**
+ * Whether two objects as kept say the same, resourceVersions aside: a document whose text changed
+ * only in comments, or in a field the source does not keep, gives the same object again.
+ */
+export function sameContent(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  return a === b || contentOf(a) === contentOf(b);
+}
+
+/** The identity of a config object for the config gate: its content, resourceVersion aside. */
+export const configIdentity = (o: Record<string, unknown>): string => contentOf(o);
 
 function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): DocEntry {
   return { digest, objects: manifests.map(buildEntry), skipped: skipped.length ? detach(skipped) : NONE };

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Problem } from '../desired/types.js';
 import type { ConfigGate } from './config-gate.js';
-import { type DocEntry, type Entry, digestOf, parseEntries } from './file-entries.js';
+import { type DocEntry, type Entry, configIdentity, digestOf, parseEntries, sameContent } from './file-entries.js';
 import type { Manifest } from './manifests.js';
 import type { SourceEvent } from './types.js';
 
@@ -82,7 +82,7 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
 /** What the source remembers of what it sent. */
 export interface SentState {
   readonly gate: ConfigGate;
-  /** What was sent, by key: the entry whose object went out (entries of later reads share it while their fingerprint is the same). */
+  /** What was sent, by key: the entry whose object went out (entries of later reads share it while they say the same). */
   readonly sent: Map<string, Entry>;
   /** The next of the source's own resourceVersions. */
   readonly nextVersion: () => number;
@@ -97,8 +97,8 @@ export function diffObjects(next: ReadonlyMap<string, Selected>, state: SentStat
   const events: SourceEvent[] = [];
   const config = next.get(CONFIG_KEY);
   if (config) {
-    // The object's fingerprint tells configs apart: an edit of the file's config is sent.
-    const v = state.gate.upsert(config.entry.object, config.entry.fingerprint);
+    // The object's content tells configs apart: an edit of the file's config is sent.
+    const v = state.gate.upsert(config.entry.object, configIdentity(config.entry.object));
     if (!v.ok) {
       problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${v.errors}` });
     } else if (v.event) {
@@ -111,12 +111,11 @@ export function diffObjects(next: ReadonlyMap<string, Selected>, state: SentStat
   for (const [key, { entry }] of next) {
     if (key === CONFIG_KEY) continue;
     const sent = state.sent.get(key);
-    if (sent?.fingerprint === entry.fingerprint) {
+    if (sent === entry) continue; // a document whose text did not change: its entry as sent
+    if (sent && sameContent(sent.object, entry.object)) {
       // The same object again (a document re-parsed, another file's copy): keep one object.
-      if (sent !== entry) {
-        entry.object = sent.object;
-        state.sent.set(key, entry);
-      }
+      entry.object = sent.object;
+      state.sent.set(key, entry);
       continue;
     }
     // A new top-level object and metadata (its own resourceVersion; the desired state tells
