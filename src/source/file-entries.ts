@@ -17,6 +17,8 @@ export interface Entry {
   readonly kind: ManifestKind;
   /** kind/namespace/name, as Manifest.key. */
   readonly key: string;
+  /** The digest of the text of the document it came from ('' when the file was parsed whole). */
+  readonly digest: string;
   /**
    * The object, holding no part of the file's text. The source replaces it with the copy it sent
    * (its own resourceVersion), so that what it sent and what it keeps are one object.
@@ -32,10 +34,20 @@ export interface DocEntry {
   readonly skipped: readonly string[];
 }
 
+/**
+ * A document as kept: the entry of its object when it gave exactly one and skipped nothing (a
+ * file of 100 Services and their slices: 200 such documents), else its DocEntry. A document's
+ * wrapper and list would cost about 100 bytes, as much as the rest of what is kept per object.
+ */
+export type Doc = Entry | DocEntry;
+
+/** The objects a document gave. */
+export const docObjects = (d: Doc): readonly Entry[] => ('objects' in d ? d.objects : [d]);
+
 /** A file's documents as parsed, or the errors that make it unusable (then `docs` is empty). */
 export interface ParsedEntries {
   errors: string[];
-  docs: DocEntry[];
+  docs: Doc[];
   /** `Kind/name` of every skipped object of the file, for a debug log. */
   skipped: string[];
 }
@@ -48,13 +60,13 @@ const detach = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 const NONE: readonly string[] = Object.freeze([]);
 
-/** The entry of one parsed object: copied (detach), then trimmed. */
-export function buildEntry(m: Manifest): Entry {
+/** The entry of one parsed object of the document `digest`: copied (detach), then trimmed. */
+export function buildEntry(m: Manifest, digest: string): Entry {
   const copy = detach(m.object);
   const object = m.kind === 'Service' ? trimService(copy as unknown as V1Service)
     : m.kind === 'EndpointSlice' ? trimEndpointSlice(copy as unknown as V1EndpointSlice)
       : copy;
-  return { kind: m.kind, key: detach(m.key), object: object as Record<string, unknown> };
+  return { kind: m.kind, key: detach(m.key), digest, object: object as Record<string, unknown> };
 }
 
 /** An object as kept, as JSON without its resourceVersion (the sent copy carries the source's own). */
@@ -75,21 +87,24 @@ export function sameContent(a: Record<string, unknown>, b: Record<string, unknow
 /** The identity of a config object for the config gate: its content, resourceVersion aside. */
 export const configIdentity = (o: Record<string, unknown>): string => contentOf(o);
 
-function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): DocEntry {
-  return { digest, objects: manifests.map(buildEntry), skipped: skipped.length ? detach(skipped) : NONE };
+function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): Doc {
+  if (manifests.length === 1 && skipped.length === 0) return buildEntry(manifests[0]!, digest);
+  return { digest, objects: manifests.map((m) => buildEntry(m, digest)), skipped: skipped.length ? detach(skipped) : NONE };
 }
+
+const skippedOf = (d: Doc): readonly string[] => ('objects' in d ? d.skipped : NONE);
 
 /**
  * Parses a file's text into its documents' entries, reusing the entries in `previous` of
  * documents whose text is unchanged: an edit of one document parses that document only. Any
  * error makes the whole file unusable; errors name documents as they are numbered in the file.
  */
-export function parseEntries(text: string, previous: readonly DocEntry[] | undefined): ParsedEntries {
+export function parseEntries(text: string, previous: readonly Doc[] | undefined): ParsedEntries {
   const chunks = splitDocuments(text);
   if (chunks) {
-    const known = new Map<string, DocEntry>();
+    const known = new Map<string, Doc>();
     for (const d of previous ?? []) if (d.digest) known.set(d.digest, d);
-    const docs: DocEntry[] = [];
+    const docs: Doc[] = [];
     let failed = false;
     for (const chunk of chunks) {
       const digest = digestOf(chunk);
@@ -102,7 +117,7 @@ export function parseEntries(text: string, previous: readonly DocEntry[] | undef
       }
       docs.push(d);
     }
-    if (!failed) return { errors: [], docs, skipped: docs.flatMap((d) => d.skipped) };
+    if (!failed) return { errors: [], docs, skipped: docs.flatMap(skippedOf) };
   }
   const r = parseManifests(text);
   if (r.errors.length) return { errors: r.errors, docs: [], skipped: r.skipped };

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Problem } from '../desired/types.js';
 import type { ConfigGate } from './config-gate.js';
-import { type DocEntry, type Entry, configIdentity, digestOf, parseEntries, sameContent } from './file-entries.js';
+import { type Doc, type Entry, configIdentity, digestOf, docObjects, parseEntries, sameContent } from './file-entries.js';
 import type { Manifest } from './manifests.js';
 import type { SourceEvent } from './types.js';
 
@@ -15,13 +15,13 @@ export const CONFIG_KEY = 'IPVSProxyConfig//default';
  * A file's last good objects (file-entries.ts: per document, the objects as sent, nothing of the
  * text), and the digest of the bytes they were parsed from.
  */
-export interface FileEntry { digest: string; docs: readonly DocEntry[] }
+export interface FileEntry { digest: string; docs: readonly Doc[] }
 
 /** The object to send under one key, and the file it comes from. */
 export interface Selected { file: string; entry: Entry }
 
 /** Whether a file gave any object. */
-export const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => d.objects.length > 0) ?? false;
+export const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => docObjects(d).length > 0) ?? false;
 
 /** Whether a directory entry name is one the source reads (not hidden, *.yaml / *.yml). */
 export const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
@@ -60,7 +60,7 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
   const next = new Map<string, Selected>();
   for (const file of [...files.keys()].sort()) {
     for (const doc of files.get(file)!.docs) {
-      for (const entry of doc.objects) {
+      for (const entry of docObjects(doc)) {
         const name = (entry.object.metadata as { name: string }).name;
         if (entry.kind === 'Node' && name !== nodeName) continue;
         if (entry.kind === 'IPVSProxyConfig' && entry.key !== CONFIG_KEY) {

@@ -9,6 +9,7 @@ import { ConfigGate } from '../../src/source/config-gate.js';
 import {
   type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile,
 } from '../../src/source/files-parse.js';
+import { docObjects } from '../../src/source/file-entries.js';
 import type { SourceEvent } from '../../src/source/types.js';
 
 const service = (name: string, ip: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: ns1}\nspec: {clusterIP: ${ip}, ports: [{port: 80}]}\n`;
@@ -27,7 +28,7 @@ const line = (e: SourceEvent) => e.kind === 'config' ? `${e.type} config ${e.con
 describe('parseFile', () => {
   it('gives the objects of a new text, the same for the same bytes', () => {
     const r = parseFile('a.yaml', service('svc1', '10.200.1.10'), undefined);
-    expect('entry' in r && r.entry.docs.flatMap((d) => d.objects.map((o) => o.key))).toEqual(['Service/ns1/svc1']);
+    expect('entry' in r && r.entry.docs.flatMap(docObjects).map((o) => o.key)).toEqual(['Service/ns1/svc1']);
     expect(parseFile('a.yaml', service('svc1', '10.200.1.10'), entry(service('svc1', '10.200.1.10')))).toEqual({ same: true });
   });
 
