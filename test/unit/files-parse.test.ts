@@ -76,6 +76,19 @@ describe('diffObjects', () => {
     expect(diff(s, service('svc1', '10.200.1.12')).map(line)).toEqual(['delete config rr', 'upsert service ns1/svc1', 'delete service ns1/svc2']);
   });
 
+  it('sends an object again only when what is kept of it changed: not for a status or a resourceVersion edit', () => {
+    const s = state();
+    const svc = (extra: string) => `${service('svc1', '10.200.1.10')}${extra}`;
+    expect(diff(s, svc('')).map(line)).toEqual(['upsert service ns1/svc1']);
+    expect(diff(s, svc('status: {conditions: [{type: x, status: "True"}]}\n'))).toEqual([]);
+    expect(diff(s, svc('').replace('namespace: ns1}', 'namespace: ns1, resourceVersion: "9"}'))).toEqual([]);
+    expect(diff(s, svc('').replace('port: 80', 'port: 81')).map(line)).toEqual(['upsert service ns1/svc1']);
+    // A config is told apart by its whole content: a label edit is sent, the same text is not.
+    expect(diff(s, config('default', '{defaultScheduler: lc}')).map(line)).toEqual(['upsert config lc', 'delete service ns1/svc1']);
+    expect(diff(s, config('default', '{defaultScheduler: lc}'))).toEqual([]);
+    expect(diff(s, config('default', '{defaultScheduler: lc}').replace('{name: default}', '{name: default, labels: {a: b}}')).map(line)).toEqual(['upsert config lc']);
+  });
+
   it('reports an invalid config and sends nothing for it: the last valid one stays in force', () => {
     const s = state();
     diff(s, config('default', '{defaultScheduler: lc}'));
