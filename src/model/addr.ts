@@ -78,10 +78,17 @@ export function formatIPv6(b: Uint8Array): string {
   return `${hex(g.slice(0, bestStart))}::${hex(g.slice(bestStart + bestLen))}`;
 }
 
-/** Canonical text of an address (RFC 5952 for IPv6); undefined when it is not an address. */
+/**
+ * Canonical text of an address (RFC 5952 for IPv6); undefined when it is not an address. Text
+ * that is canonical already comes back as the same string: the desired state's real servers then
+ * share their address with the EndpointSlice that holds it (100 000 endpoints: about 3 MB of
+ * copies otherwise).
+ */
 export function canonicalIP(text: string): string | undefined {
   const p = parseIp(text);
-  return p ? formatIp(p) : undefined;
+  if (!p) return undefined;
+  const canonical = formatIp(p);
+  return canonical === text ? text : canonical;
 }
 
 /** A parsed address: family and value. */

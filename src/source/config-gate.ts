@@ -23,7 +23,7 @@ export class ConfigGate {
    * A config object seen (added, changed, listed again). Invalid: its errors, nothing sent, the
    * last valid config stays in force. Valid: an upsert, unless its identity is that of the config
    * last sent. The identity defaults to the validated config itself (a metadata-only change or a
-   * relist sends nothing); a source may pass its own (files: the object's fingerprint).
+   * relist sends nothing); a source may pass its own (files: the object's content).
    */
   upsert(object: unknown, identity?: string): ConfigVerdict {
     const r = this.validate(object);

@@ -4,7 +4,7 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Problem } from '../desired/types.js';
 import type { ConfigGate } from './config-gate.js';
-import { type DocEntry, type Entry, digestOf, parseEntries } from './file-entries.js';
+import { type Doc, type Entry, configIdentity, digestOf, docObjects, parseEntries, sameContent } from './file-entries.js';
 import type { Manifest } from './manifests.js';
 import type { SourceEvent } from './types.js';
 
@@ -15,13 +15,13 @@ export const CONFIG_KEY = 'IPVSProxyConfig//default';
  * A file's last good objects (file-entries.ts: per document, the objects as sent, nothing of the
  * text), and the digest of the bytes they were parsed from.
  */
-export interface FileEntry { digest: string; docs: readonly DocEntry[] }
+export interface FileEntry { digest: string; docs: readonly Doc[] }
 
 /** The object to send under one key, and the file it comes from. */
 export interface Selected { file: string; entry: Entry }
 
 /** Whether a file gave any object. */
-export const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => d.objects.length > 0) ?? false;
+export const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d) => docObjects(d).length > 0) ?? false;
 
 /** Whether a directory entry name is one the source reads (not hidden, *.yaml / *.yml). */
 export const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
@@ -60,7 +60,7 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
   const next = new Map<string, Selected>();
   for (const file of [...files.keys()].sort()) {
     for (const doc of files.get(file)!.docs) {
-      for (const entry of doc.objects) {
+      for (const entry of docObjects(doc)) {
         const name = (entry.object.metadata as { name: string }).name;
         if (entry.kind === 'Node' && name !== nodeName) continue;
         if (entry.kind === 'IPVSProxyConfig' && entry.key !== CONFIG_KEY) {
@@ -82,7 +82,7 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
 /** What the source remembers of what it sent. */
 export interface SentState {
   readonly gate: ConfigGate;
-  /** What was sent, by key: the entry whose object went out (entries of later reads share it while their fingerprint is the same). */
+  /** What was sent, by key: the entry whose object went out (entries of later reads share it while they say the same). */
   readonly sent: Map<string, Entry>;
   /** The next of the source's own resourceVersions. */
   readonly nextVersion: () => number;
@@ -97,8 +97,8 @@ export function diffObjects(next: ReadonlyMap<string, Selected>, state: SentStat
   const events: SourceEvent[] = [];
   const config = next.get(CONFIG_KEY);
   if (config) {
-    // The object's fingerprint tells configs apart: an edit of the file's config is sent.
-    const v = state.gate.upsert(config.entry.object, config.entry.fingerprint);
+    // The object's content tells configs apart: an edit of the file's config is sent.
+    const v = state.gate.upsert(config.entry.object, configIdentity(config.entry.object));
     if (!v.ok) {
       problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${v.errors}` });
     } else if (v.event) {
@@ -111,12 +111,11 @@ export function diffObjects(next: ReadonlyMap<string, Selected>, state: SentStat
   for (const [key, { entry }] of next) {
     if (key === CONFIG_KEY) continue;
     const sent = state.sent.get(key);
-    if (sent?.fingerprint === entry.fingerprint) {
+    if (sent === entry) continue; // a document whose text did not change: its entry as sent
+    if (sent && sameContent(sent.object, entry.object)) {
       // The same object again (a document re-parsed, another file's copy): keep one object.
-      if (sent !== entry) {
-        entry.object = sent.object;
-        state.sent.set(key, entry);
-      }
+      entry.object = sent.object;
+      state.sent.set(key, entry);
       continue;
     }
     // A new top-level object and metadata (its own resourceVersion; the desired state tells

@@ -11,8 +11,8 @@
 // event without a name) reads the whole directory, and so does a rescan every `rescanMs`, the
 // safety net for what the watcher misses (a directory deleted and created again, an event
 // dropped). A file whose bytes did not change is not parsed again, nor is a document of a changed
-// file whose text did not change, and every object's fingerprint is computed once when it is
-// parsed: one edited object among thousands costs about that object only. Of a file, only its
+// file whose text did not change, and only a re-parsed object is compared with what was sent: one
+// edited object among thousands costs about that object only. Of a file, only its
 // objects as sent are kept (file-entries.ts): Services and EndpointSlices trimmed as the kube
 // source keeps them (src/source/trim.ts), nothing of its text or of the parsed YAML. The
 // result is diffed against what was sent: changed objects go out as upserts, vanished ones as

@@ -45,14 +45,15 @@ export function trimMeta(meta: unknown): Rec | undefined {
   return out;
 }
 
-/** A Service: metadata (trimMeta), spec as is, status.loadBalancer only. */
+/** A Service: metadata (trimMeta), spec as is, status.loadBalancer only (one literal each, see trimEndpoint). */
 export function trimService(s: V1Service): V1Service {
   if (!isRec(s)) return s;
-  const out: Rec = { metadata: trimMeta(s.metadata) };
-  if (s.spec !== undefined) out.spec = plain(s.spec);
+  const metadata = trimMeta(s.metadata);
   const status = (s as Rec).status;
-  if (isRec(status) && status.loadBalancer !== undefined) out.status = { loadBalancer: plain(status.loadBalancer) };
-  return out as V1Service;
+  const lb = isRec(status) && status.loadBalancer !== undefined ? { loadBalancer: plain(status.loadBalancer) } : undefined;
+  if (s.spec === undefined) return (lb ? { metadata, status: lb } : { metadata }) as V1Service;
+  const spec = plain(s.spec);
+  return (lb ? { metadata, spec, status: lb } : { metadata, spec }) as V1Service;
 }
 
 const sharedConditions = new Map<string, Readonly<Rec>>();
@@ -72,23 +73,42 @@ function conditions(c: unknown): unknown {
   return shared;
 }
 
-/** One endpoint: addresses, conditions, nodeName, zone, hostname, hints, targetRef (kind and name). */
+/** targetRef: its kind and name only. */
+function trimTargetRef(ref: unknown): unknown {
+  if (!isRec(ref)) return ref === null ? undefined : ref;
+  // One literal when both are there (the usual case): see trimEndpoint.
+  if (ref.kind !== undefined && ref.name !== undefined) return { kind: plain(ref.kind), name: plain(ref.name) };
+  return plain({ kind: ref.kind, name: ref.name });
+}
+
+/**
+ * One endpoint: addresses, conditions, nodeName, zone, hostname, hints, targetRef (kind and
+ * name). The usual shapes are built in one object literal each: V8 gives a literal exactly its
+ * fields inside the object, while fields added to it later go to a separate property array, about
+ * 30 bytes more per endpoint (3 MB at 100 000 endpoints).
+ */
 function trimEndpoint(e: unknown): unknown {
   if (!isRec(e)) return e;
-  const out: Rec = { addresses: plain(e.addresses) };
-  if (e.conditions !== undefined) out.conditions = conditions(e.conditions);
+  const addresses = plain(e.addresses);
+  const cond = e.conditions !== undefined ? conditions(e.conditions) : undefined;
+  const ref = trimTargetRef(e.targetRef);
+  if (cond !== undefined && e.nodeName !== undefined && ref !== undefined && e.hostname === undefined && e.hints === undefined) {
+    const nodeName = plain(e.nodeName);
+    return e.zone === undefined ? { addresses, conditions: cond, nodeName, targetRef: ref }
+      : { addresses, conditions: cond, nodeName, zone: plain(e.zone), targetRef: ref };
+  }
+  const out: Rec = { addresses };
+  if (cond !== undefined) out.conditions = cond;
   for (const k of ['nodeName', 'zone', 'hostname', 'hints'] as const) if (e[k] !== undefined) out[k] = plain(e[k]);
-  const ref = e.targetRef;
-  if (isRec(ref)) out.targetRef = plain({ kind: ref.kind, name: ref.name });
-  else if (ref !== undefined && ref !== null) out.targetRef = ref;
+  if (ref !== undefined) out.targetRef = ref;
   return out;
 }
 
 /** An EndpointSlice: metadata (trimMeta), addressType, ports, endpoints (trimEndpoint each). */
 export function trimEndpointSlice(s: V1EndpointSlice): V1EndpointSlice {
   if (!isRec(s)) return s;
-  const out: Rec = { metadata: trimMeta(s.metadata), addressType: s.addressType, ports: plain(s.ports) };
-  out.endpoints = Array.isArray(s.endpoints) ? s.endpoints.map(trimEndpoint) : s.endpoints;
+  const endpoints = Array.isArray(s.endpoints) ? s.endpoints.map(trimEndpoint) : s.endpoints;
+  const out: Rec = { metadata: trimMeta(s.metadata), addressType: s.addressType, ports: plain(s.ports), endpoints };
   return out as unknown as V1EndpointSlice;
 }
 

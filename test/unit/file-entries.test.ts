@@ -1,10 +1,11 @@
 // What the files source keeps of a file (src/source/file-entries.ts): the objects as sent
 // (Services and EndpointSlices trimmed as the kube source keeps them, the Node and the config
-// whole), fingerprinted as parsed, and the entries of documents whose text did not change reused.
+// whole), compared by what is kept of them, and the entries of documents whose text did not change
+// reused.
 // Addresses: VIPs 10.200.1.0/24, pods 10.10.0.0/16, nodes 192.168.0.0/24.
 /* eslint-disable @typescript-eslint/no-explicit-any */
 import { describe, expect, it } from '@jest/globals';
-import { parseEntries } from '../../src/source/file-entries.js';
+import { docObjects, parseEntries, sameContent } from '../../src/source/file-entries.js';
 
 const service = (name: string, ip: string, comment = '') => `apiVersion: v1
 kind: Service${comment}
@@ -28,7 +29,7 @@ endpoints:
 `;
 const node = 'apiVersion: v1\nkind: Node\nmetadata: {name: node-a}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.10}]}\n';
 
-const objects = (r: ReturnType<typeof parseEntries>) => r.docs.flatMap((d) => d.objects);
+const objects = (r: ReturnType<typeof parseEntries>) => r.docs.flatMap(docObjects);
 
 describe('parseEntries', () => {
   it('keeps Services and EndpointSlices as the kube source does, the Node whole', () => {
@@ -45,13 +46,17 @@ describe('parseEntries', () => {
     expect(n.object).toEqual({ apiVersion: 'v1', kind: 'Node', metadata: { name: 'node-a' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.0.10' }] } });
   });
 
-  it('fingerprints what the file says: a comment changes nothing, a dropped field does', () => {
+  it('tells objects apart by what is kept of them: a comment, a dropped field or a resourceVersion changes nothing', () => {
     const [a] = objects(parseEntries(service('a', '10.200.1.1'), undefined));
     const [commented] = objects(parseEntries(service('a', '10.200.1.1', ' # edited'), undefined));
     const [status] = objects(parseEntries(service('a', '10.200.1.1').replace('type: x', 'type: y'), undefined));
-    expect(commented!.fingerprint).toBe(a!.fingerprint);
-    expect(status!.fingerprint).not.toBe(a!.fingerprint);
-    expect(status!.object).toEqual(a!.object);
+    const [moved] = objects(parseEntries(service('a', '10.200.1.2'), undefined));
+    expect(sameContent(commented!.object, a!.object)).toBe(true);
+    expect(sameContent(status!.object, a!.object)).toBe(true);
+    const sent = { ...a!.object, metadata: { ...(a!.object.metadata as object), resourceVersion: 'files-7' } };
+    expect(sameContent(sent, a!.object)).toBe(true);
+    expect(sameContent(moved!.object, a!.object)).toBe(false);
+    expect(Object.keys(a!).sort()).toEqual(['digest', 'key', 'kind', 'object']);
   });
 
   it('reuses the entries of documents whose text did not change', () => {
@@ -60,6 +65,21 @@ describe('parseEntries', () => {
     expect(second.docs[0]).toBe(first.docs[0]);
     expect(second.docs[1]).not.toBe(first.docs[1]);
     expect(objects(second).map((e) => e.key)).toEqual(['Service/ns1/a', 'EndpointSlice/ns1/a-2']);
+  });
+
+  it('keeps a document of one object as that object\'s entry, others with their list, and reuses both', () => {
+    const list = `apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Service, metadata: {name: b, namespace: ns1}}\n- {apiVersion: v1, kind: Pod, metadata: {name: p}}\n`;
+    const first = parseEntries(`${service('a', '10.200.1.1')}---\n${list}`, undefined);
+    const [one, many] = first.docs as any[];
+    expect(one).toBe(objects(first)[0]);
+    expect(one.digest).not.toBe('');
+    expect(many.objects.map((e: any) => e.key)).toEqual(['Service/ns1/b']);
+    expect(many.skipped).toEqual(['Pod/p']);
+    const second = parseEntries(`${service('a', '10.200.1.1')}---\n${list}---\n${slice('a-1')}`, first.docs);
+    expect(second.docs[0]).toBe(one);
+    expect(second.docs[1]).toBe(many);
+    expect(second.skipped).toEqual(['Pod/p']);
+    expect(objects(second).map((e) => e.key)).toEqual(['Service/ns1/a', 'Service/ns1/b', 'EndpointSlice/ns1/a-1']);
   });
 
   it('parses a file with directives whole, and reuses none of it by document', () => {

@@ -9,6 +9,7 @@ import { ConfigGate } from '../../src/source/config-gate.js';
 import {
   type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile,
 } from '../../src/source/files-parse.js';
+import { docObjects } from '../../src/source/file-entries.js';
 import type { SourceEvent } from '../../src/source/types.js';
 
 const service = (name: string, ip: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: ns1}\nspec: {clusterIP: ${ip}, ports: [{port: 80}]}\n`;
@@ -27,7 +28,7 @@ const line = (e: SourceEvent) => e.kind === 'config' ? `${e.type} config ${e.con
 describe('parseFile', () => {
   it('gives the objects of a new text, the same for the same bytes', () => {
     const r = parseFile('a.yaml', service('svc1', '10.200.1.10'), undefined);
-    expect('entry' in r && r.entry.docs.flatMap((d) => d.objects.map((o) => o.key))).toEqual(['Service/ns1/svc1']);
+    expect('entry' in r && r.entry.docs.flatMap(docObjects).map((o) => o.key)).toEqual(['Service/ns1/svc1']);
     expect(parseFile('a.yaml', service('svc1', '10.200.1.10'), entry(service('svc1', '10.200.1.10')))).toEqual({ same: true });
   });
 
@@ -73,6 +74,19 @@ describe('diffObjects', () => {
     expect(first.map((e) => e.kind === 'service' && e.object.metadata?.resourceVersion)).toEqual([false, 'files-1', 'files-2']);
     expect(diff(s, `${service('svc1', '10.200.1.10')}---\n${service('svc2', '10.200.1.11')}---\n${config('default', '{defaultScheduler: lc}')}`)).toEqual([]);
     expect(diff(s, service('svc1', '10.200.1.12')).map(line)).toEqual(['delete config rr', 'upsert service ns1/svc1', 'delete service ns1/svc2']);
+  });
+
+  it('sends an object again only when what is kept of it changed: not for a status or a resourceVersion edit', () => {
+    const s = state();
+    const svc = (extra: string) => `${service('svc1', '10.200.1.10')}${extra}`;
+    expect(diff(s, svc('')).map(line)).toEqual(['upsert service ns1/svc1']);
+    expect(diff(s, svc('status: {conditions: [{type: x, status: "True"}]}\n'))).toEqual([]);
+    expect(diff(s, svc('').replace('namespace: ns1}', 'namespace: ns1, resourceVersion: "9"}'))).toEqual([]);
+    expect(diff(s, svc('').replace('port: 80', 'port: 81')).map(line)).toEqual(['upsert service ns1/svc1']);
+    // A config is told apart by its whole content: a label edit is sent, the same text is not.
+    expect(diff(s, config('default', '{defaultScheduler: lc}')).map(line)).toEqual(['upsert config lc', 'delete service ns1/svc1']);
+    expect(diff(s, config('default', '{defaultScheduler: lc}'))).toEqual([]);
+    expect(diff(s, config('default', '{defaultScheduler: lc}').replace('{name: default}', '{name: default, labels: {a: b}}')).map(line)).toEqual(['upsert config lc']);
   });
 
   it('reports an invalid config and sends nothing for it: the last valid one stays in force', () => {

@@ -81,6 +81,27 @@ describe('trimService / trimEndpointSlice', () => {
     expect(Object.isFrozen(t.endpoints[0].conditions)).toBe(true);
   });
 
+  it('build the usual endpoint (node, conditions, targetRef, with or without a zone) with exactly the fields the general path keeps', () => {
+    const ref = { kind: 'Pod', name: 'web-c', namespace: 'ns1', uid: 'p3' };
+    const ready = { ready: true, serving: true, terminating: false };
+    const t = trimEndpointSlice({ ...structuredClone(slice), endpoints: [
+      { addresses: ['10.1.0.4'], nodeName: 'node-a', conditions: ready, targetRef: ref },
+      { addresses: ['10.1.0.5'], nodeName: 'node-a', zone: 'z1', conditions: ready, targetRef: ref, deprecatedTopology: { a: 'b' } },
+      { addresses: ['10.1.0.6'], nodeName: 7, conditions: 'yes', targetRef: { kind: 'Pod' } },
+    ] } as never) as Record<string, any>;
+    expect(t.endpoints).toEqual([
+      { addresses: ['10.1.0.4'], nodeName: 'node-a', conditions: ready, targetRef: { kind: 'Pod', name: 'web-c' } },
+      { addresses: ['10.1.0.5'], nodeName: 'node-a', zone: 'z1', conditions: ready, targetRef: { kind: 'Pod', name: 'web-c' } },
+      { addresses: ['10.1.0.6'], nodeName: 7, conditions: 'yes', targetRef: { kind: 'Pod' } },
+    ]);
+    expect(t.endpoints.map((e: object) => Object.keys(e).sort())).toEqual([
+      ['addresses', 'conditions', 'nodeName', 'targetRef'],
+      ['addresses', 'conditions', 'nodeName', 'targetRef', 'zone'],
+      ['addresses', 'conditions', 'nodeName', 'targetRef'],
+    ]);
+    expect(Object.keys(t.endpoints[2].targetRef)).toEqual(['kind']);
+  });
+
   it.each([
     ['a wrong-typed clusterIP', { ...service, spec: { ...service.spec, clusterIP: 10 } }],
     ['ports that are not a list', { ...service, spec: { ...service.spec, ports: 'http' } }],
