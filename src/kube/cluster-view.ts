@@ -25,6 +25,8 @@ import { Reflector } from './reflector.js';
 /** The Lease annotation the leader stamps after each aggregation. */
 export const VIEW_AT_ANNOTATION = 'ipvs-operator.io/view-at';
 export const LEASE_NAME = 'ipvs-operator-balance';
+/** A node keeps its dealt first choice while its last report is younger than this many stale windows. */
+export const DEAL_STALE_PERIODS = 10;
 /** The stamp before the Lease was ever read: the view counts as live for its first staleMs. */
 const NOT_SEEN = '(not read yet)';
 
@@ -373,10 +375,14 @@ export class ClusterView {
       const used = new Map(prev.used);
       for (const r of fresh) used.set(r.node, r.at);
       for (const rej of step.rejections) this.rejected(rej.node, rej.reason, rej.message, vk);
-      // Idle nodes' first choices among the equal highest weights, dealt out evenly over the
-      // nodes reporting the Service (first-choice.ts); kept where they still balance.
+      // Idle nodes' first choices, the nodes dealt over the backends by weight (first-choice.ts),
+      // kept where the quotas allow. Dealt to every node whose report names the Service and is
+      // younger than DEAL_STALE_PERIODS × the stale window, not only to the nodes fresh enough
+      // for the estimate: a report a period late would otherwise re-deal the choices (a write,
+      // and an update-dest on the moved nodes) and deal them back when it arrives.
       const before = prev.choices ?? this.o.weights.publishedChoicesOf(vk);
-      const choices = assignFirstChoices([...step.state.nodes.keys()], step.weights, before);
+      const dealTo = (perView.get(vk) ?? []).filter((r) => now - r.at < DEAL_STALE_PERIODS * this.staleMs).map((r) => r.node);
+      const choices = assignFirstChoices(dealTo, step.weights, before);
       next.set(vk, { state: step.state, used, choices });
       this.o.onEstimate?.(vk, step.estimate, step.weights, viewImbalance(backends.map((b) => step.state.smoothed.get(b)?.load)));
       const cut = vk.lastIndexOf('/');
