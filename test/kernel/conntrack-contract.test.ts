@@ -9,6 +9,7 @@ import { type Flow, encodeCreate } from '../../src/conntrack/codec.js';
 import { NETLINK_NETFILTER } from '../../src/conntrack/constants.js';
 import { ConntrackError } from '../../src/conntrack/errors.js';
 import { NetlinkSocket } from '../../src/netlink/socket.js';
+import { expectCase } from '../support/contract.js';
 import { CONTRACT, entriesOf, predicateMismatches, runCase } from '../support/conntrack-contract.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -40,10 +41,6 @@ afterAll(async () => {
 
 describe('conntrack contract: NetlinkConntrack on the kernel', () => {
   it.each(CONTRACT.map((c) => [`${c.call.kind}: ${c.name}`, c] as const))('%s', async (_name, c) => {
-    const { setupFailures, answer, errors, before, after } = await runCase({ client, insert }, c);
-    expect(setupFailures).toEqual([]);
-    expect(answer).toBe(c.answer);
-    expect(predicateMismatches(errors)).toEqual([]);
-    expect(after).toBe(c.after ?? before);
+    expectCase(await runCase({ client, insert }, c), c, predicateMismatches);
   });
 });

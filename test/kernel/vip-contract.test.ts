@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/glo
 import { execFileSync } from 'node:child_process';
 import { Rtnl } from '../../src/rtnl/links.js';
 import { RtnlVipLink } from '../../src/rtnl/vips.js';
+import { expectCase } from '../support/contract.js';
 import { CONTRACT, LINK, VETH, formatState, predicateMismatches, runCase } from '../support/vip-contract.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -46,10 +47,6 @@ afterAll(async () => {
 
 describe('VIP link contract: RtnlVipLink on the kernel', () => {
   it.each(CONTRACT.map((c) => [`${c.call.kind}: ${c.name}`, c] as const))('%s', async (_name, c) => {
-    const { setupFailures, answer, errors, before, after } = await runCase({ link, state }, c);
-    expect(setupFailures).toEqual([]);
-    expect(answer).toBe(c.answer);
-    expect(predicateMismatches(errors)).toEqual([]);
-    expect(after).toBe(c.after ?? before);
+    expectCase(await runCase({ link, state }, c), c, predicateMismatches);
   });
 });
