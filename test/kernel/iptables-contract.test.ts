@@ -1,12 +1,13 @@
 // The iptables/ipset contract (test/support/iptables-contract.ts) against the real binaries (nft
 // backend); the same table runs against FakeHost in test/unit/iptables-contract.test.ts. The
 // guest's root netns: every case starts without the contract's chains, jumps and sets (CTC-*),
-// removed by name as the operator's cleanup does, and none are left behind.
+// removed by name as the operator's cleanup does, and none are left behind. A case reads back only
+// what its tools wrote (a save is a process per tool under TCG): the leftovers the next case clears.
 import { afterAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { spawnRunner } from '../../src/iptables/restore.js';
 import { parseSave } from '../../src/iptables/save.js';
 import { expectCase } from '../support/contract.js';
-import { ARGV, CONTRACT, runCase } from '../support/iptables-contract.js';
+import { ARGV, CONTRACT, runCase, sectionsOf } from '../support/iptables-contract.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -15,14 +16,16 @@ const run = spawnRunner;
 let last: string | undefined;
 /** The latest dump of the running case. */
 let latest: string | undefined;
-/** All three dumps from one shell. */
-const dump = async () => (latest = (await run('sh', ['-c', 'echo "#v4"; iptables-nft-save; echo "#v6"; ip6tables-nft-save; echo "#ipset"; ipset save'])).stdout);
+const SAVE = { iptables: 'iptables-nft-save', ip6tables: 'ip6tables-nft-save', ipset: 'ipset save' } as const;
+/** The dumps of `tools` (default all) from one shell. */
+const dump = async (tools: ReadonlySet<keyof typeof SAVE> = new Set(['iptables', 'ip6tables', 'ipset'] as const)) =>
+  (latest = (await run('sh', ['-c', [...tools].map((t) => `echo "#${t}"; ${SAVE[t]}`).join('; ')])).stdout);
 
 /** Removes every CTC-* jump, chain and set: rules first, then sets (a set a rule names cannot go). */
 async function clear(): Promise<void> {
   const text = last ?? await dump();
   last = undefined;
-  const [, v4 = '', v6 = '', sets = ''] = text.split(/^#(?:v4|v6|ipset)$/m);
+  const { iptables: v4, ip6tables: v6, ipset: sets } = sectionsOf(text);
   for (const [tool, text] of [['iptables', v4], ['ip6tables', v6]] as const) {
     const lines: string[] = [];
     for (const [table, t] of parseSave(text)) {

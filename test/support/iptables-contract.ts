@@ -111,8 +111,22 @@ export const REQUIRED: Readonly<Record<'iptables' | 'ipset', readonly Category[]
 /** Where the cases run: a Runner, and the text that formatState reads. */
 export interface IptWorld {
   run: Runner;
-  /** iptables-save (v4), ip6tables-save, ipset save of the host, each after a `#v4` / `#v6` / `#ipset` line. */
-  dump(): Promise<string>;
+  /**
+   * The host's iptables-save (v4), ip6tables-save and ipset save, each after its `#iptables`,
+   * `#ip6tables` or `#ipset` line; only those of `tools` (a case reads what its tools wrote).
+   */
+  dump(tools: ReadonlySet<IptCall['tool']>): Promise<string>;
+}
+
+/** The sections of a dump by tool ('' for one it does not hold). */
+export function sectionsOf(dump: string): Record<IptCall['tool'], string> {
+  const out = { iptables: '', ip6tables: '', ipset: '' };
+  for (const part of dump.split(/^#(?=(?:iptables|ip6tables|ipset)$)/m)) {
+    const nl = part.indexOf('\n');
+    const tool = (nl < 0 ? part : part.slice(0, nl)) as IptCall['tool'];
+    if (tool in out) out[tool] = nl < 0 ? '' : part.slice(nl + 1);
+  }
+  return out;
 }
 
 /**
@@ -121,7 +135,7 @@ export interface IptWorld {
  * line each: `v4 nat :CTC-SVC`, `v4 nat -A PREROUTING -j CTC-SVC`, `set CTC-A hash:ip 10.200.1.1`.
  */
 export function formatState(dump: string): string {
-  const [, v4 = '', v6 = '', sets = ''] = dump.split(/^#(?:v4|v6|ipset)$/m);
+  const { iptables: v4, ip6tables: v6, ipset: sets } = sectionsOf(dump);
   const out: string[] = [];
   for (const [family, text] of [['v4', v4], ['v6', v6]] as const) {
     for (const [table, t] of [...parseSave(text)].sort(([a], [b]) => (a < b ? -1 : 1))) {
@@ -153,13 +167,14 @@ export async function callOf(run: Runner, c: IptCall): Promise<{ answer: 'ok' | 
 
 /** What one case did in `world` (holding none of ours): set-up failures, the answer, the states before ('' when `after` is given) and after. */
 export async function runCase(world: IptWorld, c: IptCase): Promise<{ setupFailures: string[]; answer: string; stderr: string; before: string; after: string }> {
+  const tools = new Set([...c.setup, c.call].map((x) => x.tool));
   const setupFailures: string[] = [];
   for (const s of c.setup) {
     const r = await callOf(world.run, s);
     if (r.answer !== 'ok') setupFailures.push(`${s.tool}: ${r.stderr}`);
   }
-  // Read only when the case expects no change (each dump is three processes in the VM).
-  const before = c.after === undefined ? formatState(await world.dump()) : '';
+  // Read only when the case expects no change (each dump is a process per tool in the VM).
+  const before = c.after === undefined ? formatState(await world.dump(tools)) : '';
   const { answer, stderr } = await callOf(world.run, c.call);
-  return { setupFailures, answer, stderr, before, after: formatState(await world.dump()) };
+  return { setupFailures, answer, stderr, before, after: formatState(await world.dump(tools)) };
 }

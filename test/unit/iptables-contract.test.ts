@@ -5,11 +5,11 @@ import { FakeHost } from '../support/iptables-fake.js';
 import { coverageGaps, expectCase } from '../support/contract.js';
 import { CONTRACT, type IptWorld, REQUIRED, runCase } from '../support/iptables-contract.js';
 
-/** A fresh fake host; its dump in the form the VM's tools print (sets as `ipset save` lines). */
+/** A fresh fake host; its dump in the form the VM's tools print (sets as `ipset save` lines), every section. */
 function fakeWorld(): IptWorld {
   const host = new FakeHost();
   const sets = () => [...host.sets].flatMap(([n, s]) => [`create ${n} ${s.type}`, ...[...s.members].map((m) => `add ${n} ${m}`)]).join('\n');
-  return { run: host.run, dump: async () => `#v4\n${host.save('nft', 'v4')}#v6\n${host.save('nft', 'v6')}#ipset\n${sets()}\n` };
+  return { run: host.run, dump: async () => `#iptables\n${host.save('nft', 'v4')}#ip6tables\n${host.save('nft', 'v6')}#ipset\n${sets()}\n` };
 }
 
 describe('iptables/ipset contract: FakeHost', () => {
