@@ -23,11 +23,11 @@
 // ctnetlink_del_conntrack: encodeDelete refuses to build one.
 import { formatHostPort } from '../model/ipvs.js';
 import { type Family, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
+import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST } from '../netlink/constants.js';
 import { type NlMessage, be16, nla, parseAttrs } from '../netlink/framing.js';
 import {
   AF_INET, AF_INET6, CTA_FILTER, CTA_FILTER_F_CTA_PROTO_NUM, CTA_FILTER_ORIG_FLAGS, CTA_ID, CTA_IP_V4_DST, CTA_IP_V4_SRC, CTA_IP_V6_DST, CTA_IP_V6_SRC, CTA_PROTO_DST_PORT, CTA_PROTO_NUM,
-  CTA_PROTO_SRC_PORT, CTA_TUPLE_IP, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, CTA_TUPLE_REPLY, CTA_ZONE, IPCTNL_MSG_CT_DELETE,
+  CTA_PROTO_SRC_PORT, CTA_TIMEOUT, CTA_TUPLE_IP, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, CTA_TUPLE_REPLY, CTA_ZONE, IPCTNL_MSG_CT_DELETE,
   IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_NEW, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, NFGENMSG_LEN, NFNETLINK_V0, NFNL_SUBSYS_CTNETLINK,
 } from './constants.js';
 import { ConntrackError } from './errors.js';
@@ -206,4 +206,18 @@ export function encodeFlow(f: Flow, seq: number, port: number): Buffer {
   attrs.push(nla(CTA_ID, id));
   if (f.zone) attrs.push(nla(CTA_ZONE, be16(f.zone)));
   return header(IPCTNL_MSG_CT_NEW, 0, f.family, seq, port, Buffer.concat(attrs));
+}
+
+/**
+ * The request that makes this entry (both tuples, its zone, `timeout` seconds to live): only the
+ * kernel contract's set-up uses it, the operator never creates entries. EEXIST when either tuple
+ * is taken in that zone (the kernel hashes both directions).
+ */
+export function encodeCreate(f: Flow, timeout: number, seq: number, port: number): Buffer {
+  const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig), encodeTuple(CTA_TUPLE_REPLY, f.family, f.proto, f.reply)];
+  const ttl = Buffer.alloc(4);
+  ttl.writeUInt32BE(timeout >>> 0);
+  attrs.push(nla(CTA_TIMEOUT, ttl));
+  if (f.zone) attrs.push(nla(CTA_ZONE, be16(f.zone)));
+  return header(IPCTNL_MSG_CT_NEW, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, f.family, seq, port, Buffer.concat(attrs));
 }

@@ -73,17 +73,25 @@ export class RtnlVipLink implements VipLink {
   }
 }
 
-/** VipLink in memory, with the real one's refusals: `foreign` names links of another kind (name -> kind). */
+/**
+ * VipLink in memory, with the real one's answers (the contract in test/support/vip-contract.ts runs
+ * the same table against the kernel). `foreign` names links of another kind (name -> kind): they
+ * exist and hold addresses; ensure and list refuse them, add and remove do not look (as the real link).
+ */
 export class FakeVipLink implements VipLink {
+  /** Addresses per existing link (as the kernel lists them), links of another kind included. */
   readonly links = new Map<string, Set<string>>();
-  constructor(private readonly foreign: ReadonlyMap<string, string> = new Map()) {}
+  constructor(private readonly foreign: ReadonlyMap<string, string> = new Map()) {
+    for (const name of foreign.keys()) this.links.set(name, new Set());
+  }
   async ensure(name: string): Promise<void> {
     this.refuseForeign(`ensure-link ${name}`, name);
     if (!this.links.has(name)) this.links.set(name, new Set());
   }
   async list(name: string): Promise<string[]> {
     this.refuseForeign(`list-addresses ${name}`, name);
-    return [...(this.links.get(name) ?? [])];
+    // The real list leaves out link-local addresses (the kernel's own fe80::/64 on an up link).
+    return [...(this.links.get(name) ?? [])].filter((a) => !a.startsWith('fe80:'));
   }
   async add(name: string, address: string): Promise<void> {
     const [err] = await this.addMany(name, [address]);
@@ -97,11 +105,14 @@ export class FakeVipLink implements VipLink {
     const op = (a: string) => `add-address ${name} ${a}`;
     const checked = addresses.map((a) => invalid(op(a), a));
     if (checked.every((e) => e)) return checked;
-    const l = this.links.get(name);
+    const l = this.lookup(name);
     if (!l) throw RtnlError.fromErrno(`add-address ${name}`, Errno.ENODEV);
     return addresses.map((a, i) => {
       if (checked[i]) return checked[i];
       const key = canonical(a);
+      if (refusedIPv6(key, name)) return RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL);
+      // __inet_insert_ifa: an IPv4 address 0.0.0.0 is answered with success and not added.
+      if (key === '0.0.0.0') return undefined;
       if (l.has(key)) return RtnlError.fromErrno(op(a), Errno.EEXIST);
       l.add(key);
       return undefined;
@@ -111,16 +122,31 @@ export class FakeVipLink implements VipLink {
     const op = (a: string) => `delete-address ${name} ${a}`;
     const checked = addresses.map((a) => invalid(op(a), a));
     if (checked.every((e) => e)) return checked;
-    const l = this.links.get(name);
+    const l = this.lookup(name);
     // The real link looks the index up first: a missing link is ENODEV, nothing sent.
     if (!l) throw RtnlError.fromErrno(`delete-address ${name}`, Errno.ENODEV);
     return addresses.map((a, i) => checked[i] ?? (l.delete(canonical(a)) ? undefined : RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL)));
   }
+  /** The link's addresses, undefined when missing; a name longer than IFNAMSIZ - 1 is refused as the kernel's lookup does (ERANGE). */
+  private lookup(name: string): Set<string> | undefined {
+    if (Buffer.byteLength(name) > IFNAMSIZ - 1) throw RtnlError.fromErrno(`get-link ${name}`, Errno.ERANGE);
+    return this.links.get(name);
+  }
   private refuseForeign(op: string, name: string): void {
+    this.lookup(name);
     const kind = this.foreign.get(name);
     if (kind !== undefined) throw RtnlError.foreignLink(op, name, kind);
   }
 }
+
+/** ipv6_add_addr refuses (EADDRNOTAVAIL) the unspecified address, multicast ones, and ::1 on a link other than loopback. */
+function refusedIPv6(key: string, link: string): boolean {
+  const a = parseHostAddress('refused', key);
+  return a.family === 10 && (key === '::' || a.bytes[0] === 0xff || (key === '::1' && link !== 'lo'));
+}
+
+/** Interface names hold at most IFNAMSIZ - 1 bytes (rtnetlink's IFLA_IFNAME policy: ERANGE beyond). */
+const IFNAMSIZ = 16;
 
 /** RtnlError.invalidArgument for anything but an IP address (the real link never sends it), else undefined. */
 function invalid(op: string, address: string): RtnlError | undefined {

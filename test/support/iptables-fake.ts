@@ -1,14 +1,24 @@
 // FakeHost: a Runner that behaves like the iptables/ipset binaries on a host, for unit tests that
 // must never touch real netfilter. It keeps the semantics our code relies on, with the real tools'
-// failures: iptables-restore is all-or-nothing per run; --noflush `:CHAIN` creates or flushes just
-// that chain; -A/-I into a missing chain, -D of a missing rule, -X of a referenced or non-empty
-// chain and `--match-set` of a missing set fail; ipset create of an existing set (unless -exist
-// with the same type), add to / swap / destroy a missing set, swap of different types and destroy
-// of a set a rule uses fail. Every call is recorded.
+// failures (the contract in test/support/iptables-contract.ts runs the same table against the real
+// tools, nft backend): iptables-restore is all-or-nothing per run and needs a known table and a
+// COMMIT; --noflush `:CHAIN` creates or flushes just that chain; -A/-I into a missing chain, -D of
+// a missing rule, -X of a referenced or non-empty chain and `--match-set` of a missing set fail;
+// ipset create of an existing set (unless -exist with the same type, family and maxelem) or of an
+// unknown type, add of a member that is not an address of the set's family, add to / swap with a
+// missing set, swap of different types and destroy of a set a rule uses fail. Every call is recorded.
 import type { RunResult, Runner } from '../../src/iptables/exec.js';
+import { parseIPv4, parseIPv6 } from '../../src/model/addr.js';
 
 type Tables = Map<string, Map<string, string[]>>;
-interface IpSet { type: string; members: Set<string> }
+/** A set: its type, what create must repeat for -exist to pass (type, family, maxelem), its members. */
+interface IpSet { type: string; same: string; family: 'inet' | 'inet6'; members: Set<string> }
+
+/** The tables iptables knows (iptables-restore refuses any other name). */
+const TABLES = new Set(['filter', 'nat', 'mangle', 'raw', 'security']);
+/** The set types of ipset 7 (`ipset help`); create refuses any other. */
+const SET_TYPES = new Set(['bitmap:ip', 'bitmap:ip,mac', 'bitmap:port', 'hash:ip', 'hash:ip,mac', 'hash:ip,mark', 'hash:ip,port', 'hash:ip,port,ip',
+  'hash:ip,port,net', 'hash:mac', 'hash:net', 'hash:net,iface', 'hash:net,net', 'hash:net,port', 'hash:net,port,net', 'list:set']);
 
 const BUILTIN: Record<string, string[]> = {
   nat: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'],
@@ -110,6 +120,7 @@ export class FakeHost {
       const err = (msg: string) => fail(`iptables-restore: line ${n} failed: ${msg}`);
       if (line.startsWith('*')) {
         const name = line.slice(1);
+        if (!TABLES.has(name)) return err(`table name '${name}' invalid`);
         if (!next.has(name)) next.set(name, new Map((BUILTIN[name] ?? []).map((c) => [c, []])));
         table = next.get(name);
         continue;
@@ -136,10 +147,16 @@ export class FakeHost {
       } else if (op === '-X') {
         if (rules.length) return err(`Directory not empty: ${chain}`);
         for (const [c, rs] of table) if (c !== chain && rs.some((r) => r.endsWith(`-j ${chain}`))) return err(`Too many links: ${chain}`);
-        if ((BUILTIN[[...next].find(([, v]) => v === table)![0]] ?? []).includes(chain!)) return err('cannot delete built-in chain');
+        if ((BUILTIN[[...next].find(([, v]) => v === table)![0]] ?? []).includes(chain!)) {
+          // nft: an empty built-in chain is deleted (and made again on first use: as if it stayed).
+          // legacy keeps built-in chains (not checked against the real tool).
+          if (backend === 'nft') continue;
+          return err('cannot delete built-in chain');
+        }
         table.delete(chain!);
       } else return err(`unknown ${op}`);
     }
+    if (table) return fail(`iptables-restore: COMMIT expected at line ${n}`);
     this.tables.set(`${backend} ${family}`, next);
     return ok('');
   }
@@ -162,10 +179,17 @@ export class FakeHost {
       const s = this.sets.get(name ?? '');
       if (op === 'create') {
         const type = rest[0]!;
-        if (s && !(exist && s.type === type)) return err('Set cannot be created: set with the same name already exists');
-        if (!s) this.sets.set(name!, { type, members: new Set() });
+        if (!SET_TYPES.has(type)) return err(`Syntax error: typename '${type}' is unknown`);
+        const opt = (k: string, d: string) => { const i = rest.indexOf(k); return i > 0 ? rest[i + 1]! : d; };
+        const family = opt('family', 'inet') === 'inet6' ? 'inet6' : 'inet';
+        // The kernel lets -exist pass only for the same set: type, family, maxelem (hashsize may differ).
+        const same = `${type} ${family} ${opt('maxelem', '65536')}`;
+        if (s && !(exist && s.same === same)) return err('Set cannot be created: set with the same name already exists');
+        if (!s) this.sets.set(name!, { type, same, family, members: new Set() });
       } else if (op === 'add') {
         if (!s) return err('The set with the given name does not exist');
+        const bad = badMember(s, rest[0] ?? '');
+        if (bad) return err(bad);
         if (s.members.has(rest[0]!) && !exist) return err("Element cannot be added to the set: it's already added");
         s.members.add(rest[0]!);
       } else if (op === 'swap') {
@@ -175,6 +199,8 @@ export class FakeHost {
         this.sets.set(name!, other);
         this.sets.set(rest[0]!, s);
       } else if (op === 'destroy') {
+        // With -exist, destroying a set that is not there is no error.
+        if (!s && exist) continue;
         if (!s) return err('The set with the given name does not exist');
         if (this.inUse(name!)) return err('Set cannot be destroyed: it is in use by a kernel component');
         this.sets.delete(name!);
@@ -182,6 +208,17 @@ export class FakeHost {
     }
     return ok('');
   }
+}
+
+/** Why ipset would not parse `member` for set `s` (its first part must be an address, or a net, of the set's family), else undefined. */
+function badMember(s: IpSet, member: string): string | undefined {
+  if (!s.type.startsWith('hash:ip') && !s.type.startsWith('hash:net')) return undefined;
+  const [first = ''] = member.split(',');
+  const [address = '', prefix] = first.split('/');
+  const v4 = s.family === 'inet';
+  const parsed = v4 ? parseIPv4(address) : parseIPv6(address);
+  const prefixOk = prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (v4 ? 32 : 128));
+  return parsed && prefixOk ? undefined : `Syntax error: cannot parse ${first}: resolving to ${v4 ? 'IPv4' : 'IPv6'} address failed`;
 }
 
 const ok = (stdout: string): RunResult => ({ code: 0, stdout, stderr: '' });

@@ -1,6 +1,7 @@
-// FakeVipLink's batch semantics (the real link's, checked in test/kernel/rtnl.test.ts), the
-// address request encoding, and the route socket's pipelining against the host kernel on a link
-// index that does not exist (every request is refused, nothing changes on the host).
+// FakeVipLink's batch semantics (the real link's: test/kernel/rtnl.test.ts, and the contract in
+// test/support/vip-contract.ts), the address request encoding, and the route socket's pipelining
+// against the host kernel on a link index that does not exist (every request is refused, nothing
+// changes on the host).
 import { describe, expect, it } from '@jest/globals';
 import { Errno, isExists } from '../../src/netlink/errors.js';
 import { decodeMessages, parseAttrs } from '../../src/netlink/framing.js';
