@@ -13,7 +13,7 @@ import { DEFAULT_DAMPING, type DampingConfig } from './damping.js';
 import { RAMPABLE_SCHEDULERS } from './slow-start.js';
 import { MAX_WEIGHT } from './weights.js';
 import { overlayTable } from './overlay.js';
-import { tiltFirstChoice } from './first-choice.js';
+import { localFirstChoice, tiltFirstChoice } from './first-choice.js';
 
 /** `ipvs-operator.io/balance: cluster` opts a Service into the cluster load view; `local` (the default) does not. */
 export const BALANCE_ANNOTATION = 'ipvs-operator.io/balance';
@@ -320,7 +320,9 @@ export class ClusterWeights {
       const service = `${e.origin.namespace}/${e.origin.name}`;
       services.add(service);
       const w = this.alive ? this.published.get(vk) : undefined;
-      const dests = w ? this.weigh(e, w, this.choices.get(vk)?.get(this.nodeName), service, problems) : e.dests;
+      // The dealt first choice, else (none dealt to this node: a large cluster, or not yet) its own.
+      const first = w ? this.choices.get(vk)?.get(this.nodeName) ?? localFirstChoice(this.nodeName, vk, w) : undefined;
+      const dests = w ? this.weigh(e, w, first, service, problems) : e.dests;
       const before = this.out.get(key);
       const moved = !before || before.dests.length !== dests.length || before.dests.some((rs, i) => rs.weight !== dests[i]!.weight);
       if (moved && before) changed.add(key);

@@ -14,20 +14,30 @@
 // ⌈q⌉ of q = N × w / Σw nodes), keeping each node's previous choice while its backend's quota
 // allows, placing the others by rendezvous score. The idle choice of the cluster then follows the
 // weights as a share does. How a node applies its choice depends on its scheduler (tiltFirstChoice).
+//
+// The published map grows with the nodes (about 60 bytes each per Service port), and is exact
+// where exactness matters: a few nodes, where a random choice collides. Above DEAL_MAX_NODES the
+// aggregator publishes none and each node takes its own choice by weighted rendezvous hashing
+// (localFirstChoice): each backend with probability w / Σw, independently per node, which over
+// that many nodes is proportional within a few per cent, at no API cost.
+import { fnv1a32 } from './order.js';
 import { rendezvousScore } from './reporting.js';
+
+/** The most nodes a published first-choice map names; above it each node chooses by localFirstChoice. */
+export const DEAL_MAX_NODES = 64;
 
 /**
  * Deals `nodes` over the backends of `weights` in proportion to them (counts within one of
  * N × w / Σw), keeping each node's `previous` choice where its backend's quota allows and placing
  * the others by rendezvous score (node, backend). Empty when there are fewer than two backends
- * with a weight or no node.
+ * with a weight, no node, or more than DEAL_MAX_NODES nodes (each then takes localFirstChoice).
  */
 export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMap<string, number>,
   previous?: ReadonlyMap<string, string>): Map<string, string> {
   const backends = [...weights].filter(([, w]) => w > 0).sort(([a], [b]) => (a < b ? -1 : 1));
   const out = new Map<string, string>();
   const sorted = [...new Set(nodes)].sort();
-  if (backends.length < 2 || sorted.length === 0) return out;
+  if (backends.length < 2 || sorted.length === 0 || sorted.length > DEAL_MAX_NODES) return out;
   const total = backends.reduce((s, [, w]) => s + w, 0);
   // Largest remainder: floors first, then one more to the largest fractions (ties by weight, name).
   const exact = backends.map(([b, w]) => ({ b, w, q: (sorted.length * w) / total }));
@@ -51,6 +61,34 @@ export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMa
     take(n, open.reduce((x, y) => (rendezvousScore(n, y) > rendezvousScore(n, x) ? y : x)));
   }
   return out;
+}
+
+/**
+ * A node's own first choice when none was dealt to it: weighted rendezvous hashing (each backend
+ * scored −ln(u) / w with u uniform from a hash of node, Service port and backend; the lowest
+ * wins), so backend b is chosen with probability w_b / Σw, and the same inputs give the same
+ * choice on every run. Undefined without a node name or a backend of positive weight.
+ */
+export function localFirstChoice(node: string, viewKey: string, weights: ReadonlyMap<string, number>): string | undefined {
+  if (!node) return undefined;
+  let best: string | undefined;
+  let bestScore = Infinity;
+  for (const [b, w] of [...weights].sort(([a], [c]) => (a < c ? -1 : 1))) {
+    if (!(w > 0)) continue;
+    const u = (mixHash(fnv1a32(`${node}\u0000${viewKey}\u0000${b}`)) + 0.5) / 4294967296;
+    const score = -Math.log(u) / w;
+    if (score < bestScore) [best, bestScore] = [b, score];
+  }
+  return best;
+}
+
+/** murmur3's finaliser (as reporting.ts): FNV-1a's low bits alone are too regular for a uniform u. */
+function mixHash(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b) >>> 0;
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35) >>> 0;
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** Kernel schedulers whose idle choice is the highest weight alone (ip_vs_sed.c: least (0 + 1) / w). */

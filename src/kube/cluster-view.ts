@@ -382,6 +382,7 @@ export class ClusterView {
       // and an update-dest on the moved nodes) and deal them back when it arrives.
       const before = prev.choices ?? this.o.weights.publishedChoicesOf(vk);
       const dealTo = (perView.get(vk) ?? []).filter((r) => now - r.at < DEAL_STALE_PERIODS * this.staleMs).map((r) => r.node);
+      // Above DEAL_MAX_NODES nothing is dealt: each node takes its own (localFirstChoice).
       const choices = assignFirstChoices(dealTo, step.weights, before);
       next.set(vk, { state: step.state, used, choices });
       this.o.onEstimate?.(vk, step.estimate, step.weights, viewImbalance(backends.map((b) => step.state.smoothed.get(b)?.load)));

@@ -10,7 +10,7 @@ import { imbalanceIndex } from '../../lab/cluster/balance-stats.js';
 import { DEFAULT_DAMPING, NO_DEAD_ZONE, checkWeights, deadZoneWidth, initialView, stepView, targetWeights } from '../../src/balance/damping.js';
 import { prng } from './fixtures.js';
 import { pickReporters, shouldReport } from '../../src/balance/reporting.js';
-import { assignFirstChoices, sameChoices, tiltFirstChoice } from '../../src/balance/first-choice.js';
+import { DEAL_MAX_NODES, assignFirstChoices, localFirstChoice, sameChoices, tiltFirstChoice } from '../../src/balance/first-choice.js';
 import { parseWeightsObject } from '../../src/balance/cluster-view.js';
 
 const B = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
@@ -385,7 +385,7 @@ describe('first choices: the nodes dealt out over the backends in proportion to 
     for (const [b, x] of w) expect(Math.abs((counts(c).get(b) ?? 0) - (n * x) / total)).toBeLessThan(1);
   };
 
-  it.each([1, 2, 3, 4, 5, 7, 12, 100])('%i nodes over three equal backends: every node one, counts within one of each other', (n) => {
+  it.each([1, 2, 3, 4, 5, 7, 12, 64])('%i nodes over three equal backends: every node one, counts within one of each other', (n) => {
     const c = assignFirstChoices(nodes(n), equal);
     expect([...c.keys()].sort()).toEqual(nodes(n).sort());
     const per = B.map((b) => counts(c).get(b) ?? 0);
@@ -397,13 +397,34 @@ describe('first choices: the nodes dealt out over the backends in proportion to 
     [4, [20, 20, 3], [2, 2, 0]],
     [4, [20, 15, 15], [2, 1, 1]], // equal pods whose estimates the noise split: no herd on the 20
     [4, [20, 8, 3], [3, 1, 0]],
-    [100, [20, 20, 2], [48, 47, 5]],
-    [1000, [20, 16, 6], [476, 381, 143]],
+    [50, [20, 20, 2], [24, 24, 2]],
+    [64, [20, 16, 6], [31, 24, 9]],
   ])('%i nodes over weights %j: %j nodes each', (n, w, want) => {
     const weights = new Map(B.map((b, i) => [b, w[i]!]));
     const c = assignFirstChoices(nodes(n), weights);
     expect(B.map((b) => counts(c).get(b) ?? 0)).toEqual(want);
     proportional(c, weights, n);
+  });
+
+  it('above DEAL_MAX_NODES each node chooses its own, by weighted rendezvous: proportional over many nodes, stable, no map', () => {
+    const w = new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 2]]);
+    const many = nodes(10_000);
+    const chosen = new Map(many.map((n) => [n, localFirstChoice(n, VIEW, w)!]));
+    const per = B.map((b) => counts(chosen).get(b) ?? 0);
+    // Expected 4762, 4762 and 476; binomial σ ≈ 50 and 21.
+    expect(Math.abs(per[0]! - 4762)).toBeLessThan(250);
+    expect(Math.abs(per[1]! - 4762)).toBeLessThan(250);
+    expect(Math.abs(per[2]! - 476)).toBeLessThan(100);
+    expect(localFirstChoice('node-7', VIEW, w)).toBe(chosen.get('node-7'));
+    // A backend's weight going down moves only nodes off it, never between the others.
+    const down = new Map([[B[0]!, 20], [B[1]!, 20], [B[2]!, 1]]);
+    for (const n of many.slice(0, 2000)) {
+      const after = localFirstChoice(n, VIEW, down)!;
+      if (after !== chosen.get(n)) expect(chosen.get(n)).toBe(B[2]);
+    }
+    expect(localFirstChoice('', VIEW, w)).toBeUndefined();
+    expect(localFirstChoice('node-1', VIEW, new Map([[B[0]!, 0]]))).toBeUndefined();
+    expect(assignFirstChoices(nodes(DEAL_MAX_NODES + 1), w).size).toBe(0); // no map above the cap
   });
 
   it('nothing to deal: one backend, or no node', () => {
@@ -450,7 +471,9 @@ describe('first choices: the nodes dealt out over the backends in proportion to 
     };
     expect(applied('node-a')).toEqual([20, 21, 2]);
     expect(applied('node-b')).toEqual([21, 20, 2]);
-    expect(applied('node-c')).toEqual([20, 20, 2]);
+    // node-c was dealt nothing (not yet, or a cluster above DEAL_MAX_NODES): it takes its own.
+    const own = localFirstChoice('node-c', VIEW, parsed.views.get(VIEW)!);
+    expect(applied('node-c')).toEqual(B.map((b, i) => (b === own && i < 2 ? 21 : [20, 20, 2][i])));
     // Under sed the dealt backend becomes the idle choice even below the highest weight.
     const sedTable = new Map([[KEY, { ...table.get(KEY)!, vs: { ...table.get(KEY)!.vs, scheduler: 'sed' } }]]);
     const cw = new ClusterWeights(30_000, undefined, undefined, 'node-c');
