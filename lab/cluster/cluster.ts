@@ -13,10 +13,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { run, runOk, type RunResult } from '../proc.js';
-import { podLogPath } from './podlog.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
-import { type ContainerStatus, type PodsUpdate, Supervisor, followPods, podStatusOf } from './kubelet.js';
+import { Kubelet, type PodLaunch } from './kubelet.js';
 import {
   BRIDGE, EXTERNAL, LB_POOL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
@@ -81,19 +80,6 @@ interface OperatorRun {
   child: ChildProcess;
   log: WriteStream;
   exited: Promise<number | null>;
-}
-
-/** A node's operator pod as the lab's kubelet runs it: its Pod object, the supervised container, how to start it again. */
-interface OperatorPod {
-  supervisor: Supervisor;
-  pod: { name: string; uid: string; resourceVersion: string };
-  /** startOperator's arguments, for the pod the "DaemonSet" makes after a deletion. */
-  start: { readyMs: number; extraArgs: readonly string[]; imageRootfs: string | undefined };
-  /** Status writes, in order; after `closed` none is sent. */
-  writes: Promise<unknown>;
-  closed: boolean;
-  /** The replacement after a `kubectl delete pod` in progress. */
-  replacing?: Promise<void>;
 }
 
 /** Sends one request to the API server with the admin token; the parsed body, or throws (with `status`) with the Status message. */
@@ -181,9 +167,10 @@ async function ipBatch(lines: readonly string[], ns?: string, force = false): Pr
 /** The cluster (see the file comment). Build it with LabCluster.up(); down() removes all of it. */
 export class LabCluster {
   readonly pods = new Map<string, LabPod>();
-  private readonly operators = new Map<string, OperatorPod>();
-  /** Ends the watch of the operator pods (followPods), once started. */
-  private podWatch: AbortController | undefined;
+  /** Runs the operator pods (kubelet.ts). */
+  private readonly kubelet = new Kubelet({
+    request: (method, path, body) => apiRequest(this.api, method, path, body), endpoint: () => this.api, logDir: POD_LOG_DIR, log: (l) => this.log(l),
+  });
   private readonly kubeProxies = new Map<string, OperatorRun>();
   private readonly log: (line: string) => void;
   private daemonSet: unknown;
@@ -312,16 +299,16 @@ export class LabCluster {
    * answers. From the working tree (dist/, this node binary with the image's node flags), or with
    * `imageRootfs` from the built image's filesystem (`lab image export`): the container's `/` is
    * the image's, and the DaemonSet's command is looked up in it as a runtime does.
-   * As a kubelet: its Pod `ipvs-operator-<node>` is created in the API server first, the container
-   * restarts with back-off whenever it exits (kubelet.ts) and its status is the Pod's; a
-   * `kubectl delete pod` of it stops it and starts a new pod (operatorPodGone). Its output goes to
+   * As a kubelet (kubelet.ts): its Pod `ipvs-operator-<node>` is created in the API server first,
+   * the container restarts with back-off whenever it exits and its status is the Pod's; a
+   * `kubectl delete pod` of it stops it and starts a new pod. Its output goes to
    * operator.log (all runs) and to the run's own file under POD_LOG_DIR (`kubectl logs`). Throws
    * when the first run exits before it is ready.
    */
   async startOperator(name: string, readyMs = 900_000, extraArgs: readonly string[] = [], imageRootfs?: string): Promise<void> {
-    const op = await this.runOperatorPod(name, { readyMs, extraArgs, imageRootfs });
+    const supervisor = await this.kubelet.run(name, () => this.operatorLaunch(name, extraArgs, imageRootfs));
     try {
-      await op.supervisor.whenReady(readyMs);
+      await supervisor.whenReady(readyMs);
     } catch (e) {
       await this.stopOperator(name);
       throw new Error(`lab cluster: the operator on ${name}: ${(e as Error).message}: ${this.operatorLog(name).slice(-2000)}`);
@@ -329,36 +316,23 @@ export class LabCluster {
     this.log(`operator ready on ${name}`);
   }
 
-  /** Creates the operator's Pod on `name` and starts its supervised container; does not wait for it. */
-  private async runOperatorPod(name: string, start: OperatorPod['start']): Promise<OperatorPod> {
-    if (this.operators.has(name)) throw new Error(`lab cluster: the operator on ${name} runs already`);
+  /** The operator's pod on node `name`, its container script written: what the kubelet runs (again for each new pod). */
+  private operatorLaunch(name: string, extraArgs: readonly string[], imageRootfs: string | undefined): PodLaunch {
     const n = this.node(name);
     const l = this.launch(name);
-    l.argv.push(...start.extraArgs);
+    l.argv.push(...extraArgs);
     const serviceAccount = this.writeCredentials(name);
-    const image = start.imageRootfs ? { rootfs: start.imageRootfs, dir: join(this.nodeRoot(name), 'container') } : undefined;
+    const image = imageRootfs ? { rootfs: imageRootfs, dir: join(this.nodeRoot(name), 'container') } : undefined;
     const program = image ? [l.argv[0]!] : [process.execPath, ...IMAGE_NODE_FLAGS, OPERATOR_CLI];
     const files = l.env.KUBECONFIG ? [l.env.KUBECONFIG] : [];
     const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program, serviceAccount, image, files, keep: [projectRoot] });
     writeFileSync(join(this.nodeRoot(name), 'operator.sh'), script);
     const ds = this.operatorDaemonSet();
-    const podObject = podFromDaemonSet(ds, this.podFacts(n));
-    const created = await this.apply(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`, podObject) as { metadata: { uid: string; resourceVersion: string } };
-    const pod = { name: podObject.metadata.name, uid: created.metadata.uid, resourceVersion: created.metadata.resourceVersion };
-    const container = (podObject.spec.containers as Array<{ name: string; image?: string }>)[0]!;
-    const readyUrl = `http://${n.ipv4}:${l.readyPort ?? 10262}${l.readyPath ?? '/readyz'}`;
-    const startTime = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    const op: OperatorPod = { pod, start, writes: Promise.resolve(), closed: false, supervisor: undefined as unknown as Supervisor };
-    op.supervisor = new Supervisor({
-      name: container.name, image: container.image ?? '', pod: `${OPERATOR_NAMESPACE}/${pod.name}`, graceMs: graceMsOf(ds), log: this.log,
-      spawn: (restartCount) => this.spawnOperator(name, podLogPath(POD_LOG_DIR, { namespace: OPERATOR_NAMESPACE, ...pod }, container.name, restartCount)),
-      probe: async () => (await fetch(readyUrl, { signal: AbortSignal.timeout(2000) })).ok,
-      onStatus: (c: ContainerStatus) => this.writePodStatus(op, podStatusOf(c, { hostIP: n.ipv4, hostIPv6: n.ipv6, startTime })),
-    });
-    this.operators.set(name, op);
-    this.followOperatorPods();
-    op.supervisor.start();
-    return op;
+    return {
+      pod: podFromDaemonSet(ds, this.podFacts(n)), hostIP: n.ipv4, hostIPv6: n.ipv6, graceMs: graceMsOf(ds),
+      readyUrl: `http://${n.ipv4}:${l.readyPort ?? 10262}${l.readyPath ?? '/readyz'}`,
+      spawn: (podLog) => this.spawnOperator(name, podLog),
+    };
   }
 
   /** One run of node `name`'s operator container: `ip netns exec <node> sh operator.sh`, its output appended to operator.log and `podLog`. */
@@ -375,60 +349,9 @@ export class LabCluster {
     return child;
   }
 
-  /** Writes the pod's status (merge patch of /status), after the writes before it; failures are logged, not thrown (the API server may be down). */
-  private writePodStatus(op: OperatorPod, status: Record<string, unknown>): void {
-    if (op.closed) return;
-    op.writes = op.writes.then(() => apiRequest(this.api, 'PATCH', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods/${op.pod.name}/status`, { status }))
-      .catch((e: Error) => this.log(`pod ${op.pod.name}: status not written: ${e.message}`));
-  }
-
-  /** The kubelet's watch of the operator pods (once, until down()): a pod deleted, or marked for deletion, is replaced. */
-  private followOperatorPods(): void {
-    if (this.podWatch) return;
-    this.podWatch = new AbortController();
-    followPods(this.api, OPERATOR_NAMESPACE, (u) => this.operatorPodsChanged(u), this.podWatch.signal,
-      (e) => this.log(`operator pods: watch: ${e.message}`));
-  }
-
-  private operatorPodsChanged(u: PodsUpdate): void {
-    for (const [node, op] of this.operators) {
-      if (op.replacing || op.closed) continue;
-      let gone: boolean;
-      if (u.type === 'LIST') {
-        const p = u.items.find((x) => x.metadata.uid === op.pod.uid);
-        // A pod created after the list was taken is not in it, and not gone.
-        gone = p ? p.metadata.deletionTimestamp !== undefined : Number(op.pod.resourceVersion) <= Number(u.resourceVersion);
-      } else {
-        if (u.pod.metadata.uid !== op.pod.uid) continue;
-        gone = u.type === 'DELETED' || u.pod.metadata.deletionTimestamp !== undefined;
-      }
-      if (gone) op.replacing = this.operatorPodGone(node, op);
-    }
-  }
-
-  /**
-   * A `kubectl delete pod` of node `node`'s operator pod, as a kubelet and the DaemonSet controller
-   * answer it: the container stopped (SIGTERM, the grace period), the pod removed for good
-   * (a delete with grace 0, as the kubelet sends), and a new pod (a new UID, no restarts) started.
-   */
-  private async operatorPodGone(node: string, op: OperatorPod): Promise<void> {
-    this.log(`operator pod ${op.pod.name} deleted: stopping it, a new pod follows`);
-    await op.supervisor.stop();
-    await op.writes;
-    op.closed = true;
-    try {
-      await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods/${op.pod.name}?gracePeriodSeconds=0`).catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
-      if (this.operators.get(node) !== op) return; // stopped meanwhile (stopOperator, down)
-      this.operators.delete(node);
-      await this.runOperatorPod(node, op.start);
-    } catch (e) {
-      this.log(`operator pod on ${node}: not replaced: ${(e as Error).message}`);
-    }
-  }
-
   /** The pid of node `name`'s running operator (its container's process; undefined when none runs, e.g. during a back-off). */
   operatorPid(name: string): number | undefined {
-    return this.operators.get(name)?.supervisor.pid;
+    return this.kubelet.pid(name);
   }
 
   /** Starts the operator on every node, all at once; the nodes in `fromImage.nodes` run it from the image's filesystem. */
@@ -447,20 +370,8 @@ export class LabCluster {
    * pod deletion), no restart, and its Pod object removed; its exit code. A replacement pod being
    * started (after a `kubectl delete pod`) is waited for and stopped too.
    */
-  async stopOperator(name: string, removePod = true): Promise<number | null> {
-    const first = this.operators.get(name);
-    await first?.replacing;
-    const op = this.operators.get(name);
-    if (!op) return null;
-    this.operators.delete(name);
-    const code = await op.supervisor.stop();
-    await op.writes;
-    op.closed = true;
-    if (removePod) {
-      await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods/${op.pod.name}?gracePeriodSeconds=0`)
-        .catch((e: Error) => this.log(`pod ${op.pod.name}: not deleted: ${e.message}`));
-    }
-    return code;
+  stopOperator(name: string, removePod = true): Promise<number | null> {
+    return this.kubelet.stop(name, removePod);
   }
 
   /**
@@ -585,9 +496,7 @@ export class LabCluster {
 
   /** Stops operators and pods and removes every netns, the bridge and the nodes' directories. */
   async down(): Promise<void> {
-    this.podWatch?.abort();
-    this.podWatch = undefined;
-    await Promise.all([...this.operators.keys()].map((n) => this.stopOperator(n, false)));
+    await this.kubelet.stopAll();
     await Promise.all([...this.kubeProxies.keys()].map((n) => this.stopKubeProxy(n)));
     await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));
     const lines = [...this.pods.keys(), ...this.nodes.map((n) => n.name), EXTERNAL.name]

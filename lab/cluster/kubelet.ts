@@ -1,177 +1,177 @@
-// The lab cluster's kubelet for the operator's DaemonSet pods (cluster.ts wires it): a Supervisor
-// runs one container as `restartPolicy: Always` does - every exit, whatever its code, is followed
-// by a restart after the kubelet's crash-loop back-off (backoff.ts) - probes its readiness after
-// each start, and reports the container's status as the pod's status.containerStatuses shows it
-// (restartCount, state running / waiting CrashLoopBackOff / terminated, lastState). stop() is a
-// deliberate stop (the pod deleted, the cluster going down): SIGTERM, SIGKILL after the grace
-// period, and no restart. followPods() lists and watches a namespace's Pods, which is how the
-// kubelet learns that `kubectl delete pod` asked for one to go.
+// The lab cluster's kubelet for the operator's DaemonSet pods (cluster.ts wires it in): it creates
+// a node's Pod, runs its container under a Supervisor (supervisor.ts: restartPolicy Always with the
+// kubelet's back-off), writes the container's status as the Pod's, and follows the Pods
+// (followPods) to answer `kubectl delete pod` as a kubelet and the DaemonSet controller do: the
+// container stopped, the Pod removed with grace 0, a new Pod (a new UID) started. Each run of a
+// container writes its output to its own file (podlog.ts), which the lab API server serves to
+// `kubectl logs`.
 import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { constants } from 'node:os';
-import { type BackoffEntry, type BackoffPolicy, KUBELET_BACKOFF, formatBackoff, planRestart } from './backoff.js';
+import type { BackoffPolicy } from './backoff.js';
+import { podLogPath } from './podlog.js';
+import { type ContainerStatus, Supervisor, now } from './supervisor.js';
 
 /** Where the API server is and the token the kubelet uses (cluster.ts's ApiAccess fits). */
 export interface ApiEndpoint { url: string; caPem?: string | undefined; adminToken?: string | undefined }
 
-/** How a container ended (v1 ContainerStateTerminated). */
-export interface Terminated { exitCode: number; signal?: number; reason: string; startedAt: string; finishedAt: string; containerID: string }
+/** One request to the API server (cluster.ts's apiRequest): the parsed body, or throws an Error with the HTTP `status`. */
+export type ApiRequest = (method: string, path: string, body?: unknown) => Promise<Record<string, unknown>>;
 
-/** The container's status as the API shows it (a v1 ContainerStatus). */
-export interface ContainerStatus {
-  name: string; image: string; imageID: string; containerID?: string;
-  restartCount: number; ready: boolean; started: boolean;
-  state: { running?: { startedAt: string }; waiting?: { reason: string; message?: string }; terminated?: Terminated };
-  lastState: { terminated?: Terminated };
-}
-
-/** What the Supervisor runs and whom it tells. */
-export interface ContainerSpec {
-  /** The container's name and image, for its status. */
-  name: string;
-  image: string;
-  /** The pod's namespace/name, for the CrashLoopBackOff message. */
-  pod: string;
-  /** Starts run `restartCount` of the container (numbered from 0); its output is the caller's business. */
-  spawn(restartCount: number): ChildProcess;
-  /** One readiness probe: true when the container answers its readinessProbe. */
-  probe(): Promise<boolean>;
-  /** After every change of the status. */
-  onStatus(status: ContainerStatus): void;
-  /** terminationGracePeriodSeconds in ms: SIGKILL this long after SIGTERM. */
+/** One pod to run, made afresh for every pod under a key (the first, and each that replaces a deleted one). */
+export interface PodLaunch {
+  /** The Pod to create; spec.containers[0] is the container the kubelet runs. */
+  pod: { metadata: { name: string; namespace: string }; spec: Record<string, unknown> };
+  hostIP: string;
+  hostIPv6?: string;
+  /** The readinessProbe's URL. */
+  readyUrl: string;
+  /** terminationGracePeriodSeconds in ms. */
   graceMs: number;
-  policy?: BackoffPolicy;
-  /** How often the readiness probe runs until it succeeds (default 250 ms). */
-  probeEveryMs?: number;
-  log?: (line: string) => void;
+  /** Starts one run of the container, its output appended to `logFile` (and wherever else the caller wants). */
+  spawn(logFile: string): ChildProcess;
 }
 
-const now = () => new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+interface RunningPod {
+  make: () => PodLaunch;
+  namespace: string;
+  pod: { name: string; uid: string; resourceVersion: string };
+  supervisor: Supervisor;
+  /** Status writes, in order; after `closed` none is sent. */
+  writes: Promise<unknown>;
+  closed: boolean;
+  /** The replacement after a deletion, in progress. */
+  replacing?: Promise<void>;
+}
 
-interface Run { child: ChildProcess; startedAt: string; exit: Promise<Terminated> }
+/** The lab's kubelet (see the file comment): at most one pod per key (a node's DaemonSet pod). */
+export class Kubelet {
+  private readonly pods = new Map<string, RunningPod>();
+  /** The watch of each namespace that has pods of ours. */
+  private readonly watches = new Map<string, AbortController>();
 
-/** One supervised container (see the file comment). */
-export class Supervisor {
-  private current: Run | undefined;
-  private entry: BackoffEntry | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-  private waiters: Array<{ ready: () => void; fail: (e: Error) => void }> = [];
-  private status: ContainerStatus;
+  constructor(private readonly o: { request: ApiRequest; endpoint: () => ApiEndpoint; logDir: string; log: (line: string) => void; policy?: BackoffPolicy }) {}
 
-  constructor(private readonly spec: ContainerSpec) {
-    this.status = { name: spec.name, image: spec.image, imageID: '', restartCount: 0, ready: false, started: false, state: { waiting: { reason: 'ContainerCreating' } }, lastState: {} };
+  /**
+   * Creates the Pod `make()` describes (a leftover of the same name is removed first) and starts
+   * its container without waiting for it; its Supervisor. Throws when `key` has a pod running or
+   * the API server refuses the Pod.
+   */
+  run(key: string, make: () => PodLaunch): Promise<Supervisor> {
+    return this.start(key, make);
   }
 
-  /** Starts the first run. */
-  start(): void {
-    this.runOnce();
-  }
-
-  /** The running container's pid (undefined between runs and after stop): what `kill -9` takes. */
-  get pid(): number | undefined {
-    const c = this.current?.child;
-    return c && c.exitCode === null && c.signalCode === null ? c.pid : undefined;
-  }
-
-  /** The status as last reported. */
-  get containerStatus(): ContainerStatus {
-    return structuredClone(this.status);
-  }
-
-  /** Resolves when the current run answers its probe; rejects when it exits first, or after `ms`. */
-  whenReady(ms: number): Promise<void> {
-    if (this.status.ready) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => fail(new Error(`not ready after ${ms / 1000} s`)), ms);
-      const w = { ready: () => { clearTimeout(timer); resolve(); }, fail: (e: Error) => { clearTimeout(timer); reject(e); } };
-      const fail = (e: Error) => { this.waiters = this.waiters.filter((x) => x !== w); w.fail(e); };
-      this.waiters.push(w);
+  /** run(), or with `replacing` the pod that takes over from a deleted one (which stays under `key` until then, so stop() finds it). */
+  private async start(key: string, make: () => PodLaunch, replacing?: RunningPod): Promise<Supervisor> {
+    const existing = this.pods.get(key);
+    if (existing && existing !== replacing) throw new Error(`lab kubelet: ${key} has a pod running already`);
+    const launch = make();
+    const { name, namespace } = launch.pod.metadata;
+    const collection = `/api/v1/namespaces/${namespace}/pods`;
+    const body = { apiVersion: 'v1', kind: 'Pod', ...launch.pod };
+    const created = await this.o.request('POST', collection, body).catch(async (e: { status?: number }) => {
+      if (e.status !== 409) throw e;
+      await this.o.request('DELETE', `${collection}/${name}?gracePeriodSeconds=0`);
+      return this.o.request('POST', collection, body);
+    }) as { metadata: { uid: string; resourceVersion: string } };
+    const pod = { name, uid: created.metadata.uid, resourceVersion: created.metadata.resourceVersion };
+    const container = (launch.pod.spec.containers as Array<{ name: string; image?: string }>)[0]!;
+    const startTime = now();
+    const run: RunningPod = { make, namespace, pod, writes: Promise.resolve(), closed: false, supervisor: undefined as unknown as Supervisor };
+    run.supervisor = new Supervisor({
+      name: container.name, image: container.image ?? '', pod: `${namespace}/${name}`, graceMs: launch.graceMs, log: this.o.log,
+      ...(this.o.policy ? { policy: this.o.policy } : {}),
+      spawn: (restartCount) => launch.spawn(podLogPath(this.o.logDir, { namespace, ...pod }, container.name, restartCount)),
+      probe: async () => (await fetch(launch.readyUrl, { signal: AbortSignal.timeout(2000) })).ok,
+      onStatus: (c: ContainerStatus) => this.writeStatus(run, podStatusOf(c, { hostIP: launch.hostIP, ...(launch.hostIPv6 ? { hostIPv6: launch.hostIPv6 } : {}), startTime })),
     });
+    this.pods.set(key, run);
+    this.follow(namespace);
+    run.supervisor.start();
+    return run.supervisor;
+  }
+
+  /** The pid of `key`'s running container (undefined when none runs, e.g. during a back-off). */
+  pid(key: string): number | undefined {
+    return this.pods.get(key)?.supervisor.pid;
   }
 
   /**
-   * A deliberate stop: no restart (a pending one is cancelled), SIGTERM, SIGKILL after the grace
-   * period. The exit code of the last run (null when a signal ended it, or it never ran).
+   * Stops `key`'s pod on purpose: its container without a restart (a replacement being started is
+   * waited for and stopped), and with `removePod` its Pod object (a failure to remove it is
+   * logged). The container's last exit code; null when there is no pod.
    */
-  async stop(): Promise<number | null> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    const run = this.current;
+  async stop(key: string, removePod = true): Promise<number | null> {
+    await this.pods.get(key)?.replacing;
+    const run = this.pods.get(key);
     if (!run) return null;
-    const { child } = run;
-    if (child.exitCode === null && child.signalCode === null) {
-      const kill = setTimeout(() => child.kill('SIGKILL'), this.spec.graceMs);
-      child.kill('SIGTERM');
-      await run.exit;
-      clearTimeout(kill);
-    }
-    return child.exitCode;
+    this.pods.delete(key);
+    const code = await this.close(run);
+    if (removePod) await this.removePod(run).catch((e: Error) => this.o.log(`pod ${run.pod.name}: not deleted: ${e.message}`));
+    return code;
   }
 
-  private setStatus(change: Partial<ContainerStatus>): void {
-    this.status = { ...this.status, ...change };
-    this.spec.onStatus(this.containerStatus);
+  /** Ends the watches and stops every container, leaving the Pod objects (the cluster goes down with its API server). */
+  async stopAll(): Promise<void> {
+    for (const w of this.watches.values()) w.abort();
+    this.watches.clear();
+    await Promise.all([...this.pods.keys()].map((k) => this.stop(k, false)));
   }
 
-  private runOnce(): void {
-    const child = this.spec.spawn(this.status.restartCount);
-    const containerID = `lab://${child.pid ?? 0}`;
-    const startedAt = now();
-    const exit = new Promise<Terminated>((resolve) => child.once('exit', (code, signal) => {
-      const signo = signal ? constants.signals[signal] : undefined;
-      // As the container runtime reports a signal: 128 + its number.
-      const exitCode = code ?? 128 + (signo ?? 0);
-      resolve({ exitCode, ...(signo ? { signal: signo } : {}), reason: exitCode === 0 ? 'Completed' : 'Error', startedAt, finishedAt: now(), containerID });
-    }));
-    // A spawn that fails (no such program) is an exit too, not a crash of the supervisor.
-    child.once('error', (e) => this.spec.log?.(`${this.spec.pod}: ${e.message}`));
-    const run: Run = { child, startedAt, exit };
-    this.current = run;
-    this.setStatus({ containerID, started: true, ready: false, state: { running: { startedAt } } });
-    void this.probeUntilReady(run);
-    void exit.then((t) => this.exited(run, t));
+  private async close(run: RunningPod): Promise<number | null> {
+    const code = await run.supervisor.stop();
+    await run.writes;
+    run.closed = true;
+    return code;
   }
 
-  private async probeUntilReady(run: Run): Promise<void> {
-    const alive = () => this.current === run && run.child.exitCode === null && run.child.signalCode === null && !this.stopped;
-    while (alive()) {
-      if (await this.spec.probe().catch(() => false)) {
-        if (!alive()) return;
-        this.setStatus({ ready: true });
-        for (const w of this.waiters.splice(0)) w.ready();
-        return;
+  private removePod(run: RunningPod): Promise<unknown> {
+    return this.o.request('DELETE', `/api/v1/namespaces/${run.namespace}/pods/${run.pod.name}?gracePeriodSeconds=0`)
+      .catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
+  }
+
+  /** Writes the pod's status (merge patch of /status), after the writes before it; failures are logged, not thrown (the API server may be down). */
+  private writeStatus(run: RunningPod, status: Record<string, unknown>): void {
+    if (run.closed) return;
+    run.writes = run.writes.then(() => this.o.request('PATCH', `/api/v1/namespaces/${run.namespace}/pods/${run.pod.name}/status`, { status }))
+      .catch((e: Error) => this.o.log(`pod ${run.pod.name}: status not written: ${e.message}`));
+  }
+
+  private follow(namespace: string): void {
+    if (this.watches.has(namespace)) return;
+    const w = new AbortController();
+    this.watches.set(namespace, w);
+    followPods(this.o.endpoint(), namespace, (u) => this.podsChanged(namespace, u), w.signal, (e) => this.o.log(`lab kubelet: pods of ${namespace}: ${e.message}`));
+  }
+
+  private podsChanged(namespace: string, u: PodsUpdate): void {
+    for (const [key, run] of this.pods) {
+      if (run.namespace !== namespace || run.replacing || run.closed) continue;
+      let gone: boolean;
+      if (u.type === 'LIST') {
+        const p = u.items.find((x) => x.metadata.uid === run.pod.uid);
+        // A pod created after the list was taken is not in it, and not gone.
+        gone = p ? p.metadata.deletionTimestamp !== undefined : Number(run.pod.resourceVersion) <= Number(u.resourceVersion);
+      } else {
+        if (u.pod.metadata.uid !== run.pod.uid) continue;
+        gone = u.type === 'DELETED' || u.pod.metadata.deletionTimestamp !== undefined;
       }
-      await new Promise((r) => setTimeout(r, this.spec.probeEveryMs ?? 250));
+      if (gone) run.replacing = this.replace(key, run);
     }
   }
 
-  private exited(run: Run, t: Terminated): void {
-    if (this.current !== run) return;
-    for (const w of this.waiters.splice(0)) w.fail(new Error(`exited with ${t.exitCode}${t.signal ? ` (signal ${t.signal})` : ''}`));
-    if (this.stopped) {
-      this.setStatus({ ready: false, state: { terminated: t } });
-      return;
+  /** `kubectl delete pod`: the container stopped (SIGTERM, the grace period), the Pod removed with grace 0 as the kubelet does, and a new Pod started. */
+  private async replace(key: string, run: RunningPod): Promise<void> {
+    this.o.log(`pod ${run.pod.name} deleted: stopping it, a new pod follows`);
+    await this.close(run);
+    try {
+      await this.removePod(run);
+      if (this.pods.get(key) !== run) return; // stopped meanwhile
+      await this.start(key, run.make, run);
+    } catch (e) {
+      if (this.pods.get(key) === run) this.pods.delete(key);
+      this.o.log(`pod ${run.pod.name}: not replaced: ${(e as Error).message}`);
     }
-    const d = planRestart(this.entry, Date.parse(t.finishedAt), this.spec.policy ?? KUBELET_BACKOFF);
-    this.entry = d.entry;
-    this.spec.log?.(`${this.spec.pod}: container ${this.spec.name} exited with ${t.exitCode}; restart ${d.delayMs ? `in ${formatBackoff(d.delayMs)}` : 'now'}`);
-    if (d.delayMs === 0) {
-      this.status = { ...this.status, restartCount: this.status.restartCount + 1, lastState: { terminated: t } };
-      this.runOnce();
-      return;
-    }
-    this.setStatus({
-      ready: false, lastState: { terminated: t },
-      state: { waiting: { reason: 'CrashLoopBackOff', message: `back-off ${formatBackoff(d.delayMs)} restarting failed container=${this.spec.name} pod=${this.spec.pod}` } },
-    });
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      if (this.stopped) return;
-      this.status = { ...this.status, restartCount: this.status.restartCount + 1 };
-      this.runOnce();
-    }, d.delayMs);
   }
 }
 

@@ -1,6 +1,6 @@
 // The lab kubelet's pure parts: the crash-loop back-off of restartPolicy Always (backoff.ts), the
 // pod log files' layout and the pods/log query (podlog.ts), and the operator's Pod from its
-// DaemonSet (daemonset.ts); and the Supervisor (kubelet.ts) with short-lived node processes and a
+// DaemonSet (daemonset.ts); and the Supervisor (supervisor.ts) with short-lived node processes and a
 // short back-off. Times are ms from 0; a container "runs" from its restart to its exit.
 import { describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { parseAllDocuments } from 'yaml';
 import { type BackoffEntry, KUBELET_BACKOFF, formatBackoff, planRestart } from '../../lab/cluster/backoff.js';
 import { graceMsOf, podFromDaemonSet } from '../../lab/cluster/daemonset.js';
-import { type ContainerStatus, Supervisor } from '../../lab/cluster/kubelet.js';
+import { type ContainerStatus, Supervisor } from '../../lab/cluster/supervisor.js';
 import { parseLogQuery, podLogPath, selectLog } from '../../lab/cluster/podlog.js';
 import { waitFor } from '../support/operator-process.js';
 
