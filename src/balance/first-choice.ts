@@ -21,7 +21,7 @@
 // (localFirstChoice): each backend with probability w / Σw, independently per node, which over
 // that many nodes is proportional within a few per cent, at no API cost.
 import { fnv1a32 } from './order.js';
-import { rendezvousScore } from './reporting.js';
+import { mix32, rendezvousScore } from './reporting.js';
 
 /** The most nodes a published first-choice map names; above it each node chooses by localFirstChoice. */
 export const DEAL_MAX_NODES = 64;
@@ -75,20 +75,11 @@ export function localFirstChoice(node: string, viewKey: string, weights: Readonl
   let bestScore = Infinity;
   for (const [b, w] of [...weights].sort(([a], [c]) => (a < c ? -1 : 1))) {
     if (!(w > 0)) continue;
-    const u = (mixHash(fnv1a32(`${node}\u0000${viewKey}\u0000${b}`)) + 0.5) / 4294967296;
+    const u = (mix32(fnv1a32(`${node}\u0000${viewKey}\u0000${b}`)) + 0.5) / 4294967296;
     const score = -Math.log(u) / w;
     if (score < bestScore) [best, bestScore] = [b, score];
   }
   return best;
-}
-
-/** murmur3's finaliser (as reporting.ts): FNV-1a's low bits alone are too regular for a uniform u. */
-function mixHash(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b) >>> 0;
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35) >>> 0;
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** Kernel schedulers whose idle choice is the highest weight alone (ip_vs_sed.c: least (0 + 1) / w). */

@@ -3,7 +3,7 @@
 import { fnv1a32 } from './order.js';
 
 /** murmur3's 32-bit finaliser: spreads FNV-1a's weak low bits before comparing scores. */
-function mix32(h: number): number {
+export function mix32(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b) >>> 0;
   h ^= h >>> 13;
