@@ -2,6 +2,7 @@
 // checkout): the lab VM harness (a real IPVS kernel under qemu TCG) and the tools built on it.
 // Each command is one entry in COMMANDS. Never part of the operator's image: main.ts loads this
 // module only when `lab` is invoked.
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { prepareLab, runInVm, EXIT_VM_FAILURE } from './vm.js';
@@ -113,6 +114,28 @@ export const COMMANDS: Record<string, LabCommand> = {
     async run(args) {
       const guest = join(projectRoot, 'dist', 'lab', 'cluster', 'balance.js');
       return runInVm({ command: [process.execPath, guest, ...args], cwd: projectRoot, timeoutMs: 3 * 3600_000, memoryMb: 3072 });
+    },
+  },
+  'balance-chart': {
+    summary: 'the chart of balance runs: SVG and PNG from their results.json (no VM)',
+    usage: 'balance-chart DIR[=NOTE]... [--out examples/balance/chart]',
+    help: 'Reads DIR/results.json of each `lab balance` run given (a panel each, in order; NOTE, after =, is the\n' +
+      'line under its title: where and how it was run) and writes OUT.svg and OUT.png: per mode each pod\'s share of\n' +
+      'the requests, and p50 and p95 with their min-max over the repeats on a log axis.',
+    async run(args) {
+      const { values, positionals } = parseArgs({ args, options: { out: { type: 'string', default: 'examples/balance/chart' } }, strict: true, allowPositionals: true });
+      if (!positionals.length) throw new UsageError('balance-chart: give at least one DIR holding a results.json');
+      const { panelFromResults, renderBalanceChart } = await import('./cluster/balance-chart.js');
+      const { renderPng } = await import('./compare/png.js');
+      const panels = positionals.map((arg) => {
+        const [dir, note] = [arg.split('=')[0]!, arg.split('=').slice(1).join('=')];
+        return panelFromResults(JSON.parse(readFileSync(join(dir, 'results.json'), 'utf8')), note || dir);
+      });
+      const svg = renderBalanceChart(panels, 'One client per node, each through its own IPVS: requests per pod, p50 and p95');
+      writeFileSync(`${values.out}.svg`, svg);
+      writeFileSync(`${values.out}.png`, renderPng(svg));
+      process.stdout.write(`wrote ${values.out}.svg and ${values.out}.png\n`);
+      return 0;
     },
   },
   compare: {
