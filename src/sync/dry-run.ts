@@ -16,6 +16,7 @@ import {
   virtualServerKey,
 } from '../model/ipvs.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
+import { RtnlError } from '../rtnl/errors.js';
 
 /** Where the dry run prints (stdout in the CLI). */
 export type Print = (line: string) => void;
@@ -131,14 +132,14 @@ export class DryRunVipLink implements VipLink {
 
   async add(name: string, address: string): Promise<void> {
     const have = await this.addresses(name);
-    if (have.has(address)) throw IpvsError.fromErrno(`add-vip ${name} ${address}`, Errno.EEXIST);
+    if (have.has(address)) throw RtnlError.fromErrno(`add-vip ${name} ${address}`, Errno.EEXIST);
     this.print(`add-vip ${name} ${address}`);
     have.add(address);
   }
 
   async remove(name: string, address: string): Promise<void> {
     const have = await this.addresses(name);
-    if (!have.has(address)) throw IpvsError.fromErrno(`del-vip ${name} ${address}`, Errno.EADDRNOTAVAIL);
+    if (!have.has(address)) throw RtnlError.fromErrno(`del-vip ${name} ${address}`, Errno.EADDRNOTAVAIL);
     this.print(`del-vip ${name} ${address}`);
     have.delete(address);
   }
