@@ -115,11 +115,16 @@ export interface PortWeights {
   firstChoices?: Record<string, string>;
 }
 
-/** The IPVSServiceWeights body the aggregator writes for one Service. */
-export function weightsObject(namespace: string, name: string, leader: string, at: number, ports: readonly PortWeights[]): Record<string, unknown> {
+/**
+ * The IPVSServiceWeights body the aggregator writes for one Service; `reporters`, when given, are
+ * the only nodes that report the Service (K by rendezvous hash, reporting.ts).
+ */
+export function weightsObject(namespace: string, name: string, leader: string, at: number, ports: readonly PortWeights[],
+  reporters?: readonly string[]): Record<string, unknown> {
   return {
     apiVersion: VIEW_GROUP_VERSION, kind: 'IPVSServiceWeights', metadata: { name, namespace },
-    spec: { leader, at: new Date(at).toISOString(), ports: [...ports].sort((a, b) => (a.port < b.port ? -1 : 1)) },
+    spec: { leader, at: new Date(at).toISOString(), ports: [...ports].sort((a, b) => (a.port < b.port ? -1 : 1)),
+      ...(reporters ? { reporters: [...reporters].sort() } : {}) },
   };
 }
 
@@ -127,6 +132,8 @@ export function weightsObject(namespace: string, name: string, leader: string, a
 export interface ParsedWeights {
   views: Map<string, Map<string, number>>;
   firstChoices: Map<string, Map<string, string>>;
+  /** The nodes that report the Service; undefined: every node does. */
+  reporters?: string[];
 }
 
 /**
@@ -161,7 +168,11 @@ export function parseWeightsObject(o: unknown, damping: DampingConfig = DEFAULT_
     }
     firstChoices.set(vk, c);
   }
-  return { views, firstChoices };
+  if (spec.reporters === undefined) return { views, firstChoices };
+  if (!Array.isArray(spec.reporters) || spec.reporters.some((n) => typeof n !== 'string' || n === '')) {
+    return { error: 'spec.reporters is not a list of node names' };
+  }
+  return { views, firstChoices, reporters: spec.reporters as string[] };
 }
 
 /** The weights' outcome for one sync. */
@@ -184,6 +195,8 @@ export class ClusterWeights {
   private readonly published = new Map<string, Map<string, number>>();
   /** Per view key, node -> first choice, as published. */
   private readonly choices = new Map<string, Map<string, string>>();
+  /** Per Service, the nodes that report it, when the aggregator named them. */
+  private readonly reporters = new Map<string, ReadonlySet<string>>();
   /** Opted-in virtual server key -> its view key. */
   private readonly opted = new Map<string, string>();
   private readonly out = new Map<string, DesiredVirtualServer>();
@@ -209,8 +222,9 @@ export class ClusterWeights {
 
   /** Weights published for a Service (parsed); replaces its ports' previous weights and first choices. */
   publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>,
-    firstChoices: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map()): void {
+    firstChoices: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map(), reporters?: readonly string[]): void {
     this.forget(service);
+    if (reporters) this.reporters.set(service, new Set(reporters));
     for (const [k, w] of views) {
       this.published.set(k, new Map(w));
       const c = firstChoices.get(k);
@@ -228,6 +242,7 @@ export class ClusterWeights {
   forget(service: string): void {
     for (const k of [...this.published.keys()]) if (k.startsWith(`${service}/`)) this.published.delete(k);
     for (const k of [...this.choices.keys()]) if (k.startsWith(`${service}/`)) this.choices.delete(k);
+    this.reporters.delete(service);
     this.invalid.delete(service);
   }
 
@@ -247,12 +262,26 @@ export class ClusterWeights {
     return this.opted;
   }
 
-  /** The opted-in virtual servers themselves, with their view keys: what the reporter reads, one by one. */
+  /**
+   * The opted-in virtual servers this node reports, with their view keys: what the reporter reads,
+   * one by one. A Service whose published weights name its reporters is read only by them.
+   */
   *optedServers(): Iterable<{ vs: DesiredVirtualServer['vs']; viewKey: string }> {
     for (const [key, viewKey] of this.opted) {
       const e = this.out.get(key);
-      if (e) yield { vs: e.vs, viewKey };
+      if (e && this.reports(viewKey)) yield { vs: e.vs, viewKey };
     }
+  }
+
+  /** Whether this node reports a Service port: yes unless the published weights name reporters without it. */
+  reports(viewKey: string): boolean {
+    const r = this.reporters.get(viewKey.slice(0, viewKey.lastIndexOf('/')));
+    return !r || r.has(this.nodeName);
+  }
+
+  /** The reporters last published for a Service (the leader compares before writing). */
+  publishedReportersOf(service: string): ReadonlySet<string> | undefined {
+    return this.reporters.get(service);
   }
 
   /**

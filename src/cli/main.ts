@@ -56,7 +56,7 @@ const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--balance-period SECONDS] [--balance-namespace NS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--balance-period SECONDS] [--balance-reporters K] [--balance-namespace NS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
@@ -67,6 +67,8 @@ export const COMMANDS: Record<string, Command> = {
       '  --api-timeout SECONDS  deadline of every API request (default 60; connect within 10, headers within 30)\n' +
       '  --balance-period SECONDS  the cluster load view\'s report and aggregation period (default 10; 0: off);\n' +
       '                  Services opt in with ipvs-operator.io/balance: cluster (docs/balance.md)\n' +
+      '  --balance-reporters K  how many nodes report each opted-in Service, chosen by rendezvous hash on\n' +
+      '                  the leader (default 0: every node); for large clusters (docs/balance.md, Budgets)\n' +
       '  --balance-namespace NS  where its Lease lives (default $POD_NAMESPACE, else ipvs-operator)\n' +
       `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
       '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped\n' +
@@ -82,6 +84,7 @@ export const COMMANDS: Record<string, Command> = {
       'api-timeout': { type: 'string', default: '60' },
       'balance-period': { type: 'string', default: '10' },
       'balance-namespace': { type: 'string' },
+      'balance-reporters': { type: 'string', default: '0' },
       'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
       'plugins-dir': { type: 'string' },
       'plugin-load-timeout': { type: 'string', default: String(DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000) },
@@ -99,6 +102,10 @@ export const COMMANDS: Record<string, Command> = {
       if (!(apiTimeout >= 1 && apiTimeout <= 3600)) throw new UsageError(`--api-timeout must be 1 <= SECONDS <= 3600, not ${JSON.stringify(v['api-timeout'])}`);
       const balancePeriod = Number(v['balance-period']);
       if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${JSON.stringify(v['balance-period'])}`);
+      const reporters = Number(v['balance-reporters']);
+      if (!(Number.isInteger(reporters) && reporters >= 0 && reporters <= 10_000)) {
+        throw new UsageError(`--balance-reporters must be an integer 0 <= K <= 10000 (0: every node), not ${JSON.stringify(v['balance-reporters'])}`);
+      }
       const registry = new PluginRegistry();
       if (v['plugins-dir']) {
         const problems = await loadPluginsFrom(String(v['plugins-dir']), registry, { timeoutMs: pluginTimeout * 1000 });
@@ -114,6 +121,7 @@ export const COMMANDS: Record<string, Command> = {
           ...(healthBound === undefined ? {} : { healthBoundMs: healthBound * 1000 }),
           apiTimeoutMs: apiTimeout * 1000,
           balancePeriodMs: balancePeriod * 1000,
+          balanceReporters: reporters,
           balanceNamespace: String(v['balance-namespace'] ?? process.env.POD_NAMESPACE ?? 'ipvs-operator'),
           stateDir: String(v['state-dir']),
           iptables: v['no-iptables'] !== true,

@@ -38,6 +38,8 @@ export interface RunOptions {
   /** The cluster load view's period (0: off; default 10 s) and its Lease's namespace. */
   balancePeriodMs?: number;
   balanceNamespace?: string;
+  /** K reporters per opted-in Service (0: every node). */
+  balanceReporters?: number;
   /** Where the ownership record lives (sync/record.ts). */
   stateDir: string;
   iptables: boolean;
@@ -108,6 +110,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ? new (await import('../kube/cluster-view.js')).ClusterView({
       client: wired.client, nodeName: o.nodeName, namespace: o.balanceNamespace ?? 'ipvs-operator', ipvs, weights: clusterWeights,
       backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log, periodMs: balancePeriodMs,
+      reporters: o.balanceReporters ?? 0,
       onRejection: (reason) => metrics.balanceRejections.inc({ reason }),
       onEstimate: (viewKey, estimate, weights, imbalance) => metrics.setBalanceView(viewKey, estimate, weights, imbalance),
     })

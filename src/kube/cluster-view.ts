@@ -14,7 +14,7 @@ import type { IpvsClient } from '../ipvs/types.js';
 import { type ClusterWeights, REPORTS_PATH, WEIGHTS_PATH, countersByView, parseReportObject, parseWeightsObject, reportObject, weightsObject, type PortWeights } from '../balance/cluster-view.js';
 import { DEFAULT_DAMPING, type DampingConfig, type ViewState, initialView, stepView } from '../balance/damping.js';
 import { type BackendCounters, DEFAULT_LIMITS, type NodeReport, type RejectReason, type ReportLimits, viewImbalance } from '../balance/estimate.js';
-import { type MoveThreshold, type Reading, shouldReport } from '../balance/reporting.js';
+import { type MoveThreshold, type Reading, pickReporters, shouldReport } from '../balance/reporting.js';
 import { assignFirstChoices, sameChoices } from '../balance/first-choice.js';
 import type { Log } from '../util/log.js';
 import type { KubeClient } from './client.js';
@@ -58,6 +58,11 @@ export interface ClusterViewOptions {
   elect?: boolean;
   /** Reporting and aggregation period (default 10 s). */
   periodMs?: number;
+  /**
+   * K: how many nodes report each Service (rendezvous hash; the leader names them in the
+   * Service's IPVSServiceWeights). 0 or undefined: every node reports every Service it has.
+   */
+  reporters?: number;
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
@@ -135,7 +140,7 @@ export class ClusterView {
             o.log('warn', 'refusing a published IPVSServiceWeights; local weights', { service, error: parsed.error });
             o.weights.refuse(service, parsed.error);
           } else {
-            o.weights.publish(service, parsed.views, parsed.firstChoices);
+            o.weights.publish(service, parsed.views, parsed.firstChoices, parsed.reporters);
           }
           o.poke();
         },
@@ -366,6 +371,11 @@ export class ClusterView {
     }
     const damping = this.o.damping ?? VIEW_DAMPING;
     const byService = new Map<string, { write: boolean; ports: PortWeights[] }>();
+    // K reporters per Service (reporting.ts): chosen by rendezvous hash among the nodes whose
+    // report object is recent, whatever Services it names (a node that reports nothing still
+    // writes an empty report to stay known). 0, or K at least the nodes known: every node reports.
+    const known = [...this.reports].filter(([, obj]) => now - reportTime(obj) < DEAL_STALE_PERIODS * this.staleMs).map(([node]) => node);
+    const k = this.o.reporters ?? 0;
     const next = new Map<string, { state: ViewState; used: Map<string, number>; choices?: ReadonlyMap<string, string> }>();
     for (const [vk, backends] of this.o.backends()) {
       // A new leader starts from what is published (what the nodes apply), not from equal weights.
@@ -402,11 +412,14 @@ export class ClusterView {
     }
     this.views = next;
     for (const [service, s] of byService) {
-      if (!s.write) continue;
+      const reporters = k > 0 && known.length > k ? pickReporters(service, known, k) : undefined;
+      const before = this.o.weights.publishedReportersOf(service);
+      const reportersMoved = (reporters?.length ?? 0) !== (before?.size ?? 0) || (reporters ?? []).some((n) => !before?.has(n));
+      if (!s.write && !(reportersMoved && this.o.weights.publishedOf(`${service}/${s.ports[0]?.port ?? ''}`) !== undefined)) continue;
       const [namespace, name] = [service.slice(0, service.indexOf('/')), service.slice(service.indexOf('/') + 1)];
       try {
         await this.put(`/apis/ipvs-operator.io/v1alpha1/namespaces/${namespace}/ipvsserviceweights`, name,
-          weightsObject(namespace, name, this.o.nodeName, now, s.ports), undefined);
+          weightsObject(namespace, name, this.o.nodeName, now, s.ports, reporters), undefined);
         this.writeFailures.succeeded();
       } catch (e) {
         this.writeFailures.failed(e, { service });
@@ -423,6 +436,12 @@ export class ClusterView {
     this.rejectionsLogged.set(k, now);
     this.o.log('warn', 'a node report was refused', { node, reason, message, ...(viewKey ? { service: viewKey } : {}) });
   }
+}
+
+/** When a report object says it was written (ms); NaN when it is malformed (never recent). */
+function reportTime(obj: unknown): number {
+  const spec = (obj as { spec?: { at?: unknown } } | undefined)?.spec;
+  return typeof spec?.at === 'string' ? Date.parse(spec.at) : NaN;
 }
 
 /** A Service port's first view on a leader: the published weights for the backends they name, maxWeight for the others. */

@@ -7,6 +7,7 @@ import { afterEach, describe, expect, it } from '@jest/globals';
 import { ClusterWeights } from '../../src/balance/cluster-view.js';
 import type { RejectReason } from '../../src/balance/estimate.js';
 import { ClusterView, LEASE_NAME, VIEW_AT_ANNOTATION } from '../../src/kube/cluster-view.js';
+import { pickReporters } from '../../src/balance/reporting.js';
 import { BACKENDS, KEY, VIEW, kernelStub, table } from '../support/cluster-view.js';
 import { Metrics } from '../../src/metrics/metrics.js';
 import { execFile } from 'node:child_process';
@@ -25,7 +26,7 @@ interface Node { name: string; view: ClusterView; weights: ClusterWeights; rejec
 let server: FakeApiServer;
 let nodes: Node[] = [];
 
-async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean; activeOf?: (address: string, read: number) => number } = {}): Promise<Node> {
+async function startNode(name: string, o: { leaseDurationMs?: number; elect?: boolean; activeOf?: (address: string, read: number) => number; reporters?: number } = {}): Promise<Node> {
   const weights = new ClusterWeights(3 * PERIOD_MS, undefined, undefined, name);
   weights.apply(table, new Set([KEY]), Date.now()); // the sync loop's first apply: the Service is opted in
   const node: Node = { name, weights, rejections: [], pokes: 0, stepped: [], metrics: new Metrics(), view: undefined as unknown as ClusterView };
@@ -36,6 +37,7 @@ async function startNode(name: string, o: { leaseDurationMs?: number; elect?: bo
     periodMs: PERIOD_MS, leaseDurationMs: o.leaseDurationMs ?? 1500, renewDeadlineMs: 1000, retryPeriodMs: 100,
     healing: { backoff: { initialMs: 50, maxMs: 200, jitter: 0 }, relistMs: 0, idleMs: 0, watchTimeoutSeconds: 30, maxRetryAfterMs: 1000 },
     onRejection: (r) => node.rejections.push(r),
+    ...(o.reporters === undefined ? {} : { reporters: o.reporters }),
     onEstimate: (vk, e, w, imbalance) => { node.stepped.push(new Map(w)); node.metrics.setBalanceView(vk, e, w, imbalance); },
     ...(o.elect === false ? { elect: false } : {}),
   });
@@ -252,5 +254,25 @@ describe('the cluster load view against an API server', () => {
     server.put('ipvsserviceweights', { metadata: { name: 'web', namespace: 'shop' }, spec: { leader: 'mallory', at: new Date().toISOString(), ports: [{ port: 'http', weights: { '10.10.1.1:8080': 1000 } }] } });
     await waitFor(() => leader.weights.apply(table, new Set(), Date.now()).problems.some((p) => p.reason === 'ClusterWeightsInvalid'), 'the forged object refused', 10_000);
     expect(leader.weights.weightsOf(VIEW)).toBeUndefined();
+  }, 120_000);
+
+  it('K reporters: the leader names two of three nodes for the Service; the third stops reporting it, and still applies the weights', async () => {
+    server = await FakeApiServer.start();
+    const names = ['node-a', 'node-b', 'node-c'];
+    for (const n of names) await startNode(n, { reporters: 2 });
+    await waitFor(() => leaders().length === 1, 'one leader', 20_000);
+    const want = pickReporters('shop/web', names, 2).sort();
+    const reportersOf = () => (published()?.spec as { reporters?: string[] } | undefined)?.reporters;
+    await waitFor(() => JSON.stringify(reportersOf()) === JSON.stringify(want), `reporters ${want.join(', ')} published`, 30_000);
+    const other = names.find((n) => !want.includes(n))!;
+    // Its report object stays (written to stay known) but names no Service once it has seen the list.
+    const servicesOf = (n: string) => ((server.get('ipvsloadreports', n)?.spec as { services?: unknown[] } | undefined)?.services ?? []).length;
+    await waitFor(() => servicesOf(other) === 0, `${other} reports nothing`, 20_000);
+    for (const n of want) expect(servicesOf(n)).toBe(1);
+    // The weights still come from the two reporters and reach every node, the third included.
+    await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 3, 'the slow backend weighted down by two reporters', 30_000);
+    const third = nodes.find((n) => n.name === other)!;
+    await waitFor(() => third.weights.weightsOf(VIEW)?.get('10.10.1.3:8080') === weightOf(published(), '10.10.1.3:8080'), `${other} applies them`, 10_000);
+    expect(third.weights.reports(VIEW)).toBe(false);
   }, 120_000);
 });

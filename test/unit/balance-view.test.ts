@@ -482,6 +482,23 @@ describe('first choices: the nodes dealt out over the backends in proportion to 
     expect(parseWeightsObject(obj({ 'node-a': '10.9.9.9:8080' }))).toEqual({ error: expect.stringContaining('first choice of node-a is "10.9.9.9:8080", not a backend of its weights') });
     expect(parseWeightsObject(obj({ 'node-a': 7 }))).toEqual({ error: expect.stringContaining('first choice of node-a is 7') });
     expect(parseWeightsObject(obj(['x']))).toEqual({ error: expect.stringContaining('firstChoices is not an object') });
+    // Reporters: a list of node names, or the whole object is refused.
+    const withReporters = (reporters: unknown) => ({ ...obj(undefined), spec: { ...obj(undefined).spec, reporters } });
+    const named = parseWeightsObject(withReporters(['node-a', 'node-b']));
+    if ('error' in named) throw new Error(named.error);
+    expect(named.reporters).toEqual(['node-a', 'node-b']);
+    expect(parseWeightsObject(withReporters('node-a'))).toEqual({ error: 'spec.reporters is not a list of node names' });
+    expect(parseWeightsObject(withReporters([7]))).toEqual({ error: 'spec.reporters is not a list of node names' });
+    const reporter = new ClusterWeights(30_000, undefined, undefined, 'node-a');
+    const bystander = new ClusterWeights(30_000, undefined, undefined, 'node-c');
+    for (const cw of [reporter, bystander]) {
+      cw.apply(table, new Set([KEY]), 0);
+      cw.publish('shop/web', named.views, named.firstChoices, named.reporters);
+    }
+    expect([reporter.reports(VIEW), [...reporter.optedServers()].length]).toEqual([true, 1]);
+    expect([bystander.reports(VIEW), [...bystander.optedServers()].length]).toEqual([false, 0]);
+    bystander.forget('shop/web');
+    expect(bystander.reports(VIEW)).toBe(true);
   });
 
   it('a plugin\'s weigh() is told the node\'s first choice, and the tie it leaves is broken the same way', () => {
