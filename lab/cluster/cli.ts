@@ -72,22 +72,39 @@ function statusText(s: AgentState): string {
   return `${table(rows)}\n\n${table(pods)}\n\nAPI server ${s.api.url}; external client netns ${EXTERNAL.name} (${EXTERNAL.ipv4})\n`;
 }
 
-/** Runs one request in the guest; what the host prints. */
-async function serve(s: AgentState, argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/**
+ * Whether a request reads standard input: `kubectl ... -f -` (apply, create, replace, delete ...),
+ * or `kubectl exec -i` / `--stdin`. The host sends its stdin only then, and only when it is not
+ * a terminal, so a command never waits on a stdin nobody writes. pure.
+ */
+export function wantsStdin(argv: readonly string[]): boolean {
+  const [cmd, ...rest] = argv;
+  const end = rest.indexOf('--');
+  const flags = end < 0 ? rest : rest.slice(0, end);
+  if (cmd === 'kubectl') {
+    return flags.some((a, i) => ((a === '-f' || a === '--filename') && flags[i + 1] === '-') || a === '-f=-' || a === '--filename=-' || a === '-f-'
+      || a === '-i' || a === '--stdin' || a === '-it' || a === '-ti' || a === '--stdin=true');
+  }
+  return false;
+}
+
+/** Runs one request in the guest; what the host prints. `input`: the host's stdin, when sent. */
+async function serve(s: AgentState, argv: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const [cmd, ...rest] = argv;
   if (cmd === 'status') return { code: 0, stdout: statusText(s), stderr: '' };
   if (cmd === 'exec') {
     const [target, ...command] = rest;
     if (!target || command.length === 0) return { code: 2, stdout: '', stderr: 'usage: exec <node|pod> -- <command...>\n' };
     try {
-      return await s.cluster.exec(target, command);
+      return await s.cluster.exec(target, command, input);
     } catch (e) {
       return { code: 1, stdout: '', stderr: `${(e as Error).message}\n` };
     }
   }
   if (cmd === 'kubectl') {
     const { run } = await import('../proc.js');
-    return run('kubectl', rest, { env: { ...process.env, KUBECONFIG: s.kubeconfig } }).catch((e: Error) => ({ code: 127, stdout: '', stderr: `${e.message}\n` }));
+    return run('kubectl', rest, { env: { ...process.env, KUBECONFIG: s.kubeconfig }, ...(input === undefined ? {} : { input }) })
+      .catch((e: Error) => ({ code: 127, stdout: '', stderr: `${e.message}\n` }));
   }
   return { code: 2, stdout: '', stderr: `unknown request ${JSON.stringify(cmd)}\n` };
 }
@@ -99,33 +116,49 @@ async function agent(nodes: number, kubeProxy: boolean): Promise<number> {
   mkdirSync(REQUESTS, { recursive: true });
   const s = await bringUp(nodes, log, kubeProxy);
   const readyMs = Date.now() - t0;
-  writeFileSync(READY, JSON.stringify({ readyMs, uptimeS: Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]), status: statusText(s) }));
+  // Written whole, then renamed: the host polls for the file and must never read half of it.
+  writeFileSync(`${READY}.tmp`, JSON.stringify({ readyMs, uptimeS: Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]), status: statusText(s) }));
+  renameSync(`${READY}.tmp`, READY);
   log(`ready in ${(readyMs / 1000).toFixed(1)} s after the agent started`);
+  // Requests run side by side, as kubectl's calls to an API server do: a long exec (a load
+  // generator, a watch) does not hold up a `kubectl get` from another terminal.
+  const running = new Set<Promise<void>>();
   for (;;) {
     const ids = readdirSync(REQUESTS).filter((f) => /^[a-z0-9-]+\.json$/.test(f));
     for (const f of ids) {
       const path = join(REQUESTS, f);
-      let argv: string[];
+      let req: { argv: string[]; input?: string };
       try {
-        argv = (JSON.parse(readFileSync(path, 'utf8')) as { argv: string[] }).argv;
+        req = JSON.parse(readFileSync(path, 'utf8')) as { argv: string[]; input?: string };
       } catch {
         continue; // being written
       }
+      const argv = req.argv;
       rmSync(path, { force: true });
       const out = path.replace(/\.json$/, '.out.json');
       if (argv[0] === 'down') {
+        await Promise.all(running);
         await s.stop();
         writeFileSync(`${out}.tmp`, JSON.stringify({ code: 0, stdout: 'lab cluster: down\n', stderr: '' }));
         renameSync(`${out}.tmp`, out);
         rmSync(READY, { force: true });
         return 0;
       }
-      const answer = await serve(s, argv);
-      writeFileSync(`${out}.tmp`, JSON.stringify(answer));
-      renameSync(`${out}.tmp`, out);
+      const task = serve(s, argv, typeof req.input === 'string' ? req.input : undefined).then((answer) => {
+        writeFileSync(`${out}.tmp`, JSON.stringify(answer));
+        renameSync(`${out}.tmp`, out);
+      }).finally(() => running.delete(task));
+      running.add(task);
     }
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/** All of this process's standard input, as text. */
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 function vmAlive(): number | undefined {
@@ -140,11 +173,11 @@ function vmAlive(): number | undefined {
 }
 
 /** Host side: sends a request to the agent and waits for its answer. */
-async function request(argv: string[], timeoutMs = 600_000): Promise<{ code: number; stdout: string; stderr: string }> {
+async function request(argv: string[], timeoutMs = 600_000, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   if (!vmAlive() || !existsSync(READY)) throw new Error('lab cluster: no cluster is up (run `lab cluster up`)');
   mkdirSync(REQUESTS, { recursive: true });
   const id = `${process.pid}-${Date.now().toString(36)}`;
-  writeFileSync(join(REQUESTS, `${id}.json.tmp`), JSON.stringify({ argv }));
+  writeFileSync(join(REQUESTS, `${id}.json.tmp`), JSON.stringify({ argv, ...(input === undefined ? {} : { input }) }));
   renameSync(join(REQUESTS, `${id}.json.tmp`), join(REQUESTS, `${id}.json`));
   const out = join(REQUESTS, `${id}.out.json`);
   const end = Date.now() + timeoutMs;
@@ -216,7 +249,9 @@ export async function clusterCommand(args: string[]): Promise<number> {
     case 'down': return down();
     case 'status': case 'exec': case 'kubectl': {
       const argv = sub === 'exec' ? [sub, rest[0] ?? '', ...afterDashes(rest.slice(1))] : [sub, ...afterDashes(rest)];
-      const r = await request(argv);
+      // The host's stdin goes with the request when the command reads it and it is not a terminal.
+      const input = wantsStdin(argv) && !process.stdin.isTTY ? await readStdin() : undefined;
+      const r = await request(argv, undefined, input);
       process.stdout.write(r.stdout);
       process.stderr.write(r.stderr);
       return r.code;
