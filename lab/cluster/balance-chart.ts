@@ -3,17 +3,11 @@
 // the requests (stacked, medians over the repeats), on the right p50 and p95 on a log axis shared
 // by all panels, each a marker at the median with a whisker over the repeats' min-max.
 // pure: no I/O (`lab balance-chart` reads the files and writes chart.svg and chart.png).
-import { latencyAxis } from '../compare/chart.js';
+import { BAR_H, FONT, LABEL_X, ROW_H, latencyAxis } from '../compare/chart.js';
+import type { RunSummary } from './balance-stats.js';
 
 /** One run of results.json (the fields the chart uses). */
-export interface BalanceRun {
-  mode: string;
-  placement: string;
-  concurrency: number;
-  byBackend: number[];
-  p50: number;
-  p95: number;
-}
+export type BalanceRun = Pick<RunSummary, 'mode' | 'placement' | 'concurrency' | 'byBackend' | 'p50' | 'p95'>;
 
 /** One panel: a results.json with its title and a line saying how it was run. */
 export interface BalancePanel {
@@ -24,14 +18,10 @@ export interface BalancePanel {
 }
 
 const W = 1000;
-const LABEL_X = 12;
 const SHARE_X = 250;
 const SHARE_W = 260;
 const LAT_X = 550;
 const LAT_W = W - LAT_X - 30;
-const ROW_H = 24;
-const BAR_H = 14;
-const FONT = 'DejaVu Sans, Arial, Helvetica, sans-serif';
 const COLORS = ['#4e79a7', '#f28e2b', '#e15759'];
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');

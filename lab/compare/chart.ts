@@ -7,15 +7,15 @@ import { type Spread, logHistogram, summarizeRuns } from './stats.js';
 import type { CompareResults, ModeRun } from './types.js';
 
 const W = 1100;
-const LABEL_X = 12;
+export const LABEL_X = 12;
 const SHARE_X = 150;
 const SHARE_W = 240;
 const LAT_X = 430;
 const LAT_W = W - LAT_X - 30;
-const ROW_H = 24;
-const BAR_H = 14;
+export const ROW_H = 24;
+export const BAR_H = 14;
 const BINS = 60;
-const FONT = 'DejaVu Sans, Arial, Helvetica, sans-serif';
+export const FONT = 'DejaVu Sans, Arial, Helvetica, sans-serif';
 const COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac'];
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
