@@ -23,8 +23,6 @@
 //   patch or a create), see store.ts; discovery for kubectl (/version, /api, /apis, per group);
 //   OpenAPI v3 (/openapi/v3 and one document per group-version) and field validation of writes
 //   that ask for it (`fieldValidation=Strict|Warn|Ignore`, what kubectl sends), see openapi.ts.
-// - pods/log (`kubectl logs`, `--tail`, `-p`) as plain text from the files the lab's kubelet writes
-//   (`podLogDir`, podlog.ts).
 // With `lab` (the cluster's control plane; off for the unit tests' fake): Services are defaulted
 // and get ClusterIPs/NodePorts (alloc.ts); EndpointSlices follow Services, Pods and Nodes
 // (controllers.ts); a Pod delete with a grace period sets deletionTimestamp and removes the Pod
@@ -40,7 +38,6 @@
 // Retry-After, 5xx) until clearFaults() or `times` runs out; corruptNextEvent() writes the next
 // watch event of a resource as a malformed line (client-node drops it); stall() keeps watches of a
 // resource open but silent (no replay, no events, no bytes) until unstall().
-import { existsSync, readFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -51,7 +48,6 @@ import { type AllocConfig, DEFAULT_ALLOC, type ServiceLike, allocateService, for
 import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
 import { type LbService, poolAddresses, reconcileLoadBalancers } from './loadbalancer.js';
 import { type Definitions, type FieldValidation, OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from './openapi.js';
-import { type LogQuery, parseLogQuery, podLogPath, selectLog } from './podlog.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, parseRbac, userGroups } from './rbac.js';
 import {
   RESOURCES, type Requirement, type ResourceInfo, type ResourceName, apiVersionOf, discovery, fieldAt, jsonPatch, mergePatch,
@@ -128,8 +124,6 @@ export interface LabApiServerOptions {
   tls?: { cert: string; key: string };
   auth?: AuthOptions;
   lab?: LabOptions;
-  /** Where the lab's kubelet writes container logs (podlog.ts's layout): GET pods/NAME/log reads them; none: every log is "waiting to start". */
-  podLogDir?: string;
 }
 /** The unit tests' name for the options. */
 export type FakeApiServerOptions = LabApiServerOptions;
@@ -520,7 +514,6 @@ export class LabApiServer {
     const resource = resourceAt(route.group, route.version, route.plural);
     if (!resource || this.opts.notServed?.includes(resource)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
     const info: ResourceInfo = RESOURCES[resource];
-    if (resource === 'pods' && route.subresource === 'log' && verb === 'get') return this.sendLog(res, route.namespace ?? 'default', route.name!, url.searchParams);
     if (route.subresource && !(route.subresource === 'status' && info.status)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
     const namespace = info.namespaced ? route.namespace : undefined;
     const faultVerb = verb === 'watch' ? 'watch' : verb === 'list' ? 'list' : 'other';
@@ -604,36 +597,6 @@ export class LabApiServer {
     if (wantsTable(req.headers.accept)) return send(res, 200, { ...tableOf(resource, page, url.searchParams.get('includeObject') !== 'None'), metadata: meta });
     const info: ResourceInfo = RESOURCES[resource];
     send(res, 200, { apiVersion: apiVersionOf(info), kind: `${info.kind}List`, metadata: meta, items: page });
-  }
-
-  /**
-   * GET pods/NAME/log (`kubectl logs`): the plain text of the container's current run, or with
-   * previous=true the run before it, as the lab's kubelet wrote it (podlog.ts); tailLines and
-   * limitBytes as the kubelet applies them. follow, sinceSeconds and timestamps are not served:
-   * the answer is what the file holds now. kube-apiserver's messages for a missing container name,
-   * a wrong one, and a run with no log.
-   */
-  private sendLog(res: ServerResponse, namespace: string, name: string, query: URLSearchParams): void {
-    const pod = this.get('pods', name, namespace);
-    if (!pod) throw new HttpError(404, 'NotFound', `pods "${name}" not found`);
-    let q: LogQuery;
-    try {
-      q = parseLogQuery(query);
-    } catch (e) {
-      throw new HttpError(400, 'BadRequest', (e as Error).message);
-    }
-    const containers = ((pod.spec as { containers?: Array<{ name?: string }> } | undefined)?.containers ?? []).map((c) => String(c.name));
-    const container = q.container ?? (containers.length === 1 ? containers[0] : undefined);
-    if (container === undefined) throw new HttpError(400, 'BadRequest', `a container name must be specified for pod ${name}, choose one of: [${containers.join(' ')}]`);
-    if (!containers.includes(container)) throw new HttpError(400, 'BadRequest', `container ${container} is not valid for pod ${name}`);
-    const status = (pod.status as { containerStatuses?: Array<{ name?: string; restartCount?: number }> } | undefined)?.containerStatuses?.find((c) => c.name === container);
-    const run = (status?.restartCount ?? 0) - (q.previous ? 1 : 0);
-    const file = this.opts.podLogDir && status && run >= 0 ? podLogPath(this.opts.podLogDir, { namespace, name, uid: pod.metadata.uid ?? '' }, container, run) : undefined;
-    if (!file || !existsSync(file)) {
-      throw new HttpError(400, 'BadRequest', q.previous ? `previous terminated container "${container}" in pod "${name}" not found`
-        : `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
-    }
-    sendText(res, 200, selectLog(readFileSync(file, 'utf8'), q));
   }
 
   private createFrom(resource: ResourceName, namespace: string | undefined, body: unknown): Obj {
