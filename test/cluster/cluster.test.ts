@@ -634,8 +634,11 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
         // kube-proxy --cleanup on SIGTERM: its jumps and chains go, the operator's stay.
         for (const n of cluster.nodes) expect({ node: n.name, code: await cluster.stopKubeProxy(n.name) }).toEqual({ node: n.name, code: 0 });
       } finally {
-        // Whatever failed above, the scenarios after this one get the operator's own config back.
+        // Whatever failed above, the scenarios after this one get the operator's own config back,
+        // and start once every node has taken it (the unlabelled webpod programmed again): the
+        // next scenario reads worker2's table as its "before".
         api.put('ipvsproxyconfigs', proxyConfig());
+        await programmedEverywhere('10.200.1.10:80', 3);
       }
     }
     for (const n of cluster.nodes) {
@@ -643,7 +646,6 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect({ node: n.name, kube: nat.split('\n').filter((l) => /KUBE-(SERVICES|SVC-|SEP-)/.test(l)) }).toEqual({ node: n.name, kube: [] });
       expect(nat).toMatch(/IPVSOP/);
     }
-    await programmedEverywhere('10.200.1.10:80', 3);
   }, 600_000);
 
   it('the operator restarted on one node under traffic: not one request fails, and it comes back with 0 changes', async () => {
