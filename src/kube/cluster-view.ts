@@ -406,16 +406,19 @@ export class ClusterView {
       // The first view is published as soon as anything is measured, even when it is the equal
       // weights every node starts from (stepView writes only on a move): the nodes, `status` and
       // a new leader then see which weights are in force instead of no object at all.
-      const first = this.o.weights.publishedOf(vk) === undefined && [...step.estimate.values()].some((w) => w !== undefined);
-      s.write ||= step.write || first || (!sameChoices(choices, before) && [...step.estimate.values()].some((w) => w !== undefined));
+      const measured = [...step.estimate.values()].some((w) => w !== undefined);
+      const first = this.o.weights.publishedOf(vk) === undefined && measured;
+      s.write ||= step.write || first || (measured && !sameChoices(choices, before));
       byService.set(service, s);
     }
     this.views = next;
     for (const [service, s] of byService) {
       const reporters = k > 0 && known.length > k ? pickReporters(service, known, k) : undefined;
+      // A change of reporters alone is written once the Service has a published object.
       const before = this.o.weights.publishedReportersOf(service);
       const reportersMoved = (reporters?.length ?? 0) !== (before?.size ?? 0) || (reporters ?? []).some((n) => !before?.has(n));
-      if (!s.write && !(reportersMoved && this.o.weights.publishedOf(`${service}/${s.ports[0]?.port ?? ''}`) !== undefined)) continue;
+      const published = s.ports.some((p) => this.o.weights.publishedOf(`${service}/${p.port}`) !== undefined);
+      if (!s.write && !(reportersMoved && published)) continue;
       const [namespace, name] = [service.slice(0, service.indexOf('/')), service.slice(service.indexOf('/') + 1)];
       try {
         await this.put(`/apis/ipvs-operator.io/v1alpha1/namespaces/${namespace}/ipvsserviceweights`, name,
