@@ -111,7 +111,7 @@ export interface PortWeights {
   weights: Record<string, number>;
   /** Estimated mean time in system per backend, seconds (absent: not measured). */
   estimates?: Record<string, number>;
-  /** Node -> the backend it raises by one among the equal highest weights (first-choice.ts). */
+  /** Node -> the backend dealt it as its idle choice, by weight (first-choice.ts); at most DEAL_MAX_NODES. */
   firstChoices?: Record<string, string>;
 }
 
