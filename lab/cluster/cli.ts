@@ -137,7 +137,8 @@ async function agent(nodes: number, kubeProxy: boolean): Promise<number> {
       rmSync(path, { force: true });
       const out = path.replace(/\.json$/, '.out.json');
       if (argv[0] === 'down') {
-        await Promise.all(running);
+        // In-flight requests get 30 s to end (a `kubectl get -w` never would); then the cluster goes.
+        await Promise.race([Promise.all(running), new Promise((r) => setTimeout(r, 30_000).unref())]);
         await s.stop();
         writeFileSync(`${out}.tmp`, JSON.stringify({ code: 0, stdout: 'lab cluster: down\n', stderr: '' }));
         renameSync(`${out}.tmp`, out);
