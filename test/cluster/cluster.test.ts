@@ -595,6 +595,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       await cluster.startKubeProxies();
       for (const [i, n] of cluster.nodes.entries()) {
         const client = cluster.pods.get(`net-pod-${i}`)!;
+        const logFrom = cluster.operatorLog(n.name).length;
         // The notes' experiment, both Services on the same pods: kube-proxy picks at random, rr in turn.
         const [viaKubeProxy, viaOperator] = await Promise.all([
           runLoad({ client: client.name, url: 'http://10.200.1.10/json', count: 30 }),
@@ -603,6 +604,11 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
         // (30 random picks miss one of 3 pods with probability 3 x (2/3)^30, about 1.6e-5)
         expect({ node: n.name, errors: viaKubeProxy.errors, pods: Object.keys(viaKubeProxy.byPod).sort(), byPeer: viaKubeProxy.byPeer })
           .toEqual({ node: n.name, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 30 } });
+        if (Object.values(viaOperator.byPod).some((c) => c !== 10)) {
+          // rr in turn is exact unless something reset its walk (an op on the virtual server): say what the operator did meanwhile.
+          process.stderr.write(`rr split ${JSON.stringify(viaOperator.byPod)} on ${n.name}, sequence ${JSON.stringify(viaOperator.sequence)}; operator log meanwhile:\n` +
+            `${cluster.operatorLog(n.name).slice(logFrom).split('\n').filter((l) => !/"message":"(metrics|scrape)/.test(l)).slice(0, 80).join('\n')}\n`);
+        }
         expect({ node: n.name, errors: viaOperator.errors, byPod: viaOperator.byPod }).toEqual({ node: n.name, errors: 0, byPod: { 'webpod-1': 10, 'webpod-2': 10, 'webpod-3': 10 } });
         // kube-proxy's connections went through its DNAT, never IPVS.
         expect(await ipvsOn(n.name)).not.toContain(' 10.200.1.10:80 ');
