@@ -17,17 +17,10 @@ import { ProxierHealth } from '../../src/healthcheck/proxier-health.js';
 import { FakeVipLink } from '../../src/rtnl/vips.js';
 import type { Problem } from '../../src/desired/types.js';
 import { NODE, makeNode, makeService, makeSlice } from './fixtures.js';
+import { freePort } from '../support/net.js';
 
 const closers: Array<() => Promise<void>> = [];
 afterEach(async () => { while (closers.length) await closers.pop()!(); });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 const config: ProxyConfig = { ...defaultProxyConfig, nodePortAddresses: ['127.0.0.0/8'], healthzBindAddress: '127.0.0.1:0' };
 const node = makeNode((n) => { n.status!.addresses = [{ type: 'InternalIP', address: '127.0.0.1' }]; });
