@@ -63,6 +63,13 @@ export function parseRbac(yamlTexts: readonly string[]): RbacPolicy {
   return policy;
 }
 
+/** The static policy with the ClusterRoles and ClusterRoleBindings created through the API added (stored objects, any order). */
+export function withStored(staticPolicy: RbacPolicy, stored: readonly object[]): RbacPolicy {
+  if (!stored.length) return staticPolicy;
+  const dynamic = parseRbac([stored.map((o) => JSON.stringify(o)).join('\n---\n')]);
+  return { roles: new Map([...staticPolicy.roles, ...dynamic.roles]), bindings: [...staticPolicy.bindings, ...dynamic.bindings] };
+}
+
 /** Whether one rule allows the request. */
 export function ruleAllows(r: PolicyRule, a: RequestAttributes): boolean {
   const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;

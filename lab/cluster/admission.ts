@@ -1,0 +1,179 @@
+// The lab control plane's behaviour around each write, off for the unit tests' fake: admission
+// (Service defaulting and ClusterIP/NodePort allocation, alloc.ts; new Pods Pending), the
+// controllers that follow writes (EndpointSlices from Services, Pods and Nodes, controllers.ts;
+// LoadBalancer ingress from a pool, loadbalancer.ts), graceful Pod deletion, Event expiry
+// (kube-apiserver's --event-ttl) and what exists from the start (the usual namespaces and the
+// `kubernetes` Service).
+import type { LabOptions, Obj } from './api-types.js';
+import { DEFAULT_ALLOC, type ServiceLike, allocateService, formatIp, parseCidr } from './alloc.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, type SliceLike, buildEndpointSlices } from './controllers.js';
+import { type LbService, poolAddresses, reconcileLoadBalancers } from './loadbalancer.js';
+import { objectKey } from './objects.js';
+import { HttpError } from './status.js';
+import { RESOURCES, type ResourceName } from './store.js';
+
+/** What the controllers write through: the server's own writes (each one seen by watches and, again, by the controllers). */
+export interface Writes {
+  put(resource: ResourceName, object: object): Obj;
+  remove(resource: ResourceName, name: string, namespace?: string): boolean;
+  get(resource: ResourceName, name: string, namespace?: string): Obj | undefined;
+  list(resource: ResourceName): Obj[];
+}
+
+export class LabControlPlane {
+  private reconciling = false;
+  /** The LoadBalancer controller's pool, every address (empty: no controller). */
+  private readonly lbPool: string[];
+  private readonly graceTimers = new Map<string, NodeJS.Timeout>();
+  /** When each Event goes (resource/namespace/name -> ms), as kube-apiserver's etcd lease of --event-ttl. */
+  private readonly eventExpiry = new Map<string, number>();
+
+  constructor(private readonly lab: LabOptions, private readonly api: Writes) {
+    this.lbPool = lab.loadBalancerPool ? poolAddresses(lab.loadBalancerPool) : [];
+  }
+
+  /** The usual namespaces and the `kubernetes` Service, the server listening on `port`. */
+  bootstrap(port: number): void {
+    for (const name of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
+      this.api.put('namespaces', { metadata: { name }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } });
+    }
+    this.putKubernetesService(port);
+  }
+
+  /**
+   * The `kubernetes` Service in `default`, as kube-apiserver keeps it: the first address of the
+   * primary service CIDR (alloc.ts never hands it out), https 443 to the server's own port, no
+   * selector; with an advertise address, its EndpointSlice (written by the server, not the
+   * EndpointSlice controller, which leaves selector-less Services alone).
+   */
+  private putKubernetesService(port: number): void {
+    const range = parseCidr((this.lab.alloc ?? DEFAULT_ALLOC).serviceCIDRs[0]!);
+    const ip = formatIp(range.family, range.base + 1n);
+    this.api.put('services', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { component: 'apiserver', provider: 'kubernetes' } },
+      spec: {
+        type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ipFamilies: [range.family], ipFamilyPolicy: 'SingleStack',
+        ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], sessionAffinity: 'None', internalTrafficPolicy: 'Cluster',
+      },
+    });
+    if (!this.lab.advertiseAddress) return;
+    this.api.put('endpointslices', {
+      metadata: { name: 'kubernetes', namespace: 'default', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
+      addressType: this.lab.advertiseAddress.includes(':') ? 'IPv6' : 'IPv4',
+      endpoints: [{ addresses: [this.lab.advertiseAddress], conditions: { ready: true } }],
+      ports: [{ name: 'https', port, protocol: 'TCP' }],
+    });
+  }
+
+  /** Defaulting and validation of a write: Services get their allocations; throws HttpError 422. */
+  admit(resource: ResourceName, o: Obj, old: Obj | undefined): Obj {
+    if (resource === 'services') {
+      const others = this.api.list('services').filter((s) => !(s.metadata.name === o.metadata.name && s.metadata.namespace === o.metadata.namespace));
+      const r = allocateService(o as ServiceLike, old as ServiceLike | undefined, others as ServiceLike[], this.lab.alloc ?? DEFAULT_ALLOC);
+      if (!r.ok) throw new HttpError(422, 'Invalid', `Service "${o.metadata.name}" is invalid: ${r.message}`);
+      return r.service as Obj;
+    }
+    if (resource === 'pods' && !old) {
+      const pod = o as Obj & { status?: { phase?: string } };
+      pod.status = { phase: 'Pending', ...(pod.status as object | undefined) };
+    }
+    return o;
+  }
+
+  /** After a stored write: an Event's TTL restarts; the controllers follow. */
+  written(resource: ResourceName, o: Obj): void {
+    if (RESOURCES[resource].kind === 'Event') {
+      this.eventExpiry.set(`${resource}/${objectKey(o.metadata.namespace, o.metadata.name)}`, (this.lab.clock ?? Date.now)() + (this.lab.eventTtlMs ?? 3_600_000));
+    }
+    this.reconcile(resource);
+  }
+
+  /** After a delete: a pending grace timer goes; the controllers follow. */
+  removed(resource: ResourceName, name: string, namespace?: string): void {
+    clearTimeout(this.graceTimers.get(`${resource}/${objectKey(namespace, name)}`));
+    this.reconcile(resource);
+  }
+
+  /**
+   * A DELETE of `current` with the grace period asked for (none: the Pod's or the default). A
+   * Pod on a node with a grace period is terminating until the grace ends (or a delete with
+   * grace 0, the kubelet's): deletionTimestamp set, removed later. Returns the object to answer with.
+   */
+  delete(resource: ResourceName, current: Obj, asked: string | number | null | undefined): Obj {
+    const { name, namespace } = current.metadata;
+    const spec = current.spec as { nodeName?: string; terminationGracePeriodSeconds?: number } | undefined;
+    const grace = asked !== undefined && asked !== null ? Number(asked) : spec?.terminationGracePeriodSeconds ?? this.lab.defaultGraceSeconds ?? 30;
+    if (resource !== 'pods' || !spec?.nodeName || !(grace > 0)) {
+      this.api.remove(resource, name, namespace);
+      return current;
+    }
+    const end = Date.now() + grace * 1000;
+    const was = current.metadata.deletionTimestamp ? Date.parse(current.metadata.deletionTimestamp) : Infinity;
+    if (end >= was) return current;
+    const next = structuredClone(current);
+    next.metadata.deletionTimestamp = new Date(end).toISOString().replace(/\.\d+Z$/, 'Z');
+    next.metadata.deletionGracePeriodSeconds = grace;
+    const stored = this.api.put('pods', next);
+    const timerKey = `pods/${objectKey(namespace, name)}`;
+    clearTimeout(this.graceTimers.get(timerKey));
+    const timer = setTimeout(() => {
+      this.graceTimers.delete(timerKey);
+      this.api.remove('pods', name, namespace);
+    }, grace * 1000);
+    timer.unref();
+    this.graceTimers.set(timerKey, timer);
+    return stored;
+  }
+
+  /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers). */
+  expireEvents(): void {
+    if (this.eventExpiry.size === 0) return;
+    const t = (this.lab.clock ?? Date.now)();
+    for (const [k, at] of this.eventExpiry) {
+      if (at > t) continue;
+      this.eventExpiry.delete(k);
+      const [resource, ns, name] = k.split('/') as [ResourceName, string, string];
+      this.api.remove(resource, name, ns || undefined);
+    }
+  }
+
+  /** Drops the pending grace timers (the server is closing). */
+  stop(): void {
+    for (const t of this.graceTimers.values()) clearTimeout(t);
+  }
+
+  /**
+   * The controllers: after a write of a Service, Pod or Node, the EndpointSlices follow; after a
+   * Service write, LoadBalancer ingress IPs follow (when the lab has a pool).
+   */
+  private reconcile(resource: ResourceName): void {
+    if (this.reconciling || !['services', 'pods', 'nodes', 'namespaces'].includes(resource)) return;
+    this.reconciling = true;
+    try {
+      if (resource === 'services' && this.lbPool.length) {
+        for (const [svc, ip] of reconcileLoadBalancers(this.api.list('services') as LbService[], this.lbPool)) {
+          const cur = svc as Obj & LbService;
+          this.api.put('services', { ...cur, status: { ...cur.status, loadBalancer: ip ? { ingress: [{ ip, ipMode: 'VIP' }] } : {} } });
+        }
+      }
+      const pods = this.api.list('pods');
+      const nodes = this.api.list('nodes');
+      const want = new Map<string, SliceLike>();
+      for (const svc of this.api.list('services')) {
+        for (const s of buildEndpointSlices(svc as never, pods as never, nodes as never)) want.set(objectKey(s.metadata.namespace, s.metadata.name), s);
+      }
+      for (const cur of this.api.list('endpointslices')) {
+        if (cur.metadata.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) continue;
+        if (!want.has(objectKey(cur.metadata.namespace, cur.metadata.name))) this.api.remove('endpointslices', cur.metadata.name, cur.metadata.namespace);
+      }
+      for (const s of want.values()) {
+        const cur = this.api.get('endpointslices', s.metadata.name, s.metadata.namespace);
+        const same = cur && JSON.stringify([cur.metadata.labels, cur.addressType, cur.endpoints, cur.ports]) ===
+          JSON.stringify([s.metadata.labels, s.addressType, s.endpoints, s.ports]);
+        if (!same) this.api.put('endpointslices', { ...s, metadata: { ...cur?.metadata, ...s.metadata } });
+      }
+    } finally {
+      this.reconciling = false;
+    }
+  }
+}
