@@ -15,7 +15,8 @@ import { parseArgs } from 'node:util';
 import { labCacheDir, projectRoot } from '../paths.js';
 import { kubeconfigYaml } from './apiserver.js';
 import { CLUSTER_RUN_DIR, LabCluster, startApiServer, type ApiAccess } from './cluster.js';
-import { EXTERNAL, POD_CIDR } from './nodes.js';
+import { BRIDGE_V4, EXTERNAL, POD_CIDR } from './nodes.js';
+import { LabPrometheus, OPERATOR_METRICS_PORT, PROMETHEUS_PORT } from './prometheus.js';
 
 /** Where the host and the agent meet (inside the project: the guest sees it read-write). */
 export const CLUSTER_DIR = join(labCacheDir, 'cluster');
@@ -33,9 +34,9 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
   ];
 }
 
-export interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; stop: () => Promise<void> }
+export interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; prometheus?: LabPrometheus | undefined; stop: () => Promise<void> }
 
-export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false, operatorArgs: readonly string[] = []): Promise<AgentState> {
+export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false, operatorArgs: readonly string[] = [], prometheus = false): Promise<AgentState> {
   const t0 = Date.now();
   const cluster = await LabCluster.up({ nodes, api: { url: 'https://0.0.0.0' }, log });
   log(`network of ${nodes} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -59,7 +60,13 @@ export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy
     await cluster.startKubeProxies();
     log(`kube-proxy (iptables mode) synced on every node in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
-  return { cluster, api: apiServer.access, kubeconfig, stop: async () => { await cluster.down(); await apiServer.stop(); } };
+  // Prometheus on the bridge, scraping every node's operator (the DaemonSet's metrics port).
+  const prom = prometheus ? await LabPrometheus.start({
+    listen: `${BRIDGE_V4}:${PROMETHEUS_PORT}`, dir: join(CLUSTER_RUN_DIR, 'prometheus'),
+    targets: cluster.nodes.map((n) => ({ node: n.name, address: `${n.ipv4}:${OPERATOR_METRICS_PORT}` })),
+  }) : undefined;
+  if (prom) log(`Prometheus ${prom.url} scraping ${cluster.nodes.length} operators in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return { cluster, api: apiServer.access, kubeconfig, prometheus: prom, stop: async () => { await prom?.stop(); await cluster.down(); await apiServer.stop(); } };
 }
 
 function statusText(s: AgentState): string {
@@ -69,7 +76,8 @@ function statusText(s: AgentState): string {
     const w = r[0]!.map((_, i) => Math.max(...r.map((x) => x[i]!.length)));
     return r.map((x) => x.map((c, i) => c.padEnd(w[i]!)).join('  ').trimEnd()).join('\n');
   };
-  return `${table(rows)}\n\n${table(pods)}\n\nAPI server ${s.api.url}; external client netns ${EXTERNAL.name} (${EXTERNAL.ipv4})\n`;
+  const prom = s.prometheus ? `; Prometheus ${s.prometheus.url} (from the external client: npm run cluster -- exec external -- curl -s ${s.prometheus.url}/api/v1/query --data-urlencode 'query=...')` : '';
+  return `${table(rows)}\n\n${table(pods)}\n\nAPI server ${s.api.url}; external client netns ${EXTERNAL.name} (${EXTERNAL.ipv4})${prom}\n`;
 }
 
 /**
@@ -110,11 +118,11 @@ async function serve(s: AgentState, argv: string[], input?: string): Promise<{ c
 }
 
 /** The guest side: builds the cluster, reports ready, answers requests until `down`. */
-async function agent(nodes: number, kubeProxy: boolean): Promise<number> {
+async function agent(nodes: number, kubeProxy: boolean, prometheus: boolean): Promise<number> {
   const t0 = Date.now();
   const log = (l: string) => process.stdout.write(`lab cluster: ${l}\n`);
   mkdirSync(REQUESTS, { recursive: true });
-  const s = await bringUp(nodes, log, kubeProxy);
+  const s = await bringUp(nodes, log, kubeProxy, [], prometheus);
   const readyMs = Date.now() - t0;
   // Written whole, then renamed: the host polls for the file and must never read half of it.
   writeFileSync(`${READY}.tmp`, JSON.stringify({ readyMs, uptimeS: Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]), status: statusText(s) }));
@@ -193,14 +201,14 @@ async function request(argv: string[], timeoutMs = 600_000, input?: string): Pro
 }
 
 /** Host side of `up`: one detached VM running the agent; resolves once it is ready. */
-async function up(nodes: number, kubeProxy: boolean): Promise<number> {
+async function up(nodes: number, kubeProxy: boolean, prometheus: boolean): Promise<number> {
   if (vmAlive()) throw new Error('lab cluster: a cluster is up already (`lab cluster down` first)');
   rmSync(CLUSTER_DIR, { recursive: true, force: true });
   mkdirSync(REQUESTS, { recursive: true });
   const t0 = Date.now();
   const fd = openSync(VM_LOG, 'a');
   const child = spawn(process.execPath, [join(projectRoot, 'dist', 'lab', 'cli.js'), 'run', '--timeout', String(7 * 24 * 3600), '--memory', '3072', '--',
-    process.execPath, join(projectRoot, 'dist', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes), ...(kubeProxy ? ['--kube-proxy'] : [])],
+    process.execPath, join(projectRoot, 'dist', 'lab', 'cluster', 'cli.js'), 'agent', '--nodes', String(nodes), ...(kubeProxy ? ['--kube-proxy'] : []), ...(prometheus ? ['--prometheus'] : [])],
   { detached: true, stdio: ['ignore', fd, fd], cwd: projectRoot });
   closeSync(fd);
   writeFileSync(VM_PID, String(child.pid));
@@ -242,10 +250,10 @@ export async function clusterCommand(args: string[]): Promise<number> {
   const afterDashes = (a: string[]) => (a[0] === '--' ? a.slice(1) : a);
   switch (sub) {
     case 'up': {
-      const { values } = parseArgs({ args: rest, options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false } }, strict: true });
+      const { values } = parseArgs({ args: rest, options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false }, prometheus: { type: 'boolean', default: false } }, strict: true });
       const n = Number(values.nodes);
       if (!Number.isInteger(n) || n < 1 || n > 90) throw new Error('--nodes must be an integer from 1 to 90');
-      return up(n, values['kube-proxy'] === true);
+      return up(n, values['kube-proxy'] === true, values.prometheus === true);
     }
     case 'down': return down();
     case 'status': case 'exec': case 'kubectl': {
@@ -263,8 +271,8 @@ export async function clusterCommand(args: string[]): Promise<number> {
 
 // Run as a script in the guest: `node dist/lab/cluster/cli.js agent --nodes N`.
 if (process.argv[1] && process.argv[1].endsWith('/cluster/cli.js') && process.argv[2] === 'agent') {
-  const { values } = parseArgs({ args: process.argv.slice(3), options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false } }, strict: true });
-  agent(Number(values.nodes), values['kube-proxy'] === true).then((code) => { process.exitCode = code; }, (e: unknown) => {
+  const { values } = parseArgs({ args: process.argv.slice(3), options: { nodes: { type: 'string', default: '4' }, 'kube-proxy': { type: 'boolean', default: false }, prometheus: { type: 'boolean', default: false } }, strict: true });
+  agent(Number(values.nodes), values['kube-proxy'] === true, values.prometheus === true).then((code) => { process.exitCode = code; }, (e: unknown) => {
     process.stderr.write(`lab cluster agent: ${e instanceof Error ? e.stack ?? e.message : String(e)}\n`);
     process.exitCode = 1;
   });

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
+import { LabPrometheus, OPERATOR_METRICS_PORT, type Sample } from '../../lab/cluster/prometheus.js';
 import { parseTokenFile } from '../../lab/cluster/rbac.js';
 import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
 import { IMAGE_ROOT } from '../../lab/image.js';
@@ -870,6 +871,49 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       await goneEverywhere(`${rampVip}:80`);
     }
   }, 600_000);
+
+  it('Prometheus (Debian\'s) scrapes every node\'s operator: connections per backend summed across nodes, and every query of the Grafana dashboard answers', async () => {
+    const prom = await LabPrometheus.start({ listen: '127.0.0.1:9090', dir: mkdtempSync('/tmp/prometheus-'),
+      targets: cluster.nodes.map((n) => ({ node: n.name, address: `${n.ipv4}:${OPERATOR_METRICS_PORT}` })) });
+    try {
+      await waitFor('every operator scraped', async () => {
+        const t = await prom.targets();
+        return cluster.nodes.every((n) => t.get(n.name) === 'up');
+      }, 120_000, 1000);
+      // The README's query: new connections per backend of one Service, over every node's kernel.
+      const perBackend = 'sum by (endpoint) (ipvsop_real_server_connections_total{namespace="default",service="webpod"})';
+      const byEndpoint = (r: Sample[]) => new Map(r.map((x) => [x.metric.endpoint!, x.value]));
+      const total = (m: Map<string, number>) => [...m.values()].reduce((a, b) => a + b, 0);
+      // Counted once every node has been scraped with the webpod's real servers.
+      await waitFor('the webpod counted on every node', async () => (await prom.query('count by (node) (ipvsop_real_server_connections_total{service="webpod"})')).length === cluster.nodes.length, 60_000, 1000);
+      const before = byEndpoint(await prom.query(perBackend));
+      const loads = await Promise.all(['net-pod-1', 'net-pod-2'].map((client) => runLoad({ client, url: 'http://10.200.1.10/json', count: 30 })));
+      expect(loads.map((l) => l.errors)).toEqual([0, 0]);
+      await waitFor('the 60 connections scraped', async () => total(byEndpoint(await prom.query(perBackend))) - total(before) >= 60, 60_000, 1000);
+      const after = byEndpoint(await prom.query(perBackend));
+      const grew = [...after].filter(([e, v]) => v > (before.get(e) ?? 0)).map(([e]) => e).sort();
+      // Exactly the test's 60 connections, each to one of the webpod's real servers in the kernels.
+      const kernel = (await ipvsOn('myk8s-worker')).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 '))!
+        .split('\n').map((l) => /->\s+(\d+\.\d+\.\d+\.\d+:\d+)/.exec(l)?.[1]).filter((x): x is string => !!x).sort();
+      expect({ added: total(after) - total(before), grew }).toEqual({ added: 60, grew: kernel });
+      // The dashboard's queries, $namespace and $service set (Grafana's label_values() as the series selector it reads).
+      const dashboard = JSON.parse(readFileSync(join(projectRoot, 'manifests', 'grafana', 'ipvs-operator-balance.json'), 'utf8')) as
+        { panels: Array<{ title: string; targets: Array<{ expr: string }> }>; templating: { list: Array<{ type: string; query?: string }> } };
+      const fill = (q: string) => q.replaceAll('$namespace', 'default').replaceAll('$service', 'webpod');
+      const answers: Record<string, number> = {};
+      for (const p of dashboard.panels) for (const t of p.targets) answers[`${p.title}: ${t.expr}`] = (await prom.query(fill(t.expr))).length;
+      for (const v of dashboard.templating.list.filter((x) => x.type === 'query')) {
+        const m = /^label_values\((.+),\s*([a-z_]+)\)$/.exec(fill(v.query!));
+        expect({ query: v.query, parsed: !!m }).toEqual({ query: v.query, parsed: true });
+        answers[v.query!] = (await prom.query(`count by (${m![2]}) (${m![1]})`)).length;
+      }
+      process.stderr.write(`Prometheus: series per dashboard query ${JSON.stringify(answers, null, 1)}\n`);
+      // Every query parsed and ran (a PromQL error rejects above); those over the kernel's counters answer for the webpod.
+      for (const [q, n] of Object.entries(answers)) if (/connections per backend/.test(q) || q.startsWith('label_values')) expect({ q, n: n > 0 }).toEqual({ q, n: true });
+    } finally {
+      await prom.stop();
+    }
+  }, 300_000);
 
   it("RBAC for real: every request of the operators, with the ServiceAccount token, was allowed by manifests/clusterrole.yaml; the same token gets 403 outside it", async () => {
     const ours = api.requests.filter((r) => r.user === OPERATOR_USER);
