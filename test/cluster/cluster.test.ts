@@ -607,7 +607,12 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
           .toEqual({ node: n.name, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 30 } });
         if (Object.values(viaOperator.byPod).some((c) => c !== 10)) {
           // rr in turn is exact unless something reset its walk (an op on the virtual server): say what the operator did meanwhile.
-          process.stderr.write(`rr split ${JSON.stringify(viaOperator.byPod)} on ${n.name}, sequence ${JSON.stringify(viaOperator.sequence)}; operator log meanwhile:\n` +
+          // (the kernel's connection entries of the rr VIP, and conntrack's clash counter: a SYN
+          // dropped at confirm and scheduled again would show there)
+          const conns = (await cluster.exec(n.name, ['ipvsadm', '-Lcn'])).stdout.split('\n').filter((l) => l.includes('10.200.1.36:80')).join('\n');
+          const stats = (await cluster.exec(n.name, ['conntrack', '-S'])).stdout;
+          process.stderr.write(`rr split ${JSON.stringify(viaOperator.byPod)} on ${n.name}, sequence ${JSON.stringify(viaOperator.sequence)}; ` +
+            `errors ${JSON.stringify(viaOperator.errorDetails)}; connections:\n${conns}\nconntrack -S:\n${stats}\noperator log meanwhile:\n` +
             `${cluster.operatorLog(n.name).slice(logFrom).split('\n').filter((l) => !/"message":"(metrics|scrape)/.test(l)).slice(0, 80).join('\n')}\n`);
         }
         expect({ node: n.name, errors: viaOperator.errors, byPod: viaOperator.byPod }).toEqual({ node: n.name, errors: 0, byPod: { 'webpod-1': 10, 'webpod-2': 10, 'webpod-3': 10 } });
