@@ -4,7 +4,7 @@
 // type declarations: that package is generated from the Kubernetes OpenAPI document, and its .d.ts
 // files keep each field's name, type and description. The JSON is committed, because the lab API
 // server runs from dist/ where no dev dependency is installed; a unit test keeps it current
-// (test/unit/lab-openapi.test.ts). Run after a kubernetes-models upgrade or a new resource:
+// (test/unit/lab/lab-openapi.test.ts). Run after a kubernetes-models upgrade or a new resource:
 //   npm run build && node dist/lab/cluster/openapi-gen.js
 // What the declarations lose: integer vs number (every number is written as an integer; of the
 // served kinds only JSONSchemaProps' minimum, maximum and multipleOf are floats) and formats

@@ -135,7 +135,7 @@ export function planVirtualServer(key: string, input: PlanInput, phases: Phases,
 // The two comparisons below are virtualServerEqual / realServerEqual (model/ipvs.ts) without the
 // key comparison: the entries were looked up by key, so keys are equal by construction, and
 // building key strings three times per destination made a no-change re-plan of 10 000 Services
-// five times slower than planning them from scratch. test/unit/plan.test.ts checks they agree.
+// five times slower than planning them from scratch. test/unit/plan/plan.test.ts checks they agree.
 
 /** virtualServerEqual for two virtual servers known to have the same key. */
 export function serviceSettingsEqual(a: VirtualServer, b: VirtualServer): boolean {

@@ -1,5 +1,5 @@
 // The conntrack contract (test/support/conntrack-contract.ts) against NetlinkConntrack on the real
-// kernel; the same table runs against FakeConntrack in test/unit/conntrack-contract.test.ts. The
+// kernel; the same table runs against FakeConntrack in test/unit/conntrack/conntrack-contract.test.ts. The
 // set-up's entries are made with ctnetlink's create (one datagram per case, not a conntrack(8)
 // process per entry). The guest's root netns: every case starts without the contract's entries
 // (198.18.0.0/15, 2001:2::/48), and none are left behind.

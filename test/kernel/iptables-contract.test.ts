@@ -1,5 +1,5 @@
 // The iptables/ipset contract (test/support/iptables-contract.ts) against the real binaries (nft
-// backend); the same table runs against FakeHost in test/unit/iptables-contract.test.ts. The
+// backend); the same table runs against FakeHost in test/unit/iptables/iptables-contract.test.ts. The
 // guest's root netns: every case starts without the contract's chains, jumps and sets (CTC-*),
 // removed by name as the operator's cleanup does, and none are left behind. A case reads back only
 // what its tools wrote (a save is a process per tool under TCG): the leftovers the next case clears.

@@ -1,5 +1,5 @@
 // The IPVS contract (test/support/ipvs-contract.ts) against NetlinkIpvs on the real kernel; the same
-// table runs against FakeIpvs in test/unit/ipvs-contract.test.ts. Runs in the guest's root netns,
+// table runs against FakeIpvs in test/unit/ipvs/ipvs-contract.test.ts. Runs in the guest's root netns,
 // which belongs to this test run alone: every case starts from an empty table (FLUSH).
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';

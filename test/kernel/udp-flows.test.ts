@@ -190,7 +190,7 @@ describe('a UDP flow on one source port', () => {
     // that expires its connections a jiffy later and drops their conntrack entries
     // (ip_vs_expire_nodest_conn_flush): the foreign flow's entry goes without any cleanup of
     // ours. On older kernels only the operator's ctnetlink cleanup deletes it before the next
-    // datagram, which IPVS would otherwise drop (unit: test/unit/conntrack.test.ts).
+    // datagram, which IPVS would otherwise drop (unit: test/unit/conntrack/conntrack.test.ts).
     dir!.write('dns', dns('dns'), udpSlice('dns', [PODS.udpb]));
     execFileSync('ipvsadm', ['-a', '-u', `${FOREIGN_VIP}:53`, '-r', `${PODS.udpb}:53`, '-m']);
     execFileSync('ipvsadm', ['-d', '-u', `${FOREIGN_VIP}:53`, '-r', `${PODS.udpa}:53`]);

@@ -1,5 +1,5 @@
 // The VIP link contract (test/support/vip-contract.ts) against RtnlVipLink on the real kernel; the
-// same table runs against FakeVipLink in test/unit/vip-contract.test.ts. Runs in the guest's root
+// same table runs against FakeVipLink in test/unit/rtnl/vip-contract.test.ts. Runs in the guest's root
 // netns, which belongs to this test run alone: every case starts without the dummy and with the
 // veth stripped of its addresses.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';

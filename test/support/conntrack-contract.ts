@@ -1,6 +1,6 @@
 // The conntrack contract: one table of ConntrackClient calls (list and delete x ok / not found /
 // invalid) with the answer the kernel gives, run against FakeConntrack in the unit run
-// (test/unit/conntrack-contract.test.ts) and against NetlinkConntrack on the real kernel in the
+// (test/unit/conntrack/conntrack-contract.test.ts) and against NetlinkConntrack on the real kernel in the
 // lab VM (test/kernel/conntrack-contract.test.ts). Where they disagree the fake is wrong. Each
 // case starts with none of the contract's entries, inserts `setup` (which must succeed: the
 // fake's seed, ctnetlink's create in the VM), then makes `call`, and checks the answer and the

@@ -1,6 +1,6 @@
 // The iptables/ipset contract: one table of the commands the operator runs (iptables-restore and
 // ip6tables-restore --noflush, ipset restore -exist; nft backend) with the answer the real tools
-// give, run against FakeHost in the unit run (test/unit/iptables-contract.test.ts) and against
+// give, run against FakeHost in the unit run (test/unit/iptables/iptables-contract.test.ts) and against
 // the real binaries in the lab VM (test/kernel/iptables-contract.test.ts). Where they disagree the
 // fake is wrong. Each case starts with none of the contract's chains (CTC-*) and sets, runs
 // `setup` (which must succeed), then `call`, and checks the exit status and our chains, jumps and

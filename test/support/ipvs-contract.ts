@@ -1,5 +1,5 @@
 // The IPVS contract: one table of ops (every op kind x ok / exists / not found / invalid) with the
-// answer the kernel gives, run against FakeIpvs in the unit run (test/unit/ipvs-contract.test.ts)
+// answer the kernel gives, run against FakeIpvs in the unit run (test/unit/ipvs/ipvs-contract.test.ts)
 // and against NetlinkIpvs on the real kernel in the lab VM (test/kernel/ipvs-contract.test.ts).
 // Where they disagree the fake is wrong. Each case starts from an empty table, applies `setup`
 // (which must succeed), then `op`, and checks the answer and the table afterwards.

@@ -1,6 +1,6 @@
 // The VIP link contract: one table of VipLink calls (every method x ok / exists / not found /
 // invalid) with the answer the real link gives, run against FakeVipLink in the unit run
-// (test/unit/vip-contract.test.ts) and against RtnlVipLink on the real kernel in the lab VM
+// (test/unit/rtnl/vip-contract.test.ts) and against RtnlVipLink on the real kernel in the lab VM
 // (test/kernel/vip-contract.test.ts). Where they disagree the fake is wrong. Each case starts with
 // no dummy link and a veth VETH without addresses, applies `setup` (which must succeed), then
 // `call`, and checks the answer and the links' addresses afterwards.

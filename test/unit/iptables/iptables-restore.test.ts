@@ -1,0 +1,202 @@
+// IptablesRestore against FakeHost (test/support/iptables-fake.ts): what ends up on the "host"
+// after sync and cleanup, the ownership rules, backend detection and failures. No real iptables.
+import { describe, expect, it } from '@jest/globals';
+import type { V1Service } from '@kubernetes/client-node';
+import { PluginRegistry } from '../../../plugins/index.js';
+import { buildDesired } from '../../../src/desired/state.js';
+import { type Desired } from '../../../src/desired/types.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
+import { chooseMode, parseVersion, versionAtLeast } from '../../../src/iptables/backend.js';
+import { isIptablesError } from '../../../src/iptables/exec.js';
+import { IptablesRestore } from '../../../src/iptables/restore.js';
+import type { IptablesSync } from '../../../src/iptables/sync.js';
+import { FakeHost } from '../../support/iptables-fake.js';
+import { NODE, makeNode, makeService } from '../../support/fixtures.js';
+
+const _: IptablesSync = new IptablesRestore({ run: new FakeHost().run });
+const config: ProxyConfig = { ...defaultProxyConfig, clusterCIDRs: ['10.10.0.0/16'] };
+const registry = new PluginRegistry();
+
+function desired(...services: V1Service[]): Desired {
+  return buildDesired({ services, endpointSlices: [], node: makeNode(), nodeName: NODE }, config, registry);
+}
+const np = (name: string, ip: string, port: number) => makeService('ns', name, (s) => {
+  s.spec!.type = 'NodePort'; s.spec!.ports![0]!.nodePort = port; s.spec!.clusterIP = ip; s.spec!.clusterIPs = [ip];
+});
+
+/** A host with someone else's chain, rules and set in place. */
+function foreignHost(): FakeHost {
+  const host = new FakeHost();
+  host.run('ipset', ['restore'], 'create FOREIGN-SET hash:ip family inet\nadd FOREIGN-SET 10.1.2.3\n');
+  host.seed('nft', 'v4', '*filter\n:FOREIGN - [0:0]\n-A INPUT -j FOREIGN\n-A FOREIGN -m set --match-set FOREIGN-SET src -j DROP\nCOMMIT\n'
+    + '*nat\n-A POSTROUTING -s 10.99.0.0/16 -j MASQUERADE\nCOMMIT\n');
+  host.calls.length = 0;
+  return host;
+}
+const foreignLines = ['-A INPUT -j FOREIGN', '-A FOREIGN -m set --match-set FOREIGN-SET src -j DROP', '-A POSTROUTING -s 10.99.0.0/16 -j MASQUERADE'];
+
+describe('IptablesRestore.sync', () => {
+  it('creates our sets and chains, hooks them once, keeps foreign chains, rules and sets', async () => {
+    const host = foreignHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    const v4 = host.save('nft', 'v4');
+    for (const l of foreignLines) expect(v4).toContain(`${l}\n`);
+    expect(v4).toContain('-A PREROUTING -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\n');
+    expect(v4).toContain('-A INPUT -m comment --comment "ipvs-operator VIP filter and source ranges" -j IPVSOP-INPUT\n-A INPUT -j FOREIGN\n');
+    expect(host.save('nft', 'v6')).toContain(':IPVSOP-SERVICES - [0:0]');
+    expect([...host.sets.get('IPVSOP-NP-TCP')!.members]).toEqual(['30080']);
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    expect([...host.sets.get('FOREIGN-SET')!.members]).toEqual(['10.1.2.3']);
+    expect([...host.sets.keys()].filter((n) => n.endsWith('-tmp'))).toEqual([]);
+    expect(host.commands()).toEqual([
+      'iptables-nft', 'iptables-legacy', 'iptables-nft-save', 'iptables-legacy-save', 'iptables-legacy-save', 'ip6tables-legacy-save',
+      'iptables-nft-save', 'ip6tables-nft-save',
+      'ipset', 'ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'iptables-nft-restore', 'ip6tables-nft-restore',
+    ]);
+    expect(host.calls.find((c) => c.cmd === 'iptables-nft-restore')!.args).toEqual(['--noflush', '--wait=5']);
+  });
+
+  it('is idempotent: a second sync changes nothing and adds no second jump', async () => {
+    const host = foreignHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    const d = desired(np('a', '10.200.1.10', 30080));
+    await ipt.sync(d, config);
+    const before = [host.save('nft', 'v4'), host.save('nft', 'v6'), JSON.stringify([...host.sets].map(([k, v]) => [k, v.type, [...v.members]]))];
+    await ipt.sync(d, config);
+    expect([host.save('nft', 'v4'), host.save('nft', 'v6'), JSON.stringify([...host.sets].map(([k, v]) => [k, v.type, [...v.members]]))]).toEqual(before);
+    expect(ipt.last!.v4).not.toContain('-I ');
+  });
+
+  it('replaces set contents by swap, and the rules stay the same for 1 or 500 Services', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    const rules1 = host.save('nft', 'v4');
+    await ipt.sync(desired(...Array.from({ length: 500 }, (_, i) => np(`s${i}`, `10.200.${i >> 8}.${i & 0xff}`, 31000 + i))), config);
+    expect(host.save('nft', 'v4')).toBe(rules1);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.size).toBe(500);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(false);
+    expect(ipt.last!.ipset).toMatch(/^swap IPVSOP-NP-TCP-tmp IPVSOP-NP-TCP$/m);
+  });
+
+  it('re-inserts a hook jump someone deleted, and recovers a stale -tmp set', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(), config);
+    host.seed('nft', 'v4', '*nat\n-D OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\nCOMMIT\n');
+    await host.run('ipset', ['restore'], 'create IPVSOP-VIPS-tmp hash:ip family inet\n');
+    await ipt.sync(desired(), config);
+    expect(host.save('nft', 'v4')).toContain('-A OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\n');
+    expect(host.sets.has('IPVSOP-VIPS-tmp')).toBe(false);
+  });
+
+  it('ipv6: false leaves ip6tables alone and creates only IPv4 sets', async () => {
+    const host = new FakeHost();
+    await new IptablesRestore({ run: host.run, ipv6: false }).sync(desired(), config);
+    expect(host.commands().filter((c) => c.startsWith('ip6tables') && !c.endsWith('-save'))).toEqual([]);
+    expect([...host.sets.keys()].some((n) => n.startsWith('IPVSOP6-'))).toBe(false);
+  });
+
+  it('a failing restore rejects with an IptablesError carrying the tool\'s words', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await host.run('ipset', ['restore'], 'create IPVSOP-VIPS hash:ip,port family inet\n'); // wrong type: swap must fail
+    const e = await ipt.sync(desired(), config).then(() => undefined, (x: unknown) => x);
+    expect(isIptablesError(e)).toBe(true);
+    expect((e as Error).message).toContain('their type does not match');
+  });
+});
+
+describe('IptablesRestore.cleanup', () => {
+  it('removes our jumps, chains and sets in both families; foreign ones survive; twice is fine', async () => {
+    const host = foreignHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    await ipt.cleanup();
+    await ipt.cleanup();
+    const v4 = host.save('nft', 'v4');
+    expect(v4).not.toContain('IPVSOP');
+    expect(host.save('nft', 'v6')).not.toContain('IPVSOP');
+    for (const l of foreignLines) expect(v4).toContain(`${l}\n`);
+    expect([...host.sets.keys()]).toEqual(['FOREIGN-SET']);
+  });
+});
+
+describe('backend detection', () => {
+  it('follows kube-proxy\'s wrapper: hints first, then where the rules are', () => {
+    expect(chooseMode({ hintNft: true, hintLegacy: true, legacyRules: 50, nftRules: 0 })).toBe('nft');
+    expect(chooseMode({ hintNft: false, hintLegacy: true, legacyRules: 0, nftRules: 50 })).toBe('legacy');
+    expect(chooseMode({ hintNft: false, hintLegacy: false, legacyRules: 10, nftRules: 50 })).toBe('legacy');
+    expect(chooseMode({ hintNft: false, hintLegacy: false, legacyRules: 3, nftRules: 2 })).toBe('legacy');
+    expect(chooseMode({ hintNft: false, hintLegacy: false, legacyRules: 0, nftRules: 0 })).toBe('nft');
+    expect(parseVersion('iptables v1.8.9 (nf_tables)\n')).toEqual({ version: '1.8.9', mode: 'nft' });
+    expect(parseVersion('iptables v1.6.1\n')).toEqual({ version: '1.6.1' });
+    expect(versionAtLeast('1.6.2', '1.6.2')).toBe(true);
+    expect(versionAtLeast('1.6.1', '1.6.2')).toBe(false);
+    expect(versionAtLeast('1.10', '1.6.2')).toBe(true);
+  });
+
+  it('a host whose rules are in legacy gets iptables-legacy-restore; an old iptables no --random-fully', async () => {
+    const host = new FakeHost();
+    host.version = '1.6.1';
+    host.seed('legacy', 'v4', `*filter\n${Array.from({ length: 10 }, (_, i) => `-A INPUT -s 10.0.${i}.0/24 -j ACCEPT`).join('\n')}\nCOMMIT\n`);
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(), config);
+    expect((await ipt.backend()).mode).toBe('legacy');
+    expect(host.save('legacy', 'v4')).toContain('-A IPVSOP-POSTROUTING -j MASQUERADE\n');
+    expect(host.save('nft', 'v4')).not.toContain('IPVSOP');
+  });
+
+  it('kubelet\'s hint chain in nft wins; a forced backend is used as told', async () => {
+    const host = new FakeHost();
+    host.seed('nft', 'v4', '*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n');
+    host.seed('legacy', 'v4', `*filter\n${Array.from({ length: 20 }, (_, i) => `-A INPUT -s 10.0.${i}.0/24 -j ACCEPT`).join('\n')}\nCOMMIT\n`);
+    expect((await new IptablesRestore({ run: host.run }).backend()).mode).toBe('nft');
+    const forced = new IptablesRestore({ run: host.run, backend: 'legacy' });
+    await forced.sync(desired(), config);
+    expect(host.save('legacy', 'v4')).toContain(':IPVSOP-SERVICES - [0:0]');
+  });
+
+  it('without the -nft/-legacy variants, plain iptables and its -V marker', async () => {
+    const host = new FakeHost();
+    // This host has only plain `iptables` (here backed by the fake's legacy tables).
+    const probe: typeof host.run = (cmd, args, input) => (/^ip6?tables-(nft|legacy)/.test(cmd)
+      ? Promise.reject(Object.assign(new Error(`spawn ${cmd} ENOENT`), { code: 'ENOENT' }))
+      : host.run(cmd.replace(/^(ip6?tables)/, '$1-legacy'), args, input));
+    const b = await new IptablesRestore({ run: probe }).backend();
+    expect(b).toMatchObject({ mode: 'legacy', save: 'iptables-save', restore: 'iptables-restore', restore6: 'ip6tables-restore' });
+  });
+});
+
+describe('IptablesRestore.drift (the periodic check, read-only)', () => {
+  it('is in step after a sync, and names what was flushed, deleted, emptied or destroyed', async () => {
+    const host = foreignHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    const d = desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081));
+    await ipt.sync(d, config);
+    host.calls.length = 0;
+    expect(await ipt.drift(d, config)).toBeUndefined();
+    // Read-only: it lists and saves, never restores.
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+    // The desired state moved on without a sync: the sets' sizes differ.
+    expect(await ipt.drift(desired(np('a', '10.200.1.10', 30080)), config)).toBe('set IPVSOP-CLUSTER-IP has 2 members, not 1');
+    // A set emptied by hand.
+    host.sets.get('IPVSOP-NP-TCP')!.members.clear();
+    expect(await ipt.drift(d, config)).toBe('set IPVSOP-NP-TCP has 0 members, not 2');
+    await ipt.sync(d, config);
+    // A rule deleted by hand, a chain flushed, a hook jump removed, a chain gone.
+    host.seed('nft', 'v4', '*nat\n-D IPVSOP-EXTERNAL -j IPVSOP-MARK-MASQ\nCOMMIT\n');
+    expect(await ipt.drift(d, config)).toBe('IPv4 nat chain IPVSOP-EXTERNAL has 2 rules, not 3');
+    await ipt.sync(d, config);
+    host.seed('nft', 'v6', '*filter\n:IPVSOP-FORWARD - [0:0]\nCOMMIT\n'); // --noflush: declaring a chain flushes it
+    expect(await ipt.drift(d, config)).toBe('IPv6 filter chain IPVSOP-FORWARD has 0 rules, not 2');
+    await ipt.sync(d, config);
+    host.seed('nft', 'v4', '*nat\n-D OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\nCOMMIT\n');
+    expect(await ipt.drift(d, config)).toBe('IPv4 nat jump nat OUTPUT IPVSOP-SERVICES is missing');
+    await ipt.sync(d, config);
+    expect(await ipt.drift(d, config)).toBeUndefined();
+    // A different configuration renders other rules (no clusterCIDRs: CLUSTER marks nothing).
+    expect(await ipt.drift(d, { ...config, clusterCIDRs: [] })).toBe('IPv4 nat chain IPVSOP-CLUSTER has 2 rules, not 0');
+  });
+});

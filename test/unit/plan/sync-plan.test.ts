@@ -1,0 +1,146 @@
+// planSync as a table: each case is an input (desired from API objects, the kernel's table, the
+// link's VIPs, what was last applied) and the whole plan in its text form, as kube-proxy's tests
+// compare whole restore texts. Address ranges: see fixtures.ts.
+import { describe, expect, it } from '@jest/globals';
+import { PluginRegistry } from '../../../plugins/index.js';
+import { DesiredState } from '../../../src/desired/state.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
+import { type IpvsTable, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey } from '../../../src/model/ipvs.js';
+import type { DrainState } from '../../../src/plan/index.js';
+import { type SyncInput, formatSyncPlan, planSync } from '../../../src/plan/sync.js';
+import { NODE, makeNode, makeService, makeSlice, toIpvsTable } from '../../support/fixtures.js';
+
+const config: ProxyConfig = { ...defaultProxyConfig, gracefulTerminationSeconds: 60 };
+const NOW = 1_000_000;
+
+const web = (mutate?: Parameters<typeof makeService>[2]) => makeService('default', 'web', mutate);
+const webSlice = (ips: string[], rv = '1') => makeSlice('default', 'web', 'web-1', ips.map((ip) => ({ ip })), (s) => { s.metadata!.resourceVersion = rv; });
+
+/** A DesiredState fed with these objects and synced once. */
+function stateOf(objects: { services?: ReturnType<typeof web>[]; slices?: ReturnType<typeof webSlice>[] }, cfg = config) {
+  const state = new DesiredState(cfg, new PluginRegistry(), NODE);
+  state.setNode(makeNode());
+  for (const s of objects.services ?? []) state.setService(s);
+  for (const s of objects.slices ?? []) state.setSlice(s);
+  const { changed } = state.sync();
+  return { state, changed };
+}
+
+/** planSync's input for a synced state; every other field can be overridden. */
+function input(s: ReturnType<typeof stateOf>, over: Partial<SyncInput> = {}): SyncInput {
+  return {
+    now: NOW, full: false, changed: s.changed, reread: new Set(), desired: s.state.desired(), versions: { ...s.state.versions },
+    config: s.state.currentConfig, actual: new Map(), vipsNow: new Set(), draining: new Map(), applied: {}, ...over,
+  };
+}
+
+const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80, scheduler: 'rr' });
+const rs = (ip: string, conns?: number) => makeRealServer({
+  address: ip, port: 8080, ...(conns === undefined ? {} : { activeConns: conns, inactiveConns: 0 }),
+});
+const tableOf = (entries: Array<{ vs: typeof vs; dests: ReturnType<typeof rs>[] }>): IpvsTable =>
+  new Map(entries.map((e) => [virtualServerKey(e.vs), { vs: e.vs, dests: new Map(e.dests.map((d) => [realServerKey(d), d])) }]));
+
+describe('planSync', () => {
+  it('a new Service: its virtual server, real servers, VIP, then the iptables path', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3', '10.10.1.4'])] });
+    expect(formatSyncPlan(planSync(input(s)))).toEqual([
+      'add-service TCP 10.200.1.10:80 rr',
+      // Node-seeded order (balance/order.ts): this node prefers .3, so .3 is added last and
+      // heads the kernel's list.
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      'add-vip ipvs-op0 10.200.1.10',
+      // KUBE-CLUSTER-IP for the VIP, KUBE-LOOP-BACK for each endpoint on this node
+      'sync-iptables 3 set entries',
+    ]);
+  });
+
+  it('a removed Service: its virtual server goes, then its VIP (the VIP of a deleted Service is ours by the link)', () => {
+    const s = stateOf({});
+    const plan = planSync(input(s, {
+      full: true, actual: tableOf([{ vs, dests: [rs('10.10.1.3', 0)] }]), vipsNow: new Set(['10.200.1.10']),
+    }));
+    expect(formatSyncPlan(plan)).toEqual([
+      'delete-service TCP 10.200.1.10:80',
+      'del-vip ipvs-op0 10.200.1.10',
+      'sync-iptables 0 set entries',
+    ]);
+  });
+
+  it('a virtual server on an address that is not ours is left alone, even in a full sync', () => {
+    const s = stateOf({});
+    const foreign = makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 443, scheduler: 'wrr' });
+    expect(formatSyncPlan(planSync(input(s, { full: true, actual: tableOf([{ vs: foreign, dests: [] }]), applied: { vips: 0 } }))))
+      .toEqual(['sync-iptables 0 set entries']);
+  });
+
+  it('a modified Service: a scheduler change is one update-service, nothing else', () => {
+    const before = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
+    const actual = toIpvsTable(before.state.desired().table);
+    const applied = { vips: before.state.versions.vips, iptables: { sets: before.state.versions.sets, config: before.state.currentConfig } };
+    before.state.setService(web((x) => {
+      x.metadata!.resourceVersion = '2';
+      x.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'lc' };
+    }));
+    const { changed } = before.state.sync();
+    expect(formatSyncPlan(planSync(input({ state: before.state, changed }, { actual, vipsNow: new Set(['10.200.1.10']), applied }))))
+      .toEqual(['update-service TCP 10.200.1.10:80 lc']);
+  });
+
+  it('an endpoint that goes drains at weight 0 with a deadline, and is deleted when the grace period ends', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
+    const actual = tableOf([{ vs, dests: [rs('10.10.1.3', 0), rs('10.10.1.4', 2)] }]);
+    const applied = { vips: s.state.versions.vips, iptables: { sets: s.state.versions.sets, config: s.state.currentConfig } };
+    const first = planSync(input(s, { changed: new Set([virtualServerKey(vs)]), actual, vipsNow: new Set(['10.200.1.10']), applied }));
+    expect(formatSyncPlan(first)).toEqual(['update-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=0 masq']);
+    expect(first.nextDeadline).toBe(NOW + 60_000);
+    // Nothing changed since: the draining key alone is planned again, at the deadline.
+    const later = planSync(input(s, {
+      now: NOW + 60_000, changed: new Set(), actual, vipsNow: new Set(['10.200.1.10']), applied, draining: first.draining as DrainState,
+    }));
+    expect(formatSyncPlan(later)).toEqual(['delete-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080']);
+    expect(later.planned).toBe(1);
+    expect(later.nextDeadline).toBeUndefined();
+  });
+
+  it('iptables gating: an incremental sync runs the iptables path only when the set entries or the config changed', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
+    const actual = toIpvsTable(s.state.desired().table);
+    const same = { vips: s.state.versions.vips, iptables: { sets: s.state.versions.sets, config: s.state.currentConfig } };
+    const base = { actual, vipsNow: new Set(['10.200.1.10']), changed: new Set<string>() };
+    expect(formatSyncPlan(planSync(input(s, { ...base, applied: same })))).toEqual([]);
+    expect(planSync(input(s, { ...base, applied: same })).iptables).toBeUndefined();
+    expect(formatSyncPlan(planSync(input(s, { ...base, applied: { ...same, iptables: { ...same.iptables, sets: same.iptables.sets - 1 } } }))))
+      .toEqual(['sync-iptables 2 set entries']);
+    expect(formatSyncPlan(planSync(input(s, { ...base, applied: { ...same, iptables: { ...same.iptables, config: { ...config } } } }))))
+      .toEqual(['sync-iptables 2 set entries']);
+  });
+
+  it('a config change (new default scheduler) re-plans every Service with it', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
+    const actual = toIpvsTable(s.state.desired().table);
+    s.state.setConfig({ ...config, defaultScheduler: 'sed' });
+    const { changed } = s.state.sync();
+    expect(formatSyncPlan(planSync(input({ state: s.state, changed }, { full: true, actual, vipsNow: new Set(['10.200.1.10']) }))))
+      .toEqual(['update-service TCP 10.200.1.10:80 sed', 'sync-iptables 2 set entries']);
+  });
+
+  it('a restart on a programmed kernel: no IPVS op, no VIP change; the iptables path is re-asserted (idempotent)', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3', '10.10.1.4'])] });
+    const plan = planSync(input(s, { full: true, actual: toIpvsTable(s.state.desired().table), vipsNow: new Set(['10.200.1.10']) }));
+    expect(plan.ops).toEqual([]);
+    expect(plan.vips).toMatchObject({ add: [], remove: [] });
+    expect(formatSyncPlan(plan)).toEqual(['sync-iptables 3 set entries']);
+  });
+
+  it('a retry due: the key is planned again in an incremental sync without any desired change', () => {
+    const s = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
+    const applied = { vips: s.state.versions.vips, iptables: { sets: s.state.versions.sets, config: s.state.currentConfig } };
+    const plan = planSync(input(s, { changed: new Set(), reread: new Set([virtualServerKey(vs)]), vipsNow: new Set(['10.200.1.10']), applied }));
+    expect(formatSyncPlan(plan)).toEqual([
+      'add-service TCP 10.200.1.10:80 rr',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+    ]);
+  });
+});

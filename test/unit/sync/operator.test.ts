@@ -1,0 +1,477 @@
+// The sync loop against FakeIpvs and FakeVipLink (kernel semantics in memory). The real kernel
+// scenarios are in test/kernel/operator.test.ts; these pin the loop's own logic.
+// Address ranges: see test/support/fixtures.ts.
+import { describe, expect, it } from '@jest/globals';
+import { PluginRegistry } from '../../../plugins/index.js';
+import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
+import { FakeIpvs } from '../../../src/ipvs/fake.js';
+import { makeRealServer, makeVirtualServer } from '../../../src/model/ipvs.js';
+import { NoIptables } from '../../../src/iptables/sync.js';
+import { IptablesRestore } from '../../../src/iptables/restore.js';
+import { FakeHost } from '../../support/iptables-fake.js';
+import { memoryLog } from '../../../src/util/log.js';
+import { Operator, type OperatorDeps } from '../../../src/sync/operator.js';
+import { ClusterWeights } from '../../../src/balance/cluster-view.js';
+import { FakeVipLink } from '../../../src/rtnl/vips.js';
+import type { EventSink, NodeStatus, StatusSink } from '../../../src/source/types.js';
+import type { Problem } from '../../../src/desired/types.js';
+import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
+
+const config: ProxyConfig = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' };
+
+/** A clock the test moves by hand; timers never fire on their own (the test calls sync). */
+function manualClock(start = 1_000_000) {
+  let t = start;
+  return { now: () => t, setTimeout: (_fn: () => void, _ms: number): unknown => ({}), clearTimeout: () => undefined, advance: (ms: number) => { t += ms; } };
+}
+
+function setup(ipvs = new FakeIpvs(), vips = new FakeVipLink(), clock = manualClock(), extra: Partial<OperatorDeps> = {}) {
+  const posted: Problem[][] = [];
+  const statuses: NodeStatus[] = [];
+  const events: EventSink = { report: async (p) => { posted.push([...p]); } };
+  const status: StatusSink = { write: async (s) => { statuses.push(s); } };
+  const log = memoryLog();
+  const op = new Operator(config, {
+    ipvs, vips, iptables: new NoIptables(), events, status, log, registry: new PluginRegistry(), nodeName: NODE, clock,
+    kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr', 'lc', 'sed', 'sh', 'mh']) },
+    ...extra,
+  });
+  return { op, ipvs, vips, posted, statuses, log, clock };
+}
+
+const web = (mutate?: Parameters<typeof makeService>[2]) => makeService('default', 'web', mutate);
+const slice = (ips: string[], rv = '1') => makeSlice('default', 'web', 'web-1', ips.map((ip) => ({ ip })), (s) => { s.metadata!.resourceVersion = rv; });
+
+describe('Operator.sync', () => {
+  it('programs a Service, binds its VIP, and a restart plans nothing', async () => {
+    const { op, ipvs, vips, log } = setup();
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await op.sync();
+    expect(ipvs.dump()).toBe([
+      'add-service TCP 10.200.1.10:80 rr',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+    ].join('\n'));
+    expect(await vips.list('ipvs-op0')).toEqual(['10.200.1.10']);
+    // The plan, logged at debug level in the form of the fake's dump and --dry-run (real servers
+    // in this node's add order, balance/order.ts).
+    expect(log.entries.filter((l) => l.message === 'sync plan').map((l) => l.fields)).toEqual([{ ops: 3, changes: [
+      'add-service TCP 10.200.1.10:80 rr',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=1 masq',
+      'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
+      'add-vip ipvs-op0 10.200.1.10',
+      'sync-iptables 3 set entries',
+    ] }]);
+
+    // A new operator on the same kernel: it reads the table and changes nothing.
+    const again = setup(ipvs, vips);
+    again.op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    again.op.handle({ kind: 'service', type: 'upsert', object: web() });
+    again.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    const before = ipvs.applied.length;
+    await again.op.sync();
+    expect(ipvs.applied.length).toBe(before);
+    expect(again.op.last).toMatchObject({ ops: 0, failed: 0, full: true });
+    // Its plan: no IPVS op, no VIP; the iptables path is applied once per process.
+    expect(again.log.entries.filter((l) => l.message === 'sync plan').map((l) => l.fields)).toEqual([{ ops: 0, changes: ['sync-iptables 3 set entries'] }]);
+  });
+
+  it('one endpoint change is one op, planned incrementally', async () => {
+    const { op, ipvs } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    const before = ipvs.applied.length;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.5'], '2') });
+    await op.sync();
+    expect(ipvs.applied.slice(before)).toEqual(['add-dest TCP 10.200.1.10:80 -> 10.10.1.5:8080 w=1 masq']);
+    expect(op.last).toMatchObject({ ops: 1, full: false });
+  });
+
+  it('never touches a foreign virtual server, across many syncs', async () => {
+    const ipvs = new FakeIpvs();
+    const foreign = makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 443, scheduler: 'wrr' });
+    await ipvs.addVirtualServer(foreign);
+    await ipvs.addRealServer(foreign, makeRealServer({ address: '10.99.1.1', port: 443 }));
+    const { op } = setup(ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    for (let i = 0; i < 20; i++) await op.sync({ periodic: i % 2 === 0, retry: false });
+    expect(ipvs.dump()).toContain('add-service TCP 10.99.0.1:443 wrr\nadd-dest TCP 10.99.0.1:443 -> 10.99.1.1:443 w=1 masq');
+  });
+
+  it('a deleted Service loses its virtual server and its VIP', async () => {
+    const { op, ipvs, vips } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await op.sync();
+    op.handle({ kind: 'service', type: 'delete', object: web() });
+    await op.sync();
+    expect(ipvs.dump()).toBe('');
+    expect(await vips.list('ipvs-op0')).toEqual([]);
+  });
+
+  it('a bad annotation: default scheduler in the kernel and a problem reported', async () => {
+    const { op, ipvs, posted } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web((s) => { s.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'nosuch' }; }) });
+    await op.sync();
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr');
+    expect(posted.at(-1)).toEqual([expect.objectContaining({ service: 'default/web', reason: 'UnknownScheduler' })]);
+  });
+
+  it('a refused op is its Service\'s problem: the sync succeeds, the virtual server is re-read and retried after a backoff', async () => {
+    const ipvs = new FakeIpvs();
+    const { op, posted, clock } = setup(ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'service', type: 'upsert', object: makeService('default', 'other', (s) => { s.spec!.clusterIP = '10.200.1.11'; s.spec!.clusterIPs = ['10.200.1.11']; }) });
+    await op.sync();
+    // Someone deletes our service behind our back; the next incremental sync adds a dest to it.
+    await ipvs.deleteVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80 }));
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 1, failed: 1, full: false });
+    expect(op.last!.error).toBeUndefined();
+    expect(op.problems()).toEqual([expect.objectContaining({ service: 'default/web', reason: 'IPVSOpRefused' })]);
+    expect(posted.at(-1)).toEqual([expect.objectContaining({ service: 'default/web', reason: 'IPVSOpRefused' })]);
+    // Another Service keeps syncing meanwhile; the refused one is not retried before its backoff.
+    const before = ipvs.applied.length;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: makeSlice('default', 'other', 'other-1', [{ ip: '10.10.1.7' }]) });
+    await op.sync();
+    expect(ipvs.applied.slice(before)).toEqual(['add-dest TCP 10.200.1.11:80 -> 10.10.1.7:8080 w=1 masq']);
+    // Once the backoff ended, an incremental sync re-reads that virtual server and repairs it.
+    clock.advance(1000);
+    await op.sync();
+    expect(op.last).toMatchObject({ failed: 0, full: false });
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+    expect(op.problems()).toEqual([]);
+  });
+
+  it('writes the node status after each sync', async () => {
+    const { op, statuses } = setup();
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await op.sync();
+    expect(statuses.at(-1)).toMatchObject({ kernelIPVSVersion: '1.2.1', virtualServers: 1, lastError: '', problems: 0, consecutiveFailedSyncs: 0, healthy: true, healthReason: '' });
+  });
+});
+
+/** FakeIpvs that counts the dumps a sync makes. */
+class CountingIpvs extends FakeIpvs {
+  serviceDumps = 0;
+  destDumps = 0;
+  /** Called on each real-server dump (e.g. to move a test clock: a dump's cost). */
+  constructor(private readonly onDestDump: () => void = () => undefined) {
+    super();
+  }
+  override async listVirtualServers() {
+    this.serviceDumps++;
+    return super.listVirtualServers();
+  }
+  override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) {
+    this.destDumps++;
+    this.onDestDump();
+    return super.listRealServers(vs);
+  }
+}
+
+/** An Operator with the iptables path on `host` (FakeHost), after its first sync of web -> 10.10.1.3. */
+async function syncedWithIptables(host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>): Promise<Operator> {
+  const op = new Operator(config, {
+    ipvs, vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
+    events: { report: async () => undefined }, status: { write: async () => undefined }, log,
+    registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+    kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+  });
+  op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+  op.handle({ kind: 'service', type: 'upsert', object: web() });
+  op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+  await op.sync();
+  return op;
+}
+
+describe('the periodic drift check', () => {
+  const services = 30;
+  const svc = (i: number) => makeService('default', `s${i}`, (s) => { s.spec!.clusterIP = `10.200.2.${i}`; s.spec!.clusterIPs = [`10.200.2.${i}`]; });
+  const sl = (i: number) => makeSlice('default', `s${i}`, `s${i}-1`, [{ ip: '10.10.1.3' }, { ip: '10.10.1.4' }]);
+
+  it('reads one dump of the virtual servers, then real servers in turn for a tenth of syncPeriod, and repairs drift', async () => {
+    // Each real-server dump costs 1 s on the test's clock; syncPeriod is 30 s: a budget of 3 s,
+    // so 3 virtual servers' real servers per check (the check stops once the budget is spent).
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1000));
+    const { op } = setup(ipvs, undefined, clock);
+    expect(config.syncPeriod).toBe(30);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    // Drift behind the operator's back: a changed scheduler (seen in the one dump) and a real
+    // server deleted (seen when its virtual server's turn comes).
+    await ipvs.updateVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.7', port: 80, scheduler: 'wrr' }));
+    await ipvs.deleteRealServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.20', port: 80 }), makeRealServer({ address: '10.10.1.4', port: 8080 }));
+    ipvs.serviceDumps = 0;
+    ipvs.destDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(op.last).toMatchObject({ full: false });
+    expect(ipvs.serviceDumps).toBe(1);
+    // The changed one (1 s), then 2 in turn: the check's 3 s (a tenth of the 30 s period) are spent.
+    expect(ipvs.destDumps).toBe(3);
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.2.7:80 rr');
+    for (let p = 1; p < 10; p++) await op.sync({ periodic: true, retry: false });
+    expect(ipvs.dump()).toContain('add-dest TCP 10.200.2.20:80 -> 10.10.1.4:8080 w=1 masq');
+    // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
+    expect(ipvs.destDumps).toBe(3 + 9 * 3);
+  });
+  it('keeps the whole check to the budget: what the last periodic sync spent after its read comes off the real servers\' share', async () => {
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1000));
+    const iptables = { sync: async () => undefined, cleanup: async () => undefined, drift: async () => { clock.advance(1000); return undefined; } };
+    const op = new Operator(config, {
+      ipvs, vips: new FakeVipLink(), iptables, events: { report: async () => undefined }, status: { write: async () => undefined },
+      log: memoryLog(), registry: new PluginRegistry(), nodeName: NODE, clock,
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+    });
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    const dumps: number[] = [];
+    for (let p = 0; p < 2; p++) {
+      ipvs.destDumps = 0;
+      const t = clock.now();
+      await op.sync({ periodic: true, retry: false });
+      dumps.push(ipvs.destDumps);
+      expect(clock.now() - t).toBeLessThanOrEqual(p === 0 ? 4000 : 3000);
+    }
+    // First check: 3 s of real servers, then the 1 s iptables check (not known yet); from then on
+    // 2 s of real servers + 1 s of iptables: 3 s, a tenth of the 30 s period.
+    expect(dumps).toEqual([3, 2]);
+  });
+
+  it('stops reading in turn as soon as a change waits, and the next check goes on where it stopped', async () => {
+    const clock = manualClock();
+    let afterDumps: { n: number; fire: () => void } | undefined;
+    const ipvs = new CountingIpvs(() => {
+      clock.advance(1000);
+      if (afterDumps && --afterDumps.n === 0) { afterDumps.fire(); afterDumps = undefined; }
+    });
+    const { op } = setup(ipvs, undefined, clock);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    ipvs.serviceDumps = 0;
+    ipvs.destDumps = 0;
+    // An endpoint change arrives while the first real-server dump of the check runs: the check
+    // reads no further (it would read 3 in the 3 s budget), and the change is planned next sync.
+    afterDumps = { n: 1, fire: () => op.handle({ kind: 'endpointslice', type: 'upsert', object: makeSlice('default', 's5', 's5-1', [{ ip: '10.10.1.3' }], (x) => { x.metadata!.resourceVersion = '2'; }) }) };
+    await op.sync({ periodic: true, retry: false });
+    expect([ipvs.serviceDumps, ipvs.destDumps]).toEqual([1, 1]);
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 1, full: false });
+    // Undisturbed, the next check reads its 3 from the virtual server after the last one read.
+    ipvs.destDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(ipvs.destDumps).toBe(3);
+  });
+});
+
+describe('a configuration change during a sync', () => {
+  it('makes the next sync full: the request is not cleared by the sync it arrived under', async () => {
+    // A kernel that lets the test deliver an event in the middle of a sync, as the source can.
+    class SlowRead extends FakeIpvs {
+      during: (() => void) | undefined;
+      override async listVirtualServers() { this.step(); return super.listVirtualServers(); }
+      override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) { this.step(); return super.listRealServers(vs); }
+      override async apply(ops: Parameters<FakeIpvs['apply']>[0]) { this.step(); return super.apply(ops); }
+      private step() { this.during?.(); this.during = undefined; }
+    }
+    const { op, ipvs, log } = setup(new SlowRead());
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    await op.sync();
+    expect(op.last).toMatchObject({ full: false });
+    (ipvs as SlowRead).during = () => op.handle({ kind: 'config', type: 'upsert', config: { ...config, defaultScheduler: 'lc' } });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4'], '2') });
+    await op.sync();
+    expect(log.entries.some((l) => l.message === 'configuration changed; full resync')).toBe(true);
+    await op.sync();
+    expect(op.last).toMatchObject({ full: true, failed: 0 });
+    expect(ipvs.dump().split('\n')[0]).toMatch(/ lc$/);
+  });
+});
+
+describe('ip_vs loaded again under the operator', () => {
+  it('a new kernelGeneration makes the next sync full (the table is empty whatever the cache says), once onKernelReset ran', async () => {
+    const ipvs = new FakeIpvs();
+    let generation: number | undefined = 31;
+    const resets: string[] = [];
+    const log = memoryLog();
+    const op = new Operator(config, {
+      ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), events: { report: async () => undefined }, status: { write: async () => undefined },
+      log, registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+      kernelGeneration: () => generation,
+      onKernelReset: async () => { resets.push(ipvs.dump()); },
+    });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    await op.sync({ periodic: false, retry: false });
+    expect(op.last).toMatchObject({ ops: 0, full: false });
+    // Disconnected for a while (undefined), then a new family id and an empty table.
+    generation = undefined;
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toEqual([]);
+    await ipvs.flush();
+    generation = 32;
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toEqual(['']); // called before the resync, on the empty table
+    expect(op.last).toMatchObject({ full: true, ops: 2, failed: 0 });
+    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
+    expect(log.entries.filter((l) => l.message.startsWith('ip_vs was loaded again'))).toEqual([
+      expect.objectContaining({ level: 'warn', fields: expect.objectContaining({ familyBefore: 31, familyNow: 32 }) }),
+    ]);
+    await op.sync({ periodic: false, retry: false });
+    expect(resets).toHaveLength(1);
+    expect(op.last).toMatchObject({ ops: 0, full: false });
+  });
+});
+
+describe('the periodic check of the iptables path', () => {
+  it('applies nothing while the chains and sets are in step, and applies them again once they drifted', async () => {
+    const host = new FakeHost();
+    const log = memoryLog();
+    const op = await syncedWithIptables(host, new FakeIpvs(), log);
+    const restores = () => host.commands().filter((c) => c.endsWith('-restore') || c === 'ipset').length;
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    host.calls.length = 0;
+    await op.sync({ periodic: true, retry: false });
+    // Read-only: one terse set listing and the two saves; no restore of anything.
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+    // Someone empties a set: the next check sees it and the path is applied again.
+    host.sets.get('IPVSOP-CLUSTER-IP')!.members.clear();
+    host.calls.length = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect(restores()).toBeGreaterThan(1);
+    expect(host.calls.some((c) => c.cmd === 'iptables-nft-restore')).toBe(true);
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    expect(log.entries.some((l) => l.message === 'iptables path drifted; applying it again' && l.fields?.reason === 'set IPVSOP-CLUSTER-IP has 0 members, not 1')).toBe(true);
+  });
+
+  it('puts the iptables check off while a change waits behind the periodic sync, at most 3 periods in a row', async () => {
+    const host = new FakeHost();
+    // A change arrives during the periodic sync's read (its dump of the virtual servers).
+    let during: (() => void) | undefined;
+    class EventDuringRead extends FakeIpvs {
+      override async listVirtualServers() { during?.(); during = undefined; return super.listVirtualServers(); }
+    }
+    const op = await syncedWithIptables(host, new EventDuringRead(), memoryLog());
+    const saves = () => host.commands().filter((c) => c.endsWith('-save')).length;
+    const checks: number[] = [];
+    for (let p = 0; p < 5; p++) {
+      host.calls.length = 0;
+      during = () => op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', `10.10.1.${10 + p}`], String(10 + p)) });
+      await op.sync({ periodic: true, retry: false });
+      checks.push(saves());
+      await op.sync(); // the change's own sync
+      expect(op.last).toMatchObject({ full: false });
+      expect(op.last!.ops).toBeGreaterThan(0);
+    }
+    // Three periods put off, the fourth checks whatever waits, then put off again.
+    expect(checks).toEqual([0, 0, 0, 2, 0]);
+  });
+});
+
+describe('slow start through the sync loop', () => {
+  it('a new endpoint ramps by update-dest, each step asked for with the deadline timer', async () => {
+    const base = manualClock();
+    const timers: number[] = [];
+    const clock = { ...base, setTimeout: (_fn: () => void, ms: number) => { timers.push(ms); return {}; } };
+    const { op, ipvs } = setup(undefined, undefined, clock);
+    const ramped = web((s) => { s.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/slow-start': '10s' }; });
+    op.handle({ kind: 'service', type: 'upsert', object: ramped });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await op.sync();
+    // Established at first sight: full weight (the plugin's 1 x RAMP_RESOLUTION).
+    expect(ipvs.dump()).toContain('10.10.1.3:8080 w=100 masq');
+    expect(ipvs.dump()).toContain('10.10.1.4:8080 w=100 masq');
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4', '10.10.1.5'], '2') });
+    timers.length = 0;
+    await op.sync();
+    expect(ipvs.dump()).toContain('10.10.1.5:8080 w=1 masq');
+    expect(timers).toEqual([1000]);
+    const weights: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      base.advance(1000);
+      const before = ipvs.applied.length;
+      await op.sync();
+      const ops = ipvs.applied.slice(before);
+      expect(ops).toEqual([expect.stringMatching(/^update-dest TCP 10\.200\.1\.10:80 -> 10\.10\.1\.5:8080 w=\d+ masq$/)]);
+      weights.push(Number(/w=(\d+)/.exec(ops[0]!)![1]));
+    }
+    expect(weights).toEqual([10, 20, 30, 40, 50, 60, 70, 80, 90, 100]);
+    // The ramp is over: a later sync changes nothing.
+    base.advance(5000);
+    const before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.length).toBe(before);
+  });
+});
+
+describe('cluster weights through the sync loop', () => {
+  const balanced = (scheduler: string, balance = 'cluster', rv = '1') => web((s) => {
+    s.metadata!.annotations = { 'ipvs-operator.io/scheduler': scheduler, 'ipvs-operator.io/balance': balance };
+    s.metadata!.resourceVersion = rv;
+  });
+  const weightsNow = (ipvs: FakeIpvs) => [...ipvs.dump().matchAll(/-> (10\.10\.1\.\d+):8080 w=(\d+)/g)].map((m) => `${m[1]} ${m[2]}`);
+
+  it('applies published weights by update-dest, falls back to local weights when the view goes stale, and says so', async () => {
+    const clock = manualClock();
+    const cluster = new ClusterWeights(30_000);
+    const { op, ipvs, posted } = setup(undefined, undefined, clock, { clusterWeights: cluster });
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('wrr') });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4', '10.10.1.5']) });
+    await op.sync();
+    expect(weightsNow(ipvs)).toEqual(['10.10.1.3 1', '10.10.1.4 1', '10.10.1.5 1']);
+    const [viewKey] = [...cluster.optedIn().values()];
+    expect(viewKey).toMatch(/^default\/web\//);
+
+    cluster.setAlive(true, clock.now());
+    cluster.publish('default/web', new Map([[viewKey!, new Map([['10.10.1.3:8080', 20], ['10.10.1.4:8080', 20], ['10.10.1.5:8080', 2]])]]));
+    let before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.slice(before).map((o) => o.replace(/ masq$/, '')).sort()).toEqual([
+      'update-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=20', 'update-dest TCP 10.200.1.10:80 -> 10.10.1.4:8080 w=20', 'update-dest TCP 10.200.1.10:80 -> 10.10.1.5:8080 w=2']);
+    // Unchanged weights: nothing to do.
+    before = ipvs.applied.length;
+    await op.sync();
+    expect(ipvs.applied.length).toBe(before);
+
+    // The view dies: local weights at once, the problem once it has been missing for 30 s.
+    cluster.setAlive(false, clock.now());
+    await op.sync();
+    expect(weightsNow(ipvs)).toEqual(['10.10.1.3 1', '10.10.1.4 1', '10.10.1.5 1']);
+    expect(posted.at(-1)!.map((p) => p.reason)).not.toContain('ClusterViewStale');
+    clock.advance(30_000);
+    await op.sync();
+    expect(posted.at(-1)).toEqual(expect.arrayContaining([expect.objectContaining({ service: 'default/web', reason: 'ClusterViewStale' })]));
+  });
+
+  it('a scheduler that ignores weights, or a bad value, is a problem and keeps local balancing', async () => {
+    const cluster = new ClusterWeights();
+    const { op, posted } = setup(undefined, undefined, undefined, { clusterWeights: cluster });
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('rr') });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    expect(posted.at(-1)!.map((p) => p.reason)).toContain('ClusterBalanceInapplicable');
+    expect(cluster.optedIn().size).toBe(0);
+    op.handle({ kind: 'service', type: 'upsert', object: balanced('wrr', 'global', '2') });
+    await op.sync();
+    expect(posted.at(-1)).toEqual(expect.arrayContaining([expect.objectContaining({ reason: 'InvalidBalance', message: expect.stringContaining('"global" is not one of local, cluster') })]));
+    expect(cluster.optedIn().size).toBe(0);
+  });
+});
