@@ -15,6 +15,7 @@
 import { type NodeReport, type ReportLimits } from '../src/balance/estimate.js';
 import { DEFAULT_DAMPING, type ViewState, initialView, stepView, targetWeights } from '../src/balance/damping.js';
 import { type MoveThreshold, type Reading, pickReporters, shouldReport } from '../src/balance/reporting.js';
+import { prng } from '../test/support/fixtures.js';
 
 const N = Number(process.argv[2] ?? 1_000);
 const S = Number(process.argv[3] ?? 100);
@@ -28,13 +29,7 @@ const WARMUP = 3;
 const LIMITS: ReportLimits = { periodMs: PERIOD_MS, stalePeriods: 3, maxSkewMs: 5_000, maxConnRate: 1_000_000, maxConns: 10_000_000 };
 const MOVE: MoveThreshold = { relative: 0.2, minActive: 2, minRate: 1, maxSilentMs: 2 * PERIOD_MS };
 
-let seed = 0x2701;
-function rand(): number {
-  seed = (seed + 0x6d2b79f5) >>> 0;
-  let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-}
+const rand = prng(0x2701);
 function poisson(mean: number): number {
   if (mean > 30) return Math.max(0, Math.round(mean + Math.sqrt(mean) * Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand())));
   const l = Math.exp(-mean);
