@@ -1,46 +1,9 @@
 // A small Kubernetes API server over real HTTP(S): the unit tests' fake (client-node's real
 // informers, watch and generated API clients exercised end to end, nothing of client-node mocked)
 // and the lab cluster's control plane (`lab` options, apiserver-main.ts). Lab tooling: never
-// imported by the operator.
-//
-// Semantics kept from the real server:
-// - one resourceVersion counter for everything; every write (and delete) bumps it;
-// - list returns items plus the list's resourceVersion; field selectors (any dotted path, = and !=)
-//   and label selectors (=, !=, in, notin, exists, !) filter lists and watches;
-// - `?watch=true&resourceVersion=N` streams, chunked, one JSON line per event with rv > N
-//   (ADDED / MODIFIED / DELETED, BOOKMARK on request); an unset or "0" resourceVersion starts
-//   with synthetic ADDED events of the current objects;
-// - a resourceVersion older than the compacted history gets 410 Gone - by default as the real
-//   server does it (HTTP 200, then an ERROR event carrying a Status with code 410, then close),
-//   or as an HTTP 410 response (`goneAs: 'http'`);
-// - errors are Status objects: bad body 400, unauthenticated 401, RBAC 403, unknown resource or
-//   object 404, existing object or stale metadata.resourceVersion 409, invalid Service 422;
-//   /status subresources change only status, the main resource keeps the old status;
-// - `limit`/`continue` paginate lists (in name order; a continue token carries the first page's
-//   resourceVersion, which every page reports - no snapshot is kept, so objects changed between
-//   pages show their newer version); `timeoutSeconds` ends a watch cleanly;
-// - patches: merge, JSON, strategic (approximated) and server-side apply (approximated as a merge
-//   patch or a create), see store.ts; discovery for kubectl (/version, /api, /apis, per group);
-//   OpenAPI v3 (/openapi/v3 and one document per group-version) and field validation of writes
-//   that ask for it (`fieldValidation=Strict|Warn|Ignore`, what kubectl sends), see openapi.ts.
-// With `lab` (the cluster's control plane; off for the unit tests' fake): Services are defaulted
-// and get ClusterIPs/NodePorts (alloc.ts); EndpointSlices follow Services, Pods and Nodes
-// (controllers.ts); a Pod delete with a grace period sets deletionTimestamp and removes the Pod
-// when the grace ends (or at a delete with gracePeriodSeconds=0, as the kubelet sends); deleting
-// a Namespace removes its objects at once; the usual namespaces exist from the start.
-// With `auth`: bearer tokens and RBAC (rbac.ts); ClusterRoles/Bindings created through the API
-// count too. Not modelled: admission, finalizers, owner-reference garbage collection (except the
-// controller's own slices), managedFields, the namespace lifecycle (objects may be created in a
-// namespace that does not exist).
-// The rooms: objects.ts (storage, resourceVersions, history), watch.ts (watch streams), admission.ts
-// (the lab control plane around writes), rbac.ts (authorization), http.ts (one request to its
-// answer), status.ts (Status answers); this file puts them together behind the server's API.
-// Test controls: dropWatches() (clean close or abrupt reset), down()/up() (every connection is
-// reset while down), compact() (old resourceVersions become 410), bookmark().
-// Fault injection: fail() answers matching requests with an error Status (401, 403, 429 with
-// Retry-After, 5xx) until clearFaults() or `times` runs out; corruptNextEvent() writes the next
-// watch event of a resource as a malformed line (client-node drops it); stall() keeps watches of a
-// resource open but silent (no replay, no events, no bytes) until unstall().
+// imported by the operator. What it keeps of kube-apiserver, its rooms (objects, watch,
+// admission, rbac, http) and its test controls: docs/lab-cluster.md. This file puts the rooms
+// together behind the server's API.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
