@@ -2,35 +2,8 @@
 // IPVSProxyConfig from a directory of YAML files, for labs, demos and machines without a cluster.
 // This file reads and watches; what a file's text gives, which objects are used and which events
 // go out are decided in files-parse.ts (pure).
-//
-// Every *.yaml / *.yml file in DIR (not hidden ones, not subdirectories; symlinks followed, so a
-// ConfigMap volume's `name.yaml -> ..data/name.yaml` layout works and its atomic `..data` swap is
-// one change) is read as `kubectl get -o yaml` writes it: multi-document, `kind: List` with items.
-// On a change of a file in DIR (fs.watch, debounced), only the files the watcher named are read
-// again; a change it cannot name (a hidden entry such as a ConfigMap volume's `..data` swap, an
-// event without a name) reads the whole directory, and so does a rescan every `rescanMs`, the
-// safety net for what the watcher misses (a directory deleted and created again, an event
-// dropped). A file whose bytes did not change is not parsed again, nor is a document of a changed
-// file whose text did not change, and only a re-parsed object is compared with what was sent: one
-// edited object among thousands costs about that object only. Of a file, only its
-// objects as sent are kept (file-entries.ts): Services and EndpointSlices trimmed as the kube
-// source keeps them (src/source/trim.ts), nothing of its text or of the parsed YAML. The
-// result is diffed against what was sent: changed objects go out as upserts, vanished ones as
-// deletes. Decisions:
-// - Node: only the Node named `nodeName` is used, as the kube source's field selector does;
-//   others are skipped. Picking "the only Node" would disagree with nodeName where endpoints are
-//   matched to this node (externalTrafficPolicy: Local), so there is no such fallback.
-// - IPVSProxyConfig: only the one named "default", through the gate the kube source uses too
-//   (config-gate.ts). An invalid one is reported and not sent: the last valid one stays in force. Removing it sends a config delete carrying defaultProxyConfig.
-// - A malformed file (YAML error, object without kind/name, unsupported apiVersion, hostile YAML:
-//   alias bombs, circular aliases, deep nesting, prototype names as kinds; over 16 MiB) is reported
-//   as a problem naming the file and its last good objects stay: a half-saved file never deletes
-//   Services. So do a file that cannot be read (EACCES, EIO) and a directory that cannot be read:
-//   only a file that is gone (ENOENT) deletes its objects.
-// - Each problem is reported once (to onProblems when given, else as a warn line), while it lasts.
-// - The same object in two files: the first file (by name) wins, the other is reported.
-// - metadata.resourceVersion is the source's own counter: files copied from `kubectl get` carry
-//   stale resourceVersions that would hide edits from the desired state's change detection.
+// What it reads and when, and its decisions (which Node, which config, a malformed file, the
+// same object twice): docs/hardening.md.
 import { type FSWatcher, watch } from 'node:fs';
 import { constants } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
