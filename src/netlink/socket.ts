@@ -41,8 +41,18 @@ export interface Outgoing {
   dump: boolean;
 }
 
+/** Sees every message a NetlinkSocket sends, as sent: the bench's recording of a sync (bench/replay.ts). */
+export type SendRecorder = (protocol: number, sent: readonly Outgoing[]) => void;
+
 /** A netlink socket with pipelined, sequence-matched request/reply. */
 export class NetlinkSocket {
+  /**
+   * When set, called with each chunk before it is sent, on every socket of the process. Only the
+   * bench sets it (to replay the operator's exact messages as a kernel floor); unset, the send
+   * path pays one property read per chunk.
+   */
+  static recorder: SendRecorder | undefined;
+
   private readonly raw: RawNetlinkSocket;
   private readonly pending = new Map<number, Pending>();
   private seq = Math.floor(Math.random() * 0x7fffffff) + 1;
@@ -50,7 +60,7 @@ export class NetlinkSocket {
   private closed = false;
 
   /** `protocol`: NETLINK_GENERIC (16), NETLINK_ROUTE (0), ...; `E`: the kind of error it fails with. */
-  constructor(protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
+  constructor(private readonly protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
     this.raw = new RawNetlinkSocket(protocol, { recvBufferSize: BUFFER_BYTES, sendBufferSize: BUFFER_BYTES });
     this.raw.on('message', (buf) => this.receive(buf));
     this.raw.on('truncatedMessage', () => this.fail(this.malformed('receive', 'truncated netlink datagram')));
@@ -109,6 +119,7 @@ export class NetlinkSocket {
         });
       });
       this.onFailure = finish;
+      NetlinkSocket.recorder?.(this.protocol, chunk);
       // A descriptor closed under us makes the package throw synchronously: a socket failure too.
       this.rawCall(() => {
         this.raw.ref();
