@@ -239,6 +239,29 @@ describe('(d) errors are typed', () => {
   });
 });
 
+describe('(d2) a batch answers for each op, though only the last of a datagram asks for an ACK', () => {
+  // CHUNK (128) messages go in one datagram and only its last asks for an ACK: a failure elsewhere
+  // is the kernel's only answer to that message. Failures here: a whole datagram of them (its last
+  // one too), one in the middle of a datagram of successes, and the batch's very last op.
+  it('every failure is reported at its own op, every other op is applied', async () => {
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.3.2', port: 80 });
+    const dests = Array.from({ length: 300 }, (_, i) => rs(`10.12.${Math.floor(i / 250)}.${(i % 250) + 1}`, 80));
+    const add = (d: RealServer): IpvsOp => ({ kind: 'add-dest', vs, rs: d });
+    expect((await ipvs.apply([{ kind: 'add-service', vs }, ...dests.slice(0, 150).map(add)])).filter(Boolean)).toEqual([]);
+
+    const absent = rs('10.12.9.9', 80);
+    const ops: IpvsOp[] = [...dests.map(add), { kind: 'add-dest', vs, rs: dests[0]! }];
+    ops.splice(200, 0, { kind: 'delete-dest', vs, rs: absent });
+    const results = await ipvs.apply(ops);
+    const kinds = results.map((r) => (r === undefined ? 'ok' : isExists(r) ? 'EEXIST' : isNotFound(r) ? 'ENOENT' : String(r)));
+    const expected = ops.map((_, i) => (i < 150 || i === ops.length - 1 ? 'EEXIST' : i === 200 ? 'ENOENT' : 'ok'));
+    expect(kinds).toEqual(expected);
+    expect(results[200]?.message).toContain('10.12.9.9');
+    const dumped = await ipvs.listRealServers(vs);
+    expect(new Set(dumped.map(realServerKey))).toEqual(new Set(dests.map(realServerKey)));
+  });
+});
+
 describe('(e) a pipelined batch of 10 000 destination adds', () => {
   it('completes, the dump shows all 10 000, and the time is printed against ipvsadm -R', async () => {
     const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.3.1', port: 80 });
