@@ -14,7 +14,7 @@
 // Latency is from handle() to the end of the sync (status written), with minSyncPeriod 0: the
 // runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { projectRoot } from '../lab/paths.js';
@@ -33,7 +33,7 @@ import { Operator } from '../src/sync/operator.js';
 import { RtnlVipLink, type VipLink } from '../src/rtnl/vips.js';
 import type { NodeStatus, SourceEvent } from '../src/source/types.js';
 import { CHUNK } from '../src/netlink/socket.js';
-import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds } from './replay.js';
+import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily } from './replay.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 
 const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
@@ -56,7 +56,8 @@ class MeasuredIpvs implements IpvsClient {
   dumps = 0;
   dumpMs = 0;
   lastApplyEnd = 0n;
-  constructor(readonly inner: NetlinkIpvs) {}
+  /** Replaced when IPVS is loaded again (freshIpvs). */
+  constructor(public inner: NetlinkIpvs) {}
   reset(): void {
     this.ops = 0; this.applyCalls = 0; this.applyMs = 0; this.dumps = 0; this.dumpMs = 0;
   }
@@ -136,6 +137,34 @@ function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
 }
 
+/**
+ * A kernel IPVS state with an empty destination trash: the table flushed, every ip_vs module
+ * unloaded and loaded again (schedulers and sysctls as at start), and a new client.
+ *
+ * Why not a flush alone: IPVS moves every deleted real server to a per-netns trash list
+ * (__ip_vs_del_dest), and every add-dest walks that whole list for one to reuse
+ * (ip_vs_trash_get_dest, under a spinlock) before it looks anywhere else. The timer that empties
+ * the trash is armed only by a delete that finds it empty and is not a flush (cleanup), so after
+ * a flush of N real servers each later add costs O(N) until the module goes: loading a table of
+ * N after flushing it costs O(N^2). Unloading is the only way to empty it at once. Each
+ * measurement of writing a whole table (the first sync, the kernel floor, `ipvsadm -R`) starts
+ * from here, so none pays for what an earlier one left.
+ */
+async function freshIpvs(ipvs: MeasuredIpvs, schedulerNames: readonly string[]): Promise<NetlinkIpvs> {
+  await ipvs.inner.flush();
+  ipvs.inner.close();
+  const loaded = readFileSync('/proc/modules', 'utf8').split('\n').map((l) => l.split(' ')[0] ?? '')
+    .filter((m) => m.startsWith('ip_vs'));
+  if (!loaded.includes('ip_vs')) throw new Error('ip_vs is not a loaded module: its trash cannot be emptied');
+  // Schedulers (and any other ip_vs_* module) depend on ip_vs: they go first.
+  sh('rmmod', [...loaded.filter((m) => m !== 'ip_vs'), 'ip_vs']);
+  if (!(await ensureIpvsModule())) throw new Error('ip_vs did not load again');
+  await probeSchedulers(schedulerNames);
+  for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
+  ipvs.inner = await NetlinkIpvs.open();
+  return ipvs.inner;
+}
+
 const registry = new PluginRegistry();
 const quiet = () => undefined;
 
@@ -146,7 +175,7 @@ async function main(): Promise<void> {
   if (!(await ensureIpvsModule())) throw new Error('no IPVS in this kernel');
   const schedulerNames = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))];
   const schedulers = await probeSchedulers(schedulerNames);
-  const nl = await NetlinkIpvs.open();
+  let nl = await NetlinkIpvs.open();
   const info = await nl.info();
   for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
   const ipvs = new MeasuredIpvs(nl);
@@ -160,8 +189,8 @@ async function main(): Promise<void> {
 
   for (const [si, n] of SIZES.entries()) {
     const last = si === SIZES.length - 1;
-    progress(`--- ${n} Services x ${E} endpoints: cleaning the kernel`);
-    await nl.flush();
+    progress(`--- ${n} Services x ${E} endpoints: cleaning the kernel (IPVS loaded again: an empty trash)`);
+    nl = await freshIpvs(ipvs, schedulerNames);
     await iptables.cleanup();
     await rtnl.deleteLink(IFACE);
     const cluster = makeCluster(n, E);
@@ -189,6 +218,7 @@ async function main(): Promise<void> {
     const first = status.next();
     // Every message the first sync writes (IPVS over generic netlink, addresses over rtnetlink), for the kernel floor.
     const recording = recordSends();
+    const recordedFamily = nl.familyId!;
     op.start();
     await first;
     const totalMs = msSince(t0);
@@ -303,15 +333,15 @@ async function main(): Promise<void> {
     const lines = saved.split('\n').filter(Boolean).length;
 
     // ---- the kernel floor: the operator's recorded messages replayed by bench/nl-replay.c (pre-encoded,
-    // many per sendmsg(), ACKs read many per recvmmsg()), each replay from a table flushed untimed and
-    // checked to leave what the first sync left; then the address adds on the operator's link, its
+    // many per sendmsg(), ACKs read many per recvmmsg()), each replay from IPVS loaded again (untimed;
+    // the family id in the messages set to its new one) and checked to leave what the first sync left; then the address adds on the operator's link, its
     // addresses flushed untimed. ipset and iptables keep their C restore (below) as their floor.
     progress(`kernel floor: replaying the operator's recorded messages`);
     const genl = recording.byProtocol.get(NETLINK_GENERIC) ?? [];
     const ipvsReplays: ReplayResult[] = [];
     for (const per of REPLAY_PER_DATAGRAM) {
-      await nl.flush();
-      ipvsReplays.push(replay(REPLAYER, join(tmpdir(), 'bench-genl.bin'), NETLINK_GENERIC, genl, per));
+      nl = await freshIpvs(ipvs, schedulerNames);
+      ipvsReplays.push(replay(REPLAYER, join(tmpdir(), 'bench-genl.bin'), NETLINK_GENERIC, retargetFamily(genl, recordedFamily, nl.familyId!), per));
       if (sh('ipvsadm', ['-Sn']) !== firstTable) throw new Error(`the IPVS replay (${per} per datagram) did not write the table the operator wrote`);
     }
     sh('ip', ['addr', 'flush', 'dev', IFACE]);
@@ -327,7 +357,7 @@ async function main(): Promise<void> {
     // adds on a fresh dummy link, `ipset restore -exist` and `iptables-restore --noflush` (+ ip6tables)
     // of the very payloads IptablesRestore applied in the first sync above.
     progress(`C floor: ipvsadm -R, ip -batch, ipset restore, iptables-restore of the same content`);
-    await nl.flush();
+    nl = await freshIpvs(ipvs, schedulerNames);
     await iptables.cleanup();
     await rtnl.deleteLink(IFACE);
     const timedRun = (what: string, cmd: string, args: string[], input: string): number => {

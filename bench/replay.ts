@@ -43,6 +43,18 @@ export function retargetAddressAdds(messages: readonly Buffer[], index: number):
   });
 }
 
+/**
+ * The recorded IPVS messages (those of family `from`) addressed to family id `to`: the controller
+ * gives IPVS a new id each time ip_vs is loaded again. Others (the controller's own) are left out.
+ */
+export function retargetFamily(messages: readonly Buffer[], from: number, to: number): Buffer[] {
+  return messages.filter((m) => m.readUInt16LE(4) === from).map((m) => {
+    const b = Buffer.from(m);
+    b.writeUInt16LE(to, 4); // nlmsghdr.nlmsg_type
+    return b;
+  });
+}
+
 /** What one replay did and took (the replayer's own clock: from the first send to the last ACK). */
 export interface ReplayResult {
   messages: number;
