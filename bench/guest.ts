@@ -14,8 +14,10 @@
 // Latency is from handle() to the end of the sync (status written), with minSyncPeriod 0: the
 // runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { projectRoot } from '../lab/paths.js';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../plugins/index.js';
 import { type Desired } from '../src/desired/types.js';
@@ -30,6 +32,8 @@ import { Metrics } from '../src/metrics/metrics.js';
 import { Operator } from '../src/sync/operator.js';
 import { RtnlVipLink, type VipLink } from '../src/rtnl/vips.js';
 import type { NodeStatus, SourceEvent } from '../src/source/types.js';
+import { CHUNK } from '../src/netlink/socket.js';
+import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily } from './replay.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 
 const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
@@ -39,6 +43,10 @@ const E = Number(eArg);
 const SMALL_CHANGES = Math.min(CHANGES, 30);
 const IFACE = defaultProxyConfig.interfaceName;
 const config: ProxyConfig = { ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3600 };
+/** Built by bench/run.ts on the host; the guest sees the project at the same path. */
+const REPLAYER = replayerPath(projectRoot);
+/** The kernel floor's datagram sizes: the operator's own (CHUNK), and one 8 times larger. */
+const REPLAY_PER_DATAGRAM = [CHUNK, 8 * CHUNK];
 
 /** Counts and times what the operator asks of IPVS. */
 class MeasuredIpvs implements IpvsClient {
@@ -48,7 +56,8 @@ class MeasuredIpvs implements IpvsClient {
   dumps = 0;
   dumpMs = 0;
   lastApplyEnd = 0n;
-  constructor(readonly inner: NetlinkIpvs) {}
+  /** Replaced when IPVS is loaded again (freshIpvs). */
+  constructor(public inner: NetlinkIpvs) {}
   reset(): void {
     this.ops = 0; this.applyCalls = 0; this.applyMs = 0; this.dumps = 0; this.dumpMs = 0;
   }
@@ -128,6 +137,34 @@ function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
 }
 
+/**
+ * A kernel IPVS state with an empty destination trash: the table flushed, every ip_vs module
+ * unloaded and loaded again (schedulers and sysctls as at start), and a new client.
+ *
+ * Why not a flush alone: IPVS moves every deleted real server to a per-netns trash list
+ * (__ip_vs_del_dest), and every add-dest walks that whole list for one to reuse
+ * (ip_vs_trash_get_dest, under a spinlock) before it looks anywhere else. The timer that empties
+ * the trash is armed only by a delete that finds it empty and is not a flush (cleanup), so after
+ * a flush of N real servers each later add costs O(N) until the module goes: loading a table of
+ * N after flushing it costs O(N^2). Unloading is the only way to empty it at once. Each
+ * measurement of writing a whole table (the first sync, the kernel floor, `ipvsadm -R`) starts
+ * from here, so none pays for what an earlier one left.
+ */
+async function freshIpvs(ipvs: MeasuredIpvs, schedulerNames: readonly string[]): Promise<NetlinkIpvs> {
+  await ipvs.inner.flush();
+  ipvs.inner.close();
+  const loaded = readFileSync('/proc/modules', 'utf8').split('\n').map((l) => l.split(' ')[0] ?? '')
+    .filter((m) => m.startsWith('ip_vs'));
+  if (!loaded.includes('ip_vs')) throw new Error('ip_vs is not a loaded module: its trash cannot be emptied');
+  // Schedulers (and any other ip_vs_* module) depend on ip_vs: they go first.
+  sh('rmmod', [...loaded.filter((m) => m !== 'ip_vs'), 'ip_vs']);
+  if (!(await ensureIpvsModule())) throw new Error('ip_vs did not load again');
+  await probeSchedulers(schedulerNames);
+  for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
+  ipvs.inner = await NetlinkIpvs.open();
+  return ipvs.inner;
+}
+
 const registry = new PluginRegistry();
 const quiet = () => undefined;
 
@@ -138,7 +175,7 @@ async function main(): Promise<void> {
   if (!(await ensureIpvsModule())) throw new Error('no IPVS in this kernel');
   const schedulerNames = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))];
   const schedulers = await probeSchedulers(schedulerNames);
-  const nl = await NetlinkIpvs.open();
+  let nl = await NetlinkIpvs.open();
   const info = await nl.info();
   for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
   const ipvs = new MeasuredIpvs(nl);
@@ -152,8 +189,8 @@ async function main(): Promise<void> {
 
   for (const [si, n] of SIZES.entries()) {
     const last = si === SIZES.length - 1;
-    progress(`--- ${n} Services x ${E} endpoints: cleaning the kernel`);
-    await nl.flush();
+    progress(`--- ${n} Services x ${E} endpoints: cleaning the kernel (IPVS loaded again: an empty trash)`);
+    nl = await freshIpvs(ipvs, schedulerNames);
     await iptables.cleanup();
     await rtnl.deleteLink(IFACE);
     const cluster = makeCluster(n, E);
@@ -179,9 +216,15 @@ async function main(): Promise<void> {
     const op = new Operator(config, deps);
     for (const e of events) op.handle(e);
     const first = status.next();
+    // Every message the first sync writes (IPVS over generic netlink, addresses over rtnetlink), for the kernel floor.
+    const recording = recordSends();
+    const recordedFamily = nl.familyId!;
     op.start();
     await first;
     const totalMs = msSince(t0);
+    recording.stop();
+    // What the first sync wrote (the changes below move it on): what the kernel floor's replay must write.
+    const firstTable = sh('ipvsadm', ['-Sn']);
     const ipvsDoneMs = Number(ipvs.lastApplyEnd - t0) / 1e6;
     if (op.last?.error) throw new Error(`full sync failed: ${op.last.error}`);
     // The exact payloads the operator's iptables path applied, and the VIPs it bound: the C floor's input.
@@ -285,14 +328,36 @@ async function main(): Promise<void> {
     }
     await op.stop();
 
+    // The table after the changes: what the C floor loads, and the restart below finds.
+    const saved = sh('ipvsadm', ['-Sn']);
+    const lines = saved.split('\n').filter(Boolean).length;
+
+    // ---- the kernel floor: the operator's recorded messages replayed by bench/nl-replay.c (pre-encoded,
+    // many per sendmsg(), ACKs read many per recvmmsg()), each replay from IPVS loaded again (untimed;
+    // the family id in the messages set to its new one) and checked to leave what the first sync left; then the address adds on the operator's link, its
+    // addresses flushed untimed. ipset and iptables keep their C restore (below) as their floor.
+    progress(`kernel floor: replaying the operator's recorded messages`);
+    const genl = recording.byProtocol.get(NETLINK_GENERIC) ?? [];
+    const ipvsReplays: ReplayResult[] = [];
+    for (const per of REPLAY_PER_DATAGRAM) {
+      nl = await freshIpvs(ipvs, schedulerNames);
+      ipvsReplays.push(replay(REPLAYER, join(tmpdir(), 'bench-genl.bin'), NETLINK_GENERIC, retargetFamily(genl, recordedFamily, nl.familyId!), per));
+      if (sh('ipvsadm', ['-Sn']) !== firstTable) throw new Error(`the IPVS replay (${per} per datagram) did not write the table the operator wrote`);
+    }
+    sh('ip', ['addr', 'flush', 'dev', IFACE]);
+    const index = linkIndex(IFACE);
+    if (index === undefined) throw new Error(`no link ${IFACE} after the operator's sync`);
+    const adds = retargetAddressAdds(recording.byProtocol.get(NETLINK_ROUTE) ?? [], index);
+    const vipReplay = replay(REPLAYER, join(tmpdir(), 'bench-rtnl.bin'), NETLINK_ROUTE, adds, REPLAY_PER_DATAGRAM.at(-1)!);
+    const replayed = (await rtnl.list(IFACE)).sort();
+    if (JSON.stringify(replayed) !== JSON.stringify([...vipList].sort())) throw new Error('the address replay did not bind the operator\'s addresses');
+
     // ---- the C floor: the same content by the C tools, from a clean kernel, one after the other
     // (timed separately and summed): `ipvsadm -R` of the identical table, `ip -batch` of the address
     // adds on a fresh dummy link, `ipset restore -exist` and `iptables-restore --noflush` (+ ip6tables)
     // of the very payloads IptablesRestore applied in the first sync above.
     progress(`C floor: ipvsadm -R, ip -batch, ipset restore, iptables-restore of the same content`);
-    const saved = sh('ipvsadm', ['-Sn']);
-    const lines = saved.split('\n').filter(Boolean).length;
-    await nl.flush();
+    nl = await freshIpvs(ipvs, schedulerNames);
     await iptables.cleanup();
     await rtnl.deleteLink(IFACE);
     const timedRun = (what: string, cmd: string, args: string[], input: string): number => {
@@ -319,6 +384,15 @@ async function main(): Promise<void> {
       `ipset ${(ipsetMs / 1000).toFixed(2)} s, iptables-restore ${(iptablesRestoreMs / 1000).toFixed(2)} s, sum ${(cFloor.totalMs / 1000).toFixed(1)} s; ` +
       `IPVS ratio ${(ipvsDoneMs / ipvsadmMs).toFixed(2)}, whole first sync / C floor ${(totalMs / cFloor.totalMs).toFixed(2)}${drift ? `; iptables after the C restore: ${drift}` : ''}`);
 
+    const ipvsFloorMs = Math.min(...ipvsReplays.map((r) => r.ms));
+    const kernelFloor = {
+      ipvs: ipvsReplays, ipvsMs: ipvsFloorMs, vips: vipReplay, vipsMs: vipReplay.ms, ipsetMs, iptablesRestoreMs,
+      totalMs: ipvsFloorMs + vipReplay.ms + ipsetMs + iptablesRestoreMs,
+    };
+    progress(`kernel floor: IPVS ${genl.length} messages ${ipvsReplays.map((r) => `${(r.ms / 1000).toFixed(2)} s (${r.perDatagram}/datagram)`).join(', ')}, ` +
+      `${adds.length} address adds ${(vipReplay.ms / 1000).toFixed(2)} s, with ipset + iptables-restore ${(kernelFloor.totalMs / 1000).toFixed(1)} s; ` +
+      `IPVS programmed / replay ${(ipvsDoneMs / ipvsFloorMs).toFixed(2)}, whole first sync / kernel floor ${(totalMs / kernelFloor.totalMs).toFixed(2)}`);
+
     // ---- restart with the table already programmed (by ipvsadm -R: the same table the operator wrote)
     let restart: Record<string, unknown> | undefined;
     if (last) {
@@ -342,6 +416,7 @@ async function main(): Promise<void> {
       realServers: saved.split('\n').filter((l) => l.startsWith('-a')).length,
       full, ipvsadm: { ms: ipvsadmMs, lines }, ratio: ipvsDoneMs / ipvsadmMs,
       cFloor, wholeRatio: totalMs / cFloor.totalMs,
+      kernelFloor, kernelRatio: totalMs / kernelFloor.totalMs,
       changes: {
         count: changes.length,
         opsPerChange: changes.map((x) => x.ops),

@@ -34,9 +34,8 @@ import {
   IPPROTO_UDP, InfoAttr, StatsAttr, SvcAttr, TunType,
 } from './constants.js';
 import { IpvsError } from './errors.js';
-import {
-  type NlMessage, be16, cstring, genlAttrs, nla, nlaNested, parseAttrs, u16, u32, u8,
-} from '../netlink/framing.js';
+import { NLA_HDRLEN } from '../netlink/constants.js';
+import { type NlMessage, NlaWriter, genlAttrs, nlaSize, parseAttrs } from '../netlink/framing.js';
 
 /** parseAttrs that throws IpvsError. */
 const ipvsAttrs = (b: Buffer): Map<number, Buffer> => parseAttrs(b, IpvsError);
@@ -62,42 +61,26 @@ function whatOf(what: What): string {
 }
 
 /**
- * 16 bytes of `union nf_inet_addr`, as ipvsadm sends it (an IPv4 address in the first 4 bytes).
- * Throws IpvsError on an address that is not of `family`.
- */
-export function encodeAddr(what: What, family: Family, address: string): Buffer {
-  const raw = family === 'IPv4' ? parseIPv4(address) : parseIPv6(address);
-  if (!raw) throw IpvsError.invalidArgument(whatOf(what), `${JSON.stringify(address)} is not an ${family} address`);
-  const b = Buffer.alloc(16);
-  b.set(raw, 0);
-  return b;
-}
-
-/** The attributes that identify a virtual server: AF + (FWMARK | PROTOCOL, ADDR, PORT). */
-function serviceKeyAttrs(what: What, vs: VirtualServer): Buffer[] {
-  const out = [nla(SvcAttr.AF, u16(afOf[vs.family]))];
-  if (vs.fwmark) {
-    out.push(nla(SvcAttr.FWMARK, u32(vs.fwmark)));
-  } else {
-    out.push(
-      nla(SvcAttr.PROTOCOL, u16(protoOf[vs.protocol])),
-      nla(SvcAttr.ADDR, encodeAddr(what, vs.family, vs.address)),
-      nla(SvcAttr.PORT, be16(vs.port)),
-    );
-  }
-  return out;
-}
-
-/**
  * NETMASK is declared __be32: an IPv4 mask travels in network byte order (0xffffff00 is
  * ff ff ff 00), while for IPv6 the kernel compares the same field as a number 1..128, and
  * ipvsadm sends the prefix length in host order. Both ways are what ipvsadm reads back.
  */
-function encodeNetmask(vs: VirtualServer): Buffer {
-  if (vs.family === 'IPv6') return u32(vs.netmask);
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(vs.netmask >>> 0);
+function writeNetmask(w: NlaWriter, vs: VirtualServer): void {
+  if (vs.family === 'IPv6') w.u32(SvcAttr.NETMASK, vs.netmask);
+  else w.bytes(SvcAttr.NETMASK, be32(vs.netmask));
+}
+
+function be32(v: number): Uint8Array {
+  const b = new Uint8Array(4);
+  new DataView(b.buffer).setUint32(0, v >>> 0, false);
   return b;
+}
+
+/** The 4 or 16 bytes of `address`; throws IpvsError when it is not of `family`. */
+function addrBytes(what: What, family: Family, address: string): Uint8Array {
+  const raw = family === 'IPv4' ? parseIPv4(address) : parseIPv6(address);
+  if (!raw) throw IpvsError.invalidArgument(whatOf(what), `${JSON.stringify(address)} is not an ${family} address`);
+  return raw;
 }
 
 function decodeNetmask(b: Buffer | undefined, family: Family): number {
@@ -107,24 +90,39 @@ function decodeNetmask(b: Buffer | undefined, family: Family): number {
 }
 
 /**
- * The nested SERVICE attribute. `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL
- * when any of SCHED_NAME, FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
+ * The nested SERVICE attribute: AF + (FWMARK | PROTOCOL, ADDR, PORT) identify the virtual server;
+ * `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL when any of SCHED_NAME,
+ * FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
  */
 export function encodeService(what: What, vs: VirtualServer, full: boolean): Buffer {
-  const attrs = serviceKeyAttrs(what, vs);
-  if (full) {
-    const flags = Buffer.alloc(8);
-    flags.writeUInt32LE(vs.flags >>> 0, 0);
-    flags.writeUInt32LE(0xffffffff, 4);
-    attrs.push(
-      nla(SvcAttr.SCHED_NAME, cstring(vs.scheduler)),
-      nla(SvcAttr.FLAGS, flags),
-      nla(SvcAttr.TIMEOUT, u32(vs.timeout)),
-      nla(SvcAttr.NETMASK, encodeNetmask(vs)),
-    );
-    if (vs.peName) attrs.push(nla(SvcAttr.PE_NAME, cstring(vs.peName)));
+  const addr = vs.fwmark ? undefined : addrBytes(what, vs.family, vs.address);
+  const sched = full ? Buffer.byteLength(vs.scheduler) : 0;
+  const pe = full && vs.peName ? Buffer.byteLength(vs.peName) : 0;
+  const size = NLA_HDRLEN + nlaSize(2) + (addr ? nlaSize(2) + nlaSize(16) + nlaSize(2) : nlaSize(4))
+    + (full ? nlaSize(sched + 1) + nlaSize(8) + nlaSize(4) + nlaSize(4) + (vs.peName ? nlaSize(pe + 1) : 0) : 0);
+  const w = new NlaWriter(size);
+  const at = w.nest(CmdAttr.SERVICE);
+  w.u16(SvcAttr.AF, afOf[vs.family]);
+  if (addr) {
+    w.u16(SvcAttr.PROTOCOL, protoOf[vs.protocol]);
+    w.bytes(SvcAttr.ADDR, addr, 16); // union nf_inet_addr: an IPv4 address in the first 4 bytes
+    w.be16(SvcAttr.PORT, vs.port);
+  } else {
+    w.u32(SvcAttr.FWMARK, vs.fwmark);
   }
-  return nlaNested(CmdAttr.SERVICE, attrs);
+  if (full) {
+    w.cstring(SvcAttr.SCHED_NAME, vs.scheduler, sched);
+    const flags = new Uint8Array(8);
+    const dv = new DataView(flags.buffer);
+    dv.setUint32(0, vs.flags >>> 0, true);
+    dv.setUint32(4, 0xffffffff, true);
+    w.bytes(SvcAttr.FLAGS, flags);
+    w.u32(SvcAttr.TIMEOUT, vs.timeout);
+    writeNetmask(w, vs);
+    if (vs.peName) w.cstring(SvcAttr.PE_NAME, vs.peName, pe);
+  }
+  w.end(at);
+  return w.done();
 }
 
 /**
@@ -133,27 +131,27 @@ export function encodeService(what: What, vs: VirtualServer, full: boolean): Buf
  * tunnel real servers (kernel >= 5.2).
  */
 export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
-  const attrs = [
-    nla(DestAttr.ADDR, encodeAddr(what, rs.family, rs.address)),
-    nla(DestAttr.PORT, be16(rs.port)),
-    nla(DestAttr.ADDR_FAMILY, u16(afOf[rs.family])),
-  ];
+  const addr = addrBytes(what, rs.family, rs.address);
+  const tunnel = full && rs.forward === 'tunnel';
+  const w = new NlaWriter(NLA_HDRLEN + nlaSize(16) + 2 * nlaSize(2) + (full ? 4 * nlaSize(4) : 0)
+    + (tunnel ? nlaSize(1) + 2 * nlaSize(2) : 0));
+  const at = w.nest(CmdAttr.DEST);
+  w.bytes(DestAttr.ADDR, addr, 16);
+  w.be16(DestAttr.PORT, rs.port);
+  w.u16(DestAttr.ADDR_FAMILY, afOf[rs.family]);
   if (full) {
-    attrs.push(
-      nla(DestAttr.FWD_METHOD, u32(fwdOf(rs.forward))),
-      nla(DestAttr.WEIGHT, u32(rs.weight)),
-      nla(DestAttr.U_THRESH, u32(rs.upperThreshold)),
-      nla(DestAttr.L_THRESH, u32(rs.lowerThreshold)),
-    );
-    if (rs.forward === 'tunnel') {
-      attrs.push(
-        nla(DestAttr.TUN_TYPE, u8(tunOf[rs.tunnelType])),
-        nla(DestAttr.TUN_PORT, be16(rs.tunnelPort)),
-        nla(DestAttr.TUN_FLAGS, u16(rs.tunnelFlags)),
-      );
+    w.u32(DestAttr.FWD_METHOD, fwdOf(rs.forward));
+    w.u32(DestAttr.WEIGHT, rs.weight);
+    w.u32(DestAttr.U_THRESH, rs.upperThreshold);
+    w.u32(DestAttr.L_THRESH, rs.lowerThreshold);
+    if (tunnel) {
+      w.u8(DestAttr.TUN_TYPE, tunOf[rs.tunnelType]);
+      w.be16(DestAttr.TUN_PORT, rs.tunnelPort);
+      w.u16(DestAttr.TUN_FLAGS, rs.tunnelFlags);
     }
   }
-  return nlaNested(CmdAttr.DEST, attrs);
+  w.end(at);
+  return w.done();
 }
 
 // ---------------------------------------------------------------- decode

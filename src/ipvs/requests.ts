@@ -17,6 +17,16 @@ export interface IpvsRequest {
   attrs: Buffer[];
 }
 
+/** A plan op's request: its one-line form is made only when read (an error names it). */
+class OpRequest implements IpvsRequest {
+  private text: string | undefined;
+  readonly dump = false;
+  constructor(private readonly op: IpvsOp, readonly cmd: number, readonly attrs: Buffer[]) {}
+  get what(): string {
+    return (this.text ??= formatOp(this.op));
+  }
+}
+
 /**
  * The request for one op of a plan. Throws IpvsError on arguments that cannot be encoded. Its
  * `what` (formatOp) is computed when first read. `keys`, shared by the ops of one batch, holds the
@@ -24,30 +34,27 @@ export interface IpvsRequest {
  * server encode it once (a plan's ops share their VirtualServer object).
  */
 export function opRequest(op: IpvsOp, keys?: Map<VirtualServer, Buffer>): IpvsRequest {
-  let text: string | undefined;
-  const what = () => (text ??= formatOp(op));
-  const key = (): Buffer => {
-    let b = keys?.get(op.vs);
-    if (!b) {
-      b = encodeService(what, op.vs, false);
-      keys?.set(op.vs, b);
-    }
-    return b;
-  };
-  const req = (cmd: number, attrs: Buffer[]): IpvsRequest => ({ get what() { return what(); }, cmd, dump: false, attrs });
+  const what = () => formatOp(op);
   switch (op.kind) {
     case 'add-service':
-      return req(Cmd.NEW_SERVICE, [encodeService(what, op.vs, true)]);
+      return new OpRequest(op, Cmd.NEW_SERVICE, [encodeService(what, op.vs, true)]);
     case 'update-service':
-      return req(Cmd.SET_SERVICE, [encodeService(what, op.vs, true)]);
+      return new OpRequest(op, Cmd.SET_SERVICE, [encodeService(what, op.vs, true)]);
     case 'delete-service':
-      return req(Cmd.DEL_SERVICE, [encodeService(what, op.vs, false)]);
+      return new OpRequest(op, Cmd.DEL_SERVICE, [encodeService(what, op.vs, false)]);
+  }
+  let key = keys?.get(op.vs);
+  if (!key) {
+    key = encodeService(what, op.vs, false);
+    keys?.set(op.vs, key);
+  }
+  switch (op.kind) {
     case 'add-dest':
-      return req(Cmd.NEW_DEST, [key(), encodeDest(what, op.rs, true)]);
+      return new OpRequest(op, Cmd.NEW_DEST, [key, encodeDest(what, op.rs, true)]);
     case 'update-dest':
-      return req(Cmd.SET_DEST, [key(), encodeDest(what, op.rs, true)]);
+      return new OpRequest(op, Cmd.SET_DEST, [key, encodeDest(what, op.rs, true)]);
     case 'delete-dest':
-      return req(Cmd.DEL_DEST, [key(), encodeDest(what, op.rs, false)]);
+      return new OpRequest(op, Cmd.DEL_DEST, [key, encodeDest(what, op.rs, false)]);
   }
 }
 

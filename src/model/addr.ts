@@ -7,18 +7,33 @@
 /** Address family of an address, a virtual or a real server (named as EndpointSlice addressType names it). */
 export type Family = 'IPv4' | 'IPv6';
 
-/** 4 bytes of a dotted-quad address, or undefined when `s` is not one. */
+/**
+ * 4 bytes of a dotted-quad address (each part 0..255 in decimal, no leading zero), or undefined
+ * when `s` is not one. One pass over the characters: the IPVS client parses two addresses per op,
+ * and splitting with a regular expression per part was a sixth of its encoding time.
+ */
 export function parseIPv4(s: string): Uint8Array | undefined {
-  const parts = s.split('.');
-  if (parts.length !== 4) return undefined;
   const out = new Uint8Array(4);
-  for (let i = 0; i < 4; i++) {
-    const p = parts[i]!;
-    if (!/^(0|[1-9][0-9]{0,2})$/.test(p)) return undefined;
-    const n = Number(p);
-    if (n > 255) return undefined;
-    out[i] = n;
+  let part = 0;
+  let n = 0;
+  let digits = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46 /* . */) {
+      if (digits === 0 || part === 3) return undefined;
+      out[part++] = n;
+      n = 0;
+      digits = 0;
+    } else if (c >= 48 && c <= 57) {
+      if (digits === 1 && n === 0) return undefined; // a leading zero
+      n = n * 10 + (c - 48);
+      if (++digits > 3 || n > 255) return undefined;
+    } else {
+      return undefined;
+    }
   }
+  if (part !== 3 || digits === 0) return undefined;
+  out[3] = n;
   return out;
 }
 

@@ -6,12 +6,19 @@
 //
 // Why not the `netlink` package's request(): it sends one datagram per message and waits for
 // each, and reports errors as `Error('Request rejected: CODE')` without the errno. The kernel
-// processes every message of one datagram in order inside sendmsg() and queues one ACK
-// (NLMSG_ERROR) per message, so a batch costs one syscall per chunk instead of a round trip per
-// op. The receive buffer bounds how many ACKs may be queued at once (each ACK skb costs about
-// 1 KiB of SO_RCVBUF truesize): chunks of CHUNK messages, one chunk in flight, keep well inside it.
+// processes every message of one datagram in order inside sendmsg(), so a batch costs one syscall
+// per chunk instead of a round trip per op.
+//
+// Only the last message of a chunk (and a dump, which ends with DONE) asks for an ACK: netlink_rcv_skb()
+// answers a message without NLM_F_ACK only when it fails, with an NLMSG_ERROR naming its sequence
+// number, queued before the ACK of any later message of the datagram. So the last ACK tells that
+// every earlier message without an error succeeded, and a chunk of CHUNK successes costs one receive
+// instead of CHUNK (each a datagram of its own: one recvmsg() pair and one callback into JavaScript
+// in the `netlink` package). The receive buffer bounds how many replies may be queued at once (an
+// error reply carries its request, and each costs about 1 KiB of SO_RCVBUF truesize): chunks of
+// CHUNK messages, one chunk in flight, keep a chunk of errors well inside it.
 import { RawNetlinkSocket } from 'netlink';
-import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_DUMP_INTR } from './constants.js';
+import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP_INTR } from './constants.js';
 import { type NlMessage, decodeErrno, decodeMessages } from './framing.js';
 import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 
@@ -41,8 +48,18 @@ export interface Outgoing {
   dump: boolean;
 }
 
+/** Sees every message a NetlinkSocket sends, as sent: the bench's recording of a sync (bench/replay.ts). */
+export type SendRecorder = (protocol: number, sent: readonly Outgoing[]) => void;
+
 /** A netlink socket with pipelined, sequence-matched request/reply. */
 export class NetlinkSocket {
+  /**
+   * When set, called with each chunk before it is sent, on every socket of the process. Only the
+   * bench sets it (to replay the operator's exact messages as a kernel floor); unset, the send
+   * path pays one property read per chunk.
+   */
+  static recorder: SendRecorder | undefined;
+
   private readonly raw: RawNetlinkSocket;
   private readonly pending = new Map<number, Pending>();
   private seq = Math.floor(Math.random() * 0x7fffffff) + 1;
@@ -50,7 +67,7 @@ export class NetlinkSocket {
   private closed = false;
 
   /** `protocol`: NETLINK_GENERIC (16), NETLINK_ROUTE (0), ...; `E`: the kind of error it fails with. */
-  constructor(protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
+  constructor(private readonly protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
     this.raw = new RawNetlinkSocket(protocol, { recvBufferSize: BUFFER_BYTES, sendBufferSize: BUFFER_BYTES });
     this.raw.on('message', (buf) => this.receive(buf));
     this.raw.on('truncatedMessage', () => this.fail(this.malformed('receive', 'truncated netlink datagram')));
@@ -75,7 +92,9 @@ export class NetlinkSocket {
 
   /**
    * Sends the messages in chunks of CHUNK per datagram and resolves with one Reply per message,
-   * in order. Rejects only when the socket itself fails (ENOBUFS, close, no answer in 30 s).
+   * in order. Rejects only when the socket itself fails (ENOBUFS, close, no answer in 30 s). The
+   * messages must ask for an ACK (NLM_F_ACK); the socket clears it where a later one answers for
+   * them (see the file comment).
    */
   async exchange(out: readonly Outgoing[]): Promise<Reply[]> {
     const replies: Reply[] = [];
@@ -89,8 +108,11 @@ export class NetlinkSocket {
     if (this.closed) return Promise.reject(this.malformed('send', 'socket closed'));
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<Reply[]>((resolve, reject) => {
-      const replies: Reply[] = new Array(chunk.length);
-      let left = chunk.length;
+      const replies: Reply[] = chunk.map(() => ({ errno: 0, messages: [], interrupted: false }));
+      const lastIndex = chunk.length - 1;
+      // What the chunk waits for: the last message's ACK, and every dump's DONE (a dump in the middle
+      // of a datagram may end after the messages behind it). Others answer only when they fail.
+      let left = 0;
       const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)), REPLY_TIMEOUT_MS);
       const finish = (err?: NetlinkError) => {
         clearTimeout(timer);
@@ -98,21 +120,31 @@ export class NetlinkSocket {
         if (this.pending.size === 0) this.rawCall(() => this.raw.unref());
         if (err) reject(err); else resolve(replies);
       };
+      const awaited = () => {
+        if (--left === 0) finish();
+      };
+      const silent = () => undefined;
       chunk.forEach((o, i) => {
-        this.pending.set(o.seq, {
-          dump: o.dump,
-          reply: { errno: 0, messages: [], interrupted: false },
-          done: (r) => {
-            replies[i] = r;
-            if (--left === 0) finish();
-          },
-        });
+        const waits = o.dump || i === lastIndex;
+        if (waits) left++;
+        this.pending.set(o.seq, { dump: o.dump, reply: replies[i]!, done: waits ? awaited : silent });
+      });
+      const datagram = Buffer.concat(chunk.map((o) => o.bytes));
+      let off = 0;
+      chunk.forEach((o, i) => {
+        if (!o.dump && i < lastIndex) datagram.writeUInt16LE(datagram.readUInt16LE(off + 6) & ~NLM_F_ACK, off + 6);
+        off += o.bytes.length;
       });
       this.onFailure = finish;
+      const recorder = NetlinkSocket.recorder;
+      if (recorder) {
+        let at = 0;
+        recorder(this.protocol, chunk.map((o) => ({ ...o, bytes: datagram.subarray(at, (at += o.bytes.length)) })));
+      }
       // A descriptor closed under us makes the package throw synchronously: a socket failure too.
       this.rawCall(() => {
         this.raw.ref();
-        this.raw.send(Buffer.concat(chunk.map((o) => o.bytes)), { port: 0 }, (error) => {
+        this.raw.send(datagram, { port: 0 }, (error) => {
           if (error) this.fail(this.fromPackage('send', error));
         });
       });

@@ -7,6 +7,7 @@
 //   -Ln --tun-info         tunnel type/port/checksum flags
 //   -Ln --stats --exact    conns, packets and bytes
 import { execFileSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
 import {
   type ForwardMethod, type RealServer, type TunnelType, type VirtualServer, SvcFlag, makeRealServer, makeVirtualServer,
   virtualServerKey,
@@ -19,6 +20,19 @@ export function ipvsadm(...args: string[]): string {
 }
 
 /** Feeds a `-R` restore script (one rule per line) to ipvsadm. */
+/**
+ * Empties IPVS and loads it again (with `schedulers`): the only way to empty the kernel's trash of
+ * deleted real servers, which every add-dest walks (see bench/guest.ts freshIpvs). A client opened
+ * before must be opened again: the family gets a new id.
+ */
+export function reloadIpvs(schedulers: readonly string[] = ['rr']): void {
+  execFileSync('ipvsadm', ['-C']);
+  const mods = readdirSync('/sys/module').filter((m) => m.startsWith('ip_vs'));
+  if (mods.length) execFileSync('modprobe', ['-r', ...mods.filter((m) => m !== 'ip_vs'), ...(mods.includes('ip_vs') ? ['ip_vs'] : [])]);
+  execFileSync('modprobe', ['ip_vs']);
+  for (const s of schedulers) execFileSync('modprobe', [`ip_vs_${s}`]);
+}
+
 export function ipvsadmRestore(script: string): void {
   execFileSync('ipvsadm', ['-R'], { input: script, encoding: 'utf8' });
 }

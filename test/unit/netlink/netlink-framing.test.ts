@@ -2,7 +2,8 @@
 // NetlinkError unless the caller names its family's kind (IpvsError, RtnlError).
 import { describe, expect, it } from '@jest/globals';
 import {
-  align4, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs, u16, u32,
+  NlaWriter, align4, be16, cstring, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested,
+  nlaSize, parseAttrs, u16, u32, u8,
 } from '../../../src/netlink/framing.js';
 import { Errno, NetlinkError, isExists, isNotFound } from '../../../src/netlink/errors.js';
 import { IpvsError } from '../../../src/ipvs/errors.js';
@@ -62,5 +63,31 @@ describe('framing round trips', () => {
     expect(isExists(RtnlError.fromErrno('add-address', Errno.EEXIST))).toBe(true);
     expect(isNotFound(IpvsError.fromErrno('delete-service', -Errno.ESRCH))).toBe(true);
     expect(isNotFound(NetlinkError.fromErrno('x', Errno.ENODEV))).toBe(false);
+  });
+});
+
+describe('NlaWriter', () => {
+  it('writes the bytes nla/nlaNested build, padding zeroed, into one buffer', () => {
+    // Pool memory is reused: dirty it first, so unzeroed padding would show.
+    Buffer.allocUnsafe(256).fill(0xaa);
+    const addr = Uint8Array.from([10, 1, 2, 3]);
+    const w = new NlaWriter(4 + nlaSize(1) + nlaSize(2) + nlaSize(2) + nlaSize(4) + nlaSize(16) + nlaSize(3));
+    const at = w.nest(7);
+    w.u8(1, 0x1ff);
+    w.u16(2, 0x1234);
+    w.be16(3, 8080);
+    w.u32(4, -1);
+    w.bytes(5, addr, 16);
+    w.cstring(6, 'rr');
+    w.end(at);
+    const padded = Buffer.alloc(16);
+    padded.set(addr);
+    expect(w.done()).toEqual(nlaNested(7, [nla(1, u8(0xff)), nla(2, u16(0x1234)), nla(3, be16(8080)), nla(4, u32(0xffffffff)), nla(5, padded), nla(6, cstring('rr'))]));
+  });
+
+  it('done() refuses a buffer sized other than what was written', () => {
+    const w = new NlaWriter(nlaSize(4) + 4);
+    w.u32(1, 1);
+    expect(() => w.done()).toThrow('wrote 8 bytes of 12');
   });
 });

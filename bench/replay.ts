@@ -1,0 +1,108 @@
+// The kernel floor of `npm run bench`: the operator's exact netlink messages, recorded from its
+// first sync (NetlinkSocket.recorder sees every chunk as it is sent), replayed by bench/nl-replay.c
+// with as little userspace work as there can be (pre-encoded, many per sendmsg(), ACKs read many
+// per recvmmsg(), no planning, no decoding beyond the ACK's errno). What the replay costs is what
+// the kernel costs for the same writes; what the operator spends beyond it is ours.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NetlinkSocket } from '../src/netlink/socket.js';
+import { RTM_NEWADDR } from '../src/rtnl/messages.js';
+
+export const NETLINK_ROUTE = 0;
+export const NETLINK_GENERIC = 16;
+
+/** The messages one run sent, per netlink protocol, in order; dumps (reads) left out. */
+export interface Recording {
+  byProtocol: Map<number, Buffer[]>;
+  /** Stops recording; what was recorded stays. */
+  stop(): void;
+}
+
+/** Records every non-dump message any NetlinkSocket of this process sends until stop(). */
+export function recordSends(): Recording {
+  const byProtocol = new Map<number, Buffer[]>();
+  NetlinkSocket.recorder = (protocol, sent) => {
+    let list = byProtocol.get(protocol);
+    if (!list) byProtocol.set(protocol, (list = []));
+    for (const o of sent) if (!o.dump) list.push(o.bytes);
+  };
+  return { byProtocol, stop: () => { NetlinkSocket.recorder = undefined; } };
+}
+
+/**
+ * The recorded address adds (RTM_NEWADDR) with their link index set to `index`: the link the
+ * operator bound them on was deleted since, and a new one has a new index. Other rtnetlink
+ * messages (none today: links go through the package socket) are left out.
+ */
+export function retargetAddressAdds(messages: readonly Buffer[], index: number): Buffer[] {
+  return messages.filter((m) => m.readUInt16LE(4) === RTM_NEWADDR).map((m) => {
+    const b = Buffer.from(m);
+    b.writeUInt32LE(index >>> 0, 20); // ifaddrmsg.ifa_index, after the 16-byte nlmsghdr
+    return b;
+  });
+}
+
+/**
+ * The recorded IPVS messages (those of family `from`) addressed to family id `to`: the controller
+ * gives IPVS a new id each time ip_vs is loaded again. Others (the controller's own) are left out.
+ */
+export function retargetFamily(messages: readonly Buffer[], from: number, to: number): Buffer[] {
+  return messages.filter((m) => m.readUInt16LE(4) === from).map((m) => {
+    const b = Buffer.from(m);
+    b.writeUInt16LE(to, 4); // nlmsghdr.nlmsg_type
+    return b;
+  });
+}
+
+/** What one replay did and took (the replayer's own clock: from the first send to the last ACK). */
+export interface ReplayResult {
+  messages: number;
+  bytes: number;
+  perDatagram: number;
+  datagrams: number;
+  /** The ACKs the messages asked for (NLM_F_ACK), and so waited for. */
+  acks: number;
+  recvCalls: number;
+  ms: number;
+  errors: number;
+  firstErrno: number;
+  truncated: number;
+}
+
+/** Where bench/run.ts builds the replayer (under .cache, which the guest sees). */
+export function replayerPath(root: string): string {
+  return join(root, '.cache', 'bench', 'nl-replay');
+}
+
+/** Builds the replayer with the host's C compiler; returns why not on failure. */
+export function buildReplayer(root: string): string | undefined {
+  const r = spawnSync('gcc', ['-O2', '-Wall', '-o', replayerPath(root), join(root, 'bench', 'nl-replay.c')], { encoding: 'utf8' });
+  if (r.error) return `gcc: ${r.error.message}`;
+  return r.status === 0 ? undefined : `gcc exited with ${r.status}: ${r.stderr}`;
+}
+
+/**
+ * Replays `messages` on a new socket of `protocol`, `perDatagram` to a sendmsg(). Throws when the
+ * replayer is missing or its socket failed, and when the kernel refused any message (the replay
+ * must write what the operator wrote).
+ */
+export function replay(binary: string, file: string, protocol: number, messages: readonly Buffer[], perDatagram: number): ReplayResult {
+  if (!existsSync(binary)) throw new Error(`no replayer at ${binary} (bench/run.ts builds it with gcc)`);
+  writeFileSync(file, Buffer.concat(messages));
+  const r = spawnSync(binary, [String(protocol), file, String(perDatagram)], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`nl-replay exited with ${r.status}: ${r.stderr}`);
+  const res = JSON.parse(r.stdout) as ReplayResult;
+  if (res.messages !== messages.length) throw new Error(`nl-replay read ${res.messages} messages of ${messages.length}`);
+  if (res.errors || res.truncated) throw new Error(`nl-replay: ${res.errors} refused (first errno ${res.firstErrno}), ${res.truncated} truncated`);
+  return res;
+}
+
+/** The index of link `name` (from sysfs), or undefined when there is none. */
+export function linkIndex(name: string): number | undefined {
+  try {
+    return Number(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+}
