@@ -5,7 +5,8 @@
 // 192.168.100.1 (the clients' gateway; lab/topology.ts).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { CLIENT_GATEWAY, cleanupTopology, createClient, createPod, ensureNode, netnsExec } from '../../lab/topology.js';
+import { CLIENT_GATEWAY, cleanupTopology, netnsExec } from '../../lab/topology.js';
+import { setUpLabNode } from '../support/lab-node.js';
 import { ManifestDir, OperatorProcess, waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -50,11 +51,7 @@ let dir: ManifestDir | undefined;
 let op: OperatorProcess | undefined;
 
 beforeAll(async () => {
-  execFileSync('modprobe', ['ip_vs']);
-  execFileSync('ipvsadm', ['-C']);
-  await ensureNode();
-  await Promise.all(PODS.map((ip, i) => createPod({ name: `hc${i + 1}`, ip })));
-  await createClient({ name: CLIENT, ip: '192.168.100.51' });
+  await setUpLabNode({ prefix: 'hc', pods: PODS, client: { name: CLIENT, ip: '192.168.100.51' } });
 }, 120_000);
 
 // Generous: every step spawns processes, seconds each under TCG on a busy machine (a CI run beside

@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
+import { cleanupTopology, runLoad } from '../../lab/topology.js';
+import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -31,11 +32,7 @@ function ipvsModules(): string[] {
 }
 
 beforeAll(async () => {
-  execFileSync('modprobe', ['ip_vs']);
-  execFileSync('ipvsadm', ['-C']);
-  await ensureNode();
-  await Promise.all(PODS.map((ip, i) => createPod({ name: `rld${i + 1}`, ip })));
-  await createClient({ name: 'rldclient', ip: '192.168.100.50' });
+  await setUpLabNode({ prefix: 'rld', pods: PODS, client: { name: 'rldclient', ip: '192.168.100.50' } });
 }, 120_000);
 
 afterAll(async () => {

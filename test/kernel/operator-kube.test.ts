@@ -6,9 +6,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
+import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
+import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -19,11 +20,7 @@ let api: FakeApiServer;
 let op: OperatorProcess;
 
 beforeAll(async () => {
-  execFileSync('modprobe', ['ip_vs']);
-  execFileSync('ipvsadm', ['-C']);
-  await ensureNode();
-  await Promise.all(PODS.map((ip, i) => createPod({ name: `kp${i + 1}`, ip })));
-  await createClient({ name: 'kclient', ip: '192.168.100.30' });
+  await setUpLabNode({ prefix: 'kp', pods: PODS, client: { name: 'kclient', ip: '192.168.100.30' } });
   api = await FakeApiServer.start();
   api.put('nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: 'lab-node' }, status: { addresses: [{ type: 'InternalIP', address: '192.168.100.1' }] } });
   api.put('ipvsproxyconfigs', { apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' }, spec: { minSyncPeriod: 0.2, syncPeriod: 5 } });

@@ -4,7 +4,8 @@
 // 192.168.100.0/24 (lab/topology.ts).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
+import { cleanupTopology, runLoad } from '../../lab/topology.js';
+import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -30,11 +31,7 @@ const status = async (path: string) => {
 };
 
 beforeAll(async () => {
-  execFileSync('modprobe', ['ip_vs']);
-  execFileSync('ipvsadm', ['-C']);
-  await ensureNode();
-  await Promise.all(PODS.map((ip, i) => createPod({ name: `safe${i + 1}`, ip })));
-  await createClient({ name: 'safeclient', ip: '192.168.100.40' });
+  await setUpLabNode({ prefix: 'safe', pods: PODS, client: { name: 'safeclient', ip: '192.168.100.40' } });
 }, 120_000);
 
 afterEach(async () => {

@@ -4,8 +4,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn } from 'node:child_process';
 import { Agent } from 'node:http';
-import { cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
+import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { getPod } from '../support/http.js';
+import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadm, ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
@@ -26,11 +27,7 @@ let op: OperatorProcess | undefined;
 
 
 beforeAll(async () => {
-  execFileSync('modprobe', ['ip_vs']);
-  execFileSync('ipvsadm', ['-C']);
-  await ensureNode();
-  await Promise.all(PODS.map((ip, i) => createPod({ name: `op${i + 1}`, ip })));
-  await createClient({ name: 'opclient', ip: '192.168.100.20' });
+  await setUpLabNode({ prefix: 'op', pods: PODS, client: { name: 'opclient', ip: '192.168.100.20' } });
 }, 120_000);
 
 afterEach(async () => {
