@@ -7,11 +7,14 @@
 //             of syncPeriod: TableCache.verify; a change arriving meanwhile ends the reading in
 //             turn and puts the iptables check off); else only the real servers whose connection
 //             counters decide a drain, and the virtual servers due for a retry
-//   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
-//   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
+//   plan      planSync (src/plan/sync.ts): pure; the whole decision: ops, VIP changes, whether
+//             iptables runs, conntrack filters, the retry policy and the record's delta
+//   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces and
+//             reports each item's result
 //
-// then the ownership record (record-keeper.ts), Events for problems, node status, metrics, and the
-// health verdict (src/healthcheck/health.ts).
+// then settleSync (src/plan/settle.ts, pure) turns the plan and the results into the retry state
+// and the ownership record (record-keeper.ts saves it); then Events for problems, node status,
+// metrics, and the health verdict (src/healthcheck/health.ts).
 // DesiredState owns the API objects; this file keeps only what a sync must carry to the next: the
 // cached kernel table (table-cache.ts), the VIP link's addresses, the draining real servers, what
 // the VIP link and the iptables path were last made to match, and the per-virtual-server retry
@@ -35,15 +38,15 @@ import type { ProxyConfig } from '../config/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { formatOp, realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
-import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
+import { type RetryState, dueRetries, nextRetryAt, retryProblems } from '../plan/retry.js';
+import { type Settled, settleSync } from '../plan/settle.js';
 import { type SyncPlan, formatSyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { ConntrackClient } from '../conntrack/client.js';
-import { cleanStaleFlows } from './conntrack-cleanup.js';
-import { planConntrackTargets } from '../plan/conntrack.js';
-import { type OpFailure, executeSyncPlan } from './executor.js';
+import { reportCleanup } from './conntrack-cleanup.js';
+import { executeSyncPlan } from './executor.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
 import { RecordKeeper } from './record-keeper.js';
@@ -274,7 +277,7 @@ export class Operator {
     this.needFull = false;
     const periodic = why.periodic && !full;
     let plan: SyncPlan | undefined;
-    let failures: readonly OpFailure[] = [];
+    let settled: Settled | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -306,20 +309,21 @@ export class Operator {
       plan = planSync({
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,
         actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
-        ...(this.record.keys ? { recorded: this.record.keys } : {}),
+        ...(this.record.keys ? { recorded: this.record.keys } : {}), retries: this.retries,
       });
       this.logPlan(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete this.applied.vips;
       if (plan.iptables) delete this.applied.iptables;
-      failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
-      await this.cleanConntrack(plan, failures, desired);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
+      settled = settleSync(plan, results.ops, { retries: this.retries, record: this.record.keys });
+      if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       this.draining = plan.draining;
       this.armDeadline(earliest(earliest(plan.nextDeadline, ramp.nextAt), cluster?.nextAt));
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
-      this.settleRetries(plan, failures, desired, t0);
-      await this.record.update(plan, failures, desired, () => this.cache.view.keys());
+      this.settleRetries(settled);
+      await this.record.update(settled.record);
       if (this.deps.afterSync) {
         try {
           this.edgeProblems = await this.deps.afterSync({ desired, healthChecks: this.state.healthChecks(), config });
@@ -331,11 +335,11 @@ export class Operator {
       if (periodic) this.periodicTailMs = this.clock.now() - readEnd;
       this.failingSince = undefined;
       this.everSynced = true;
-      this.finish(t0, plan, failures, full, pendingSince);
+      this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
       this.needFull = true;
       this.failingSince ??= t0;
-      this.finish(t0, plan, failures, full, pendingSince, (e as Error).message);
+      this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
       throw e;
     }
   }
@@ -414,52 +418,24 @@ export class Operator {
     return false;
   }
 
-  /** Updates the retry state with this sync's refused ops and re-arms the retry timer. */
-  private settleRetries(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired, now: number): void {
-    for (const f of failures) this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
-    this.retries = updateRetries(this.retries, {
-      now, ops: plan.ops, refused: failures,
-      serviceOf: (key) => { const o = desired.table.get(key)?.origin; return o ? `${o.namespace}/${o.name}` : undefined; },
-      exists: (key) => desired.table.has(key) || this.cache.view.has(key),
-    });
+  /** Takes the retry state a sync settled, logs its refused ops and re-arms the retry timer. */
+  private settleRetries(settled: Settled): void {
+    for (const f of settled.refused) this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
+    this.retries = settled.retries;
     const next = nextRetryAt(this.retries);
     if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
   }
 
   /**
-   * Deletes the UDP conntrack entries that still lead to real servers this sync removed, so the
-   * flows' next datagrams are scheduled anew instead of dropped (plan/conntrack.ts). Failures are
-   * logged and counted; they never fail the sync.
-   */
-  /**
    * The plan at debug level, in the form tests and `--dry-run` use (formatSyncPlan), its first
-   * PLAN_LOG_LINES IPVS ops only: a first sync at 10 000 Services has 100 000 of them, formatted
+   * PLAN_LOG_LINES IPVS ops and conntrack filters only: a first sync at 10 000 Services has 100 000 of them, formatted
    * whatever the log level.
    */
   private logPlan(plan: SyncPlan): void {
-    const shown = plan.ops.length > PLAN_LOG_LINES ? { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES) } : plan;
+    const shown = { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES), conntrack: plan.conntrack.slice(0, PLAN_LOG_LINES) };
     const changes = formatSyncPlan(shown);
     if (changes.length) this.deps.log('debug', 'sync plan', { ops: plan.ops.length, changes });
-  }
-
-  private async cleanConntrack(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
-    const ct = this.deps.conntrack;
-    if (!ct || plan.ops.length === 0) return;
-    const refused = new Set(failures.map((f) => f.op));
-    const targets = planConntrackTargets(plan.ops.filter((op) => !refused.has(op)), desired.table);
-    if (targets.length === 0) return;
-    const r = await cleanStaleFlows(ct, targets);
-    this.deps.metrics?.conntrackDeleted.inc(r.deleted);
-    // Which path each family's list took (the kernel's CTA_FILTER, or a full dump) and its cost.
-    this.deps.log('debug', 'conntrack listed', { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
-    if (r.deleted || r.gone) {
-      this.deps.log('info', 'deleted stale UDP conntrack entries', { deleted: r.deleted, alreadyGone: r.gone, virtualServers: targets.length, flows: r.flows.slice(0, 10) });
-    }
-    if (r.errors.length) {
-      this.deps.metrics?.conntrackFailures.inc(r.errors.length);
-      this.deps.log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead', { failures: r.errors.length, errors: r.errors.slice(0, 5) });
-    }
   }
 
   /** Plans the draining virtual servers again when the earliest grace period ends. */
@@ -497,10 +473,10 @@ export class Operator {
     }
   }
 
-  private finish(t0: number, plan: SyncPlan | undefined, failures: readonly OpFailure[], full: boolean, pendingSince: number | undefined, error?: string): void {
+  private finish(t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean, pendingSince: number | undefined, error?: string): void {
     const now = this.clock.now();
     const ops = plan?.ops.length ?? 0;
-    const failed = failures.length;
+    const failed = settled?.refused.length ?? 0;
     this.last = { at: now, durationMs: now - t0, ops, failed, full, ...(error ? { error } : {}) };
     const m = this.deps.metrics;
     if (m) {
@@ -510,7 +486,7 @@ export class Operator {
       m.serviceChangesPending.set(0);
       m.endpointChangesPending.set(0);
       if (pendingSince !== undefined && !error) m.programmingLatency.observe((now - pendingSince) / 1000);
-      if (plan && !error) countOps(m, plan, failures);
+      if (settled && !error) for (const c of settled.counts) m.opsApplied.inc({ kind: c.kind, result: c.result }, c.n);
     }
     const table = this.state.desiredTable;
     this.failedInARow = error ? this.failedInARow + 1 : 0;
@@ -557,18 +533,4 @@ export class Operator {
 /** The earlier of two optional times (ms); undefined when both are. */
 function earliest(a: number | undefined, b: number | undefined): number | undefined {
   return a === undefined ? b : b === undefined ? a : Math.min(a, b);
-}
-
-/** Adds the ops to the metric, counted per kind and result first (one inc per label pair). */
-function countOps(m: Metrics, plan: SyncPlan, failures: readonly OpFailure[]): void {
-  const refused = new Set(failures.map((f) => f.op));
-  const counts = new Map<string, number>();
-  for (const op of plan.ops) {
-    const label = `${op.kind} ${refused.has(op) ? 'error' : 'ok'}`;
-    counts.set(label, (counts.get(label) ?? 0) + 1);
-  }
-  for (const [label, n] of counts) {
-    const [kind, result] = label.split(' ');
-    m.opsApplied.inc({ kind, result }, n);
-  }
 }
