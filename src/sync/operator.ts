@@ -94,6 +94,8 @@ export interface OperatorDeps {
    * (plan/conntrack.ts says why); none: no conntrack cleanup (dry runs, tests without it).
    */
   conntrack?: ConntrackClient;
+  /** Called with each plan before it is carried out: `--dry-run` prints it (formatSyncPlan). */
+  onPlan?: (plan: SyncPlan) => void;
   /**
    * After each successful sync, before Events: edge work that follows the desired state (the
    * health-check servers, health-edge.ts). Its problems are reported with the others; a throw is
@@ -312,6 +314,7 @@ export class Operator {
         ...(this.record.keys ? { recorded: this.record.keys } : {}), retries: this.retries,
       });
       this.logPlan(plan);
+      this.deps.onPlan?.(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete this.applied.vips;
       if (plan.iptables) delete this.applied.iptables;
