@@ -102,8 +102,10 @@ export function planRecord(i: RecordInput): RecordPlan {
   return plan;
 }
 
-/** The record after a sync: `record` with the plan's changes whose conditions hold (`refused[id]` set: op `id` was refused). */
-export function applyRecordPlan(record: ReadonlySet<string>, plan: RecordPlan, refused: readonly unknown[]): Set<string> {
+/** The record after a sync: `record` with the plan's changes whose conditions hold (`refused[id]`: op `id` refused). */
+export function applyRecordPlan(
+  record: ReadonlySet<string>, plan: RecordPlan, refused: readonly unknown[],
+): Set<string> {
   const holds = (c: RecordChange) => c.op === undefined || (c.refused ? Boolean(refused[c.op]) : !refused[c.op]);
   const next = new Set(record);
   for (const c of plan.add) if (holds(c)) next.add(c.key);

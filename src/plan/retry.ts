@@ -40,7 +40,7 @@ export interface RetryPlan {
   drop: readonly string[];
 }
 
-/** The retry policy for planning `keys` against the retry state, the desired table and the kernel's table before the sync. */
+/** The retry policy for planning `keys`, from the retry state, the desired table and the kernel's table now. */
 export function planRetries(
   state: RetryState, now: number, keys: Iterable<string>,
   desired: ReadonlyMap<string, { origin: { namespace: string; name: string } }>, actual: ReadonlyMap<string, unknown>,
@@ -55,7 +55,9 @@ export function planRetries(
 }
 
 /** The state after a sync that carried out `ops` under `plan`, the kernel refusing `refused` (see the file comment). */
-export function updateRetries(state: RetryState, plan: RetryPlan, ops: readonly IpvsOp[], refused: readonly RefusedOp[]): RetryState {
+export function updateRetries(
+  state: RetryState, plan: RetryPlan, ops: readonly IpvsOp[], refused: readonly RefusedOp[],
+): RetryState {
   const next = new Map(state);
   const first = new Map<string, RefusedOp>();
   for (const r of refused) {

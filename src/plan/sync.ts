@@ -118,7 +118,9 @@ export function planSync(input: SyncInput): SyncPlan {
     ...(plan.nextDeadline === undefined ? {} : { nextDeadline: plan.nextDeadline }),
     conntrack: planConntrackFilters(plan.ops, desired.table),
     retry: planRetries(input.retries ?? new Map(), input.now, keys, desired.table, input.actual),
-    record: planRecord({ full: input.full, ops: plan.ops, desired: desired.table, actual: input.actual, recorded: input.recorded }),
+    record: planRecord({
+      full: input.full, ops: plan.ops, desired: desired.table, actual: input.actual, recorded: input.recorded,
+    }),
   };
 }
 

@@ -24,7 +24,7 @@ import { type SyncPlan, syncPlanLines } from '../plan/sync.js';
 /** Where the dry run prints (stdout in the CLI). */
 export type Print = (line: string) => void;
 
-/** IpvsClient that reads the node's table once (or starts empty without IPVS) and keeps writes; prints those it refuses. */
+/** IpvsClient that reads the node's table once (or starts empty without IPVS) and keeps writes; prints refusals. */
 export class DryRunIpvs implements IpvsClient {
   private table: MutableIpvsTable | undefined;
 

@@ -13,7 +13,10 @@ import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
 import { TableCache } from './table-cache.js';
 
-/** The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after the rest goes to real servers in turn. */
+/**
+ * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
+ * the rest goes to real servers in turn.
+ */
 const DRIFT_BUDGET = 0.1;
 
 /** What one sync asks to read. */
@@ -46,7 +49,7 @@ export class KernelReader {
 
   constructor(private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock) {}
 
-  /** Reads what the request needs; resolves with the keys re-read beyond what changed (due retries, drift), to plan as well. */
+  /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
   async read(r: ReadRequest): Promise<Set<string>> {
     if (r.full) {
       await this.cache.readAll(this.ipvs);
@@ -60,7 +63,9 @@ export class KernelReader {
       // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
       // and what the last periodic sync spent after its read come off the share for real servers.
       const budget = DRIFT_BUDGET * r.syncPeriodMs - (this.clock.now() - r.t0) - this.periodicTailMs;
-      const { reread: checked } = await this.cache.verify(this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting);
+      const { reread: checked } = await this.cache.verify(
+        this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting,
+      );
       for (const key of checked) reread.add(key);
     }
     // Draining real servers, and real servers about to go whose connection counters the cache

@@ -329,7 +329,8 @@ export class Operator {
           this.deps.log('warn', 'after-sync step failed', { error: (e as Error).message });
         }
       }
-      await reportProblems(this.problems(), (s) => this.state.serviceRef(s), this.deps.events, this.deps.metrics, this.deps.log);
+      const { events, metrics, log } = this.deps;
+      await reportProblems(this.problems(), (s) => this.state.serviceRef(s), events, metrics, log);
       if (periodic) this.reader.periodicTailMs = this.clock.now() - readEnd;
       this.failingSince = undefined;
       this.everSynced = true;
@@ -396,7 +397,10 @@ export class Operator {
   }
 
   /** The sync's metrics, the node's status and its log line (outcome.ts). */
-  private finish(t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean, pendingSince: number | undefined, error?: string): void {
+  private finish(
+    t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean,
+    pendingSince: number | undefined, error?: string,
+  ): void {
     const now = this.clock.now();
     const ops = plan?.ops.length ?? 0;
     this.last = { at: now, durationMs: now - t0, ops, failed: settled?.refused.length ?? 0, full, ...(error ? { error } : {}) };

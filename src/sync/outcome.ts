@@ -24,7 +24,8 @@ export function logPlan(log: Log, plan: SyncPlan): void {
 
 /** Events for problems (each on its Service when `refOf` knows it) and the problems metric, per reason. */
 export async function reportProblems(
-  problems: readonly Problem[], refOf: (service: string) => ServiceRef | undefined, events: EventSink, metrics: Metrics | undefined, log: Log,
+  problems: readonly Problem[], refOf: (service: string) => ServiceRef | undefined,
+  events: EventSink, metrics: Metrics | undefined, log: Log,
 ): Promise<void> {
   const refs = new Map<string, ServiceRef>();
   for (const p of problems) {
@@ -76,7 +77,7 @@ export function recordSyncEnd(
   }
   sinks.status.write(status).catch((e: unknown) => sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));
   sinks.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
-    ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0, virtualServers: status.virtualServers,
-    ...(error ? { error } : {}),
+    ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0,
+    virtualServers: status.virtualServers, ...(error ? { error } : {}),
   });
 }

@@ -35,7 +35,8 @@ export class RecordKeeper {
   async update(next: Set<string> | undefined): Promise<void> {
     const record = next ?? this.recorded;
     if (!record) return;
-    const same = !next || (this.recorded !== undefined && next.size === this.recorded.size && [...next].every((k) => this.recorded!.has(k)));
+    const before = this.recorded;
+    const same = !next || (before !== undefined && next.size === before.size && [...next].every((k) => before.has(k)));
     this.recorded = record;
     if (same && !this.dirty) return;
     try {
