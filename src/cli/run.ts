@@ -8,7 +8,7 @@ import { NetlinkConntrack } from '../conntrack/client.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { IptablesRestore, spawnRunner } from '../iptables/restore.js';
 import { type IptablesSync, NoIptables } from '../iptables/sync.js';
-import { DryRunIpvs, DryRunVipLink, dryRunRunner } from '../sync/dry-run.js';
+import { DryRunIpvs, DryRunVipLink, dryRunRunner, printPlan } from '../sync/dry-run.js';
 import { serveHttp } from '../healthcheck/http.js';
 import { FileOwnershipRecord, MemoryOwnershipRecord, recordPath } from '../sync/record.js';
 import { ensureIpvsModule, probeSchedulers } from '../node/kernel.js';
@@ -77,7 +77,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
   const { events, status } = o.dryRun ? logSinks(log) : wired;
-  const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink(), print) : new RtnlVipLink();
+  const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink()) : new RtnlVipLink();
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
@@ -102,7 +102,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
     ...(netlink && !o.dryRun ? { onKernelReset: () => node.kernelReset() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
-    ...(o.dryRun ? {} : { conntrack: new NetlinkConntrack() }),
+    ...(o.dryRun ? { onPlan: printPlan(print) } : { conntrack: new NetlinkConntrack() }),
     ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
     ...(clusterWeights ? { clusterWeights } : {}),
   });

@@ -9,9 +9,11 @@
 // no datagram is lost. So after a sync that deleted UDP real servers or UDP virtual servers, the
 // operator deletes the entries that still lead to them.
 //
-// Rules (each a case in test/unit/conntrack-plan.test.ts):
-// - only UDP address-keyed virtual servers that this sync's applied ops removed a real server
-//   from, or deleted (fwmark ones have no address to match, and TCP/SCTP flows end by themselves);
+// Rules (each a case in test/unit/conntrack/conntrack.test.ts):
+// - only UDP address-keyed virtual servers that this sync's ops remove a real server from, or
+//   delete (fwmark ones have no address to match, and TCP/SCTP flows end by themselves); the plan
+//   holds one filter per such virtual server, tied to the ids of those ops, and the executor runs
+//   it only when the kernel accepted at least one of them;
 // - an entry is stale when its original destination is such a virtual server's address and port
 //   and its reply source (the real server IPVS picked, after NAT) is not one of the real servers
 //   the virtual server now has (by address AND port: kube-proxy compares addresses only, but an
@@ -34,20 +36,46 @@ export interface ConntrackTarget {
   keep: ReadonlySet<string>;
 }
 
-/** The targets of a sync: from the ops the kernel accepted and the desired table after them. */
-export function planConntrackTargets(applied: readonly IpvsOp[], table: DesiredTable): ConntrackTarget[] {
-  const out = new Map<string, ConntrackTarget>();
-  for (const op of applied) {
-    if (op.kind !== 'delete-dest' && op.kind !== 'delete-service') continue;
+/**
+ * A conntrack deletion decided before the sync: a target, and the ids (indexes in the plan's ops)
+ * of the deletions that make its flows stale. It runs when at least one of them was applied.
+ */
+export interface ConntrackFilter extends ConntrackTarget {
+  after: readonly number[];
+}
+
+/** The filters of a plan: from its ops (ids are indexes) and the desired table they lead to. */
+export function planConntrackFilters(ops: readonly IpvsOp[], table: DesiredTable): ConntrackFilter[] {
+  const out = new Map<string, ConntrackTarget & { after: number[] }>();
+  ops.forEach((op, id) => {
+    if (op.kind !== 'delete-dest' && op.kind !== 'delete-service') return;
     const vs = op.vs;
-    if (vs.protocol !== 'UDP' || vs.fwmark) continue;
+    if (vs.protocol !== 'UDP' || vs.fwmark) return;
     const key = virtualServerKey(vs);
-    if (out.has(key)) continue;
+    const known = out.get(key);
+    if (known) {
+      known.after.push(id);
+      return;
+    }
     const address = canonicalIP(vs.address) ?? vs.address;
     const dests = table.get(key)?.dests ?? [];
-    out.set(key, { family: vs.family, address, port: vs.port, keep: new Set(dests.map((d) => formatHostPort(canonicalIP(d.address) ?? d.address, d.port))) });
-  }
+    out.set(key, {
+      family: vs.family, address, port: vs.port, after: [id],
+      keep: new Set(dests.map((d) => formatHostPort(canonicalIP(d.address) ?? d.address, d.port))),
+    });
+  });
   return [...out.values()];
+}
+
+/** The filters to run after the ops: those one of whose deletions the kernel accepted (`refused[id]` unset). */
+export function dueConntrack(filters: readonly ConntrackFilter[], refused: readonly unknown[]): ConntrackFilter[] {
+  return filters.filter((f) => f.after.some((id) => !refused[id]));
+}
+
+/** A filter's text form: `del-conntrack UDP 10.200.1.61:53 keep 10.10.1.62:53` (`keep -` when none). */
+export function formatConntrackFilter(f: ConntrackTarget): string {
+  const keep = [...f.keep].sort();
+  return `del-conntrack UDP ${formatHostPort(f.address, f.port)} keep ${keep.length ? keep.join(',') : '-'}`;
 }
 
 /** The entries of `flows` that lead a target's clients to a real server it no longer has. */

@@ -1,8 +1,10 @@
 // Retries of virtual servers whose ops the kernel refused, as a value: per virtual server key, how
 // many tries failed and when the next is due (1 s doubling to 5 min), and the Service it belongs to
-// so the failure is that Service's Problem. The operator plans a due key again (after re-reading
-// it from the kernel); a key whose ops all went through, or that nobody wants and the kernel does
-// not have, leaves the state. pure: no I/O.
+// so the failure is that Service's Problem. Every refused op is retried, by planning its virtual
+// server again once due (after re-reading it from the kernel). The plan carries what the update
+// needs (RetryPlan: the Services of the keys it plans, the keys nobody wants any more), decided
+// before the sync; updateRetries applies it to the sync's results. A key whose ops all went
+// through, or that nobody wants and the kernel does not have, leaves the state. pure: no I/O.
 import type { Problem } from '../desired/types.js';
 import { type IpvsOp, formatOp, virtualServerKey } from '../model/ipvs.js';
 
@@ -29,37 +31,50 @@ export interface RefusedOp {
   error: { message: string };
 }
 
-/** What a sync tells the retry state. */
-export interface RetryUpdate {
+/** The retry policy of one plan, decided before it is carried out. */
+export interface RetryPlan {
   now: number;
-  /** The ops the sync applied. */
-  ops: readonly IpvsOp[];
-  refused: readonly RefusedOp[];
-  /** The Service ("namespace/name") that wants a key, if any. */
-  serviceOf: (key: string) => string | undefined;
-  /** Whether a key is still wanted or still in the kernel (else it needs no retry). */
-  exists: (key: string) => boolean;
+  /** The Service ("namespace/name") of each planned key a Service wants: a refusal becomes its Problem. */
+  services: ReadonlyMap<string, string>;
+  /** Keys in the retry state that nobody wants and the kernel does not have: they need no retry. */
+  drop: readonly string[];
 }
 
-/** The state after a sync (see the file comment). */
-export function updateRetries(state: RetryState, u: RetryUpdate): RetryState {
+/** The retry policy for planning `keys`, from the retry state, the desired table and the kernel's table now. */
+export function planRetries(
+  state: RetryState, now: number, keys: Iterable<string>,
+  desired: ReadonlyMap<string, { origin: { namespace: string; name: string } }>, actual: ReadonlyMap<string, unknown>,
+): RetryPlan {
+  const services = new Map<string, string>();
+  for (const key of keys) {
+    const o = desired.get(key)?.origin;
+    if (o) services.set(key, `${o.namespace}/${o.name}`);
+  }
+  const drop = [...state.keys()].filter((key) => !desired.has(key) && !actual.has(key));
+  return { now, services, drop };
+}
+
+/** The state after a sync that carried out `ops` under `plan`, the kernel refusing `refused` (see the file comment). */
+export function updateRetries(
+  state: RetryState, plan: RetryPlan, ops: readonly IpvsOp[], refused: readonly RefusedOp[],
+): RetryState {
   const next = new Map(state);
-  const refused = new Map<string, RefusedOp>();
-  for (const r of u.refused) {
+  const first = new Map<string, RefusedOp>();
+  for (const r of refused) {
     const key = virtualServerKey(r.op.vs);
-    if (!refused.has(key)) refused.set(key, r);
+    if (!first.has(key)) first.set(key, r);
   }
-  for (const op of u.ops) {
+  for (const op of ops) {
     const key = virtualServerKey(op.vs);
-    if (!refused.has(key)) next.delete(key);
+    if (!first.has(key)) next.delete(key);
   }
-  for (const key of next.keys()) if (!u.exists(key)) next.delete(key);
-  for (const [key, r] of refused) {
+  for (const key of plan.drop) next.delete(key);
+  for (const [key, r] of first) {
     const attempts = (state.get(key)?.attempts ?? 0) + 1;
     next.set(key, {
       attempts,
-      retryAt: u.now + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (attempts - 1)),
-      service: u.serviceOf(key) ?? '',
+      retryAt: plan.now + Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (attempts - 1)),
+      service: plan.services.get(key) ?? '',
       error: `${formatOp(r.op)}: ${r.error.message}`,
     });
   }

@@ -1,23 +1,31 @@
 // planSync: one sync of the node as an inert value. Everything a sync decides is decided here, from
 // values only: which virtual servers to plan (all of them, or what changed plus what drains and
 // what was re-read: retries due, drift), which non-desired ones are ours (ownership.ts), the IPVS
-// ops and the draining state (plan.ts), which VIPs to bind and unbind, and whether the iptables
-// path runs.
-// The executor (src/sync/executor.ts) only carries a SyncPlan out, and `--dry-run` prints it.
+// ops and the draining state (plan.ts), which VIPs to bind and unbind, whether the iptables path
+// runs, which conntrack entries to delete (conntrack.ts), the retry policy (retry.ts) and the
+// ownership record's delta (ownership.ts). What depends on the kernel's answers is data tied to an
+// op's id (its index in `ops`): a conntrack filter runs only if one of its deletions was applied, a
+// record change holds only if its op was applied (or refused).
+// The executor (src/sync/executor.ts) only carries a SyncPlan out and reports per-item results;
+// settleSync (settle.ts) turns the plan and those results into the next retry state and record.
 //
-// Text form, one change a line:
+// Text form, one change a line (the debug log, `--dry-run` and tests print it):
 //   add-service TCP 10.200.1.10:80 rr
 //   add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq
 //   add-vip ipvs-op0 10.200.1.10
 //   del-vip ipvs-op0 10.200.1.99
 //   sync-iptables 3 set entries
+//   del-conntrack UDP 10.200.1.61:53 keep 10.10.1.62:53
 // The executor runs the IPVS batch, the VIP binds and the iptables path at once (none needs
-// another), and unbinds VIPs after the batch deleted the virtual servers on them. pure: no I/O.
+// another), unbinds VIPs after the batch deleted the virtual servers on them, and deletes
+// conntrack entries last. pure: no I/O.
 import type { ProxyConfig } from '../config/types.js';
 import type { Desired } from '../desired/types.js';
 import { type IpvsOp, type IpvsTable, formatOp } from '../model/ipvs.js';
-import { makeOwnership } from './ownership.js';
+import { type ConntrackFilter, formatConntrackFilter, planConntrackFilters } from './conntrack.js';
+import { type RecordPlan, makeOwnership, planRecord } from './ownership.js';
 import { type DrainState, planVirtualServers } from './plan.js';
+import { type RetryPlan, type RetryState, planRetries } from './retry.js';
 
 /** Everything one sync decides from. */
 export interface SyncInput {
@@ -43,6 +51,8 @@ export interface SyncInput {
   recorded?: ReadonlySet<string>;
   /** What the VIP link and the iptables path were last made to match; an absent field: apply. */
   applied: Readonly<{ vips?: number; iptables?: Readonly<{ sets: number; config: ProxyConfig }> }>;
+  /** The retry state of refused ops (retry.ts); none: empty. */
+  retries?: RetryState;
 }
 
 /** VIP changes on the operator's dummy link. */
@@ -56,7 +66,7 @@ export interface VipPlan {
   version: number;
 }
 
-/** One sync as a value: `ops`, `vips` and (if set) the iptables path; see the file comment for the order. */
+/** One sync as a value: what to change, and what to make of the kernel's answers; see the file comment. */
 export interface SyncPlan {
   full: boolean;
   /** Virtual server keys looked at. */
@@ -70,6 +80,12 @@ export interface SyncPlan {
   draining: DrainState;
   /** When the earliest draining real server's grace period ends: plan again then. */
   nextDeadline?: number;
+  /** UDP conntrack entries to delete after the ops, each filter tied to the ids of its deletions. */
+  conntrack: ConntrackFilter[];
+  /** Which refused ops are retried, and for which Service (settle.ts applies it). */
+  retry: RetryPlan;
+  /** The ownership record's delta, its changes tied to op ids (settle.ts applies it). */
+  record: RecordPlan;
 }
 
 /** Plans one sync (see the file comment). */
@@ -100,6 +116,11 @@ export function planSync(input: SyncInput): SyncPlan {
     iptables: iptablesDue ? { sets: input.versions.sets, config, entries: desired.sets.length } : undefined,
     draining: plan.draining,
     ...(plan.nextDeadline === undefined ? {} : { nextDeadline: plan.nextDeadline }),
+    conntrack: planConntrackFilters(plan.ops, desired.table),
+    retry: planRetries(input.retries ?? new Map(), input.now, keys, desired.table, input.actual),
+    record: planRecord({
+      full: input.full, ops: plan.ops, desired: desired.table, actual: input.actual, recorded: input.recorded,
+    }),
   };
 }
 
@@ -112,9 +133,14 @@ export function planVips(want: ReadonlySet<string>, have: ReadonlySet<string>, l
 
 /** The plan's text form: one change a line (see the file comment); empty when nothing changes. */
 export function formatSyncPlan(plan: SyncPlan): string[] {
-  const lines = plan.ops.map(formatOp);
-  for (const ip of plan.vips?.add ?? []) lines.push(`add-vip ${plan.vips!.link} ${ip}`);
-  for (const ip of plan.vips?.remove ?? []) lines.push(`del-vip ${plan.vips!.link} ${ip}`);
-  if (plan.iptables) lines.push(`sync-iptables ${plan.iptables.entries} set entries`);
-  return lines;
+  return [...syncPlanLines(plan)];
+}
+
+/** formatSyncPlan's lines one at a time: a first plan at 10 000 Services has 100 000 of them. */
+export function* syncPlanLines(plan: SyncPlan): Generator<string> {
+  for (const op of plan.ops) yield formatOp(op);
+  for (const ip of plan.vips?.add ?? []) yield `add-vip ${plan.vips!.link} ${ip}`;
+  for (const ip of plan.vips?.remove ?? []) yield `del-vip ${plan.vips!.link} ${ip}`;
+  if (plan.iptables) yield `sync-iptables ${plan.iptables.entries} set entries`;
+  for (const f of plan.conntrack) yield formatConntrackFilter(f);
 }

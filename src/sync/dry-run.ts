@@ -1,11 +1,13 @@
-// `run --dry-run`: the kernel interfaces wrapped so that reads go through to the node (when it has
-// the thing at all) and writes are printed instead of made. Each wrapper keeps what it "wrote", so
-// the next sync plans against the state the previous plan would have left: a dry run prints the
-// first whole plan, then each incremental one, exactly as `run` would apply them.
+// `run --dry-run`: the loop prints each plan (formatSyncPlan, through the operator's onPlan), and
+// the kernel interfaces are wrapped so that reads go through to the node (when it has the thing at
+// all) and writes are kept instead of made. Each wrapper keeps what it "wrote", so the next sync
+// plans against the state the previous plan would have left: a dry run prints the first whole
+// plan, then each incremental one, exactly as `run` would apply them.
 //
-// Output, one change a line, in the forms planSync's text uses (add-service ..., add-vip ...),
-// then the iptables path's restore payloads verbatim. Lines starting with "# " say what the dry
-// run could not read (no IPVS in this kernel, no iptables binary) and what it assumed instead.
+// Output: each plan, one change a line (add-service ..., add-vip ..., sync-iptables ...,
+// del-conntrack ...), then the iptables path's restore payloads verbatim. Lines starting with "# "
+// say what the dry run could not read (no IPVS in this kernel, no iptables binary) and what it
+// assumed instead, or an op the kept table refuses (the kernel would too).
 import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
@@ -17,11 +19,12 @@ import {
 } from '../model/ipvs.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
 import { RtnlError } from '../rtnl/errors.js';
+import { type SyncPlan, syncPlanLines } from '../plan/sync.js';
 
 /** Where the dry run prints (stdout in the CLI). */
 export type Print = (line: string) => void;
 
-/** IpvsClient that reads the node's table once (or starts empty without IPVS) and prints writes. */
+/** IpvsClient that reads the node's table once (or starts empty without IPVS) and keeps writes; prints refusals. */
 export class DryRunIpvs implements IpvsClient {
   private table: MutableIpvsTable | undefined;
 
@@ -81,14 +84,15 @@ export class DryRunIpvs implements IpvsClient {
     this.table = new Map();
   }
 
-  /** Prints each op and records it; an op the recorded table refuses gets the kernel's errno. */
+  /** Records each op; an op the recorded table refuses gets the kernel's errno, and a "# would fail" line. */
   async apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
     const table = await this.seeded();
     return ops.map((op) => {
-      const text = formatOp(op);
       const errno = applyOp(table, op);
-      this.print(errno === undefined ? text : `${text}   # would fail: errno ${errno}`);
-      return errno === undefined ? undefined : IpvsError.fromErrno(text, errno);
+      if (errno === undefined) return undefined;
+      const text = formatOp(op);
+      this.print(`# would fail: ${text}: errno ${errno}`);
+      return IpvsError.fromErrno(text, errno);
     });
   }
 
@@ -116,11 +120,11 @@ export class DryRunIpvs implements IpvsClient {
   }
 }
 
-/** VipLink that lists the node's link once per name and prints address changes. */
+/** VipLink that lists the node's link once per name and keeps address changes (the plan printed them). */
 export class DryRunVipLink implements VipLink {
   private readonly links = new Map<string, Set<string>>();
 
-  constructor(private readonly inner: VipLink | undefined, private readonly print: Print) {}
+  constructor(private readonly inner: VipLink | undefined) {}
 
   async ensure(name: string): Promise<void> {
     await this.addresses(name);
@@ -133,14 +137,12 @@ export class DryRunVipLink implements VipLink {
   async add(name: string, address: string): Promise<void> {
     const have = await this.addresses(name);
     if (have.has(address)) throw RtnlError.fromErrno(`add-vip ${name} ${address}`, Errno.EEXIST);
-    this.print(`add-vip ${name} ${address}`);
     have.add(address);
   }
 
   async remove(name: string, address: string): Promise<void> {
     const have = await this.addresses(name);
     if (!have.has(address)) throw RtnlError.fromErrno(`del-vip ${name} ${address}`, Errno.EADDRNOTAVAIL);
-    this.print(`del-vip ${name} ${address}`);
     have.delete(address);
   }
 
@@ -189,4 +191,9 @@ export function dryRunRunner(inner: Runner, print: Print): Runner {
       return { code: 0, stdout: '', stderr: '' };
     }
   };
+}
+
+/** The operator's onPlan for a dry run: prints each plan in its text form (formatSyncPlan's lines). */
+export function printPlan(print: Print): (plan: SyncPlan) => void {
+  return (plan) => { for (const line of syncPlanLines(plan)) print(line); };
 }

@@ -1,15 +1,19 @@
 // Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds (one pipelined
-// batch) and the iptables path at once, then the VIP unbinds (one batch). It decides nothing: what
-// to change was decided by planSync. An op the kernel refuses is returned as a failure for its
-// Service (the others are applied regardless); a VIP or iptables failure, or an op sent to an IPVS
-// family that is gone (ip_vs reloaded), rejects, since it concerns the whole node.
+// batch) and the iptables path at once, then the VIP unbinds (one batch), then the plan's conntrack
+// filters whose deletions the kernel accepted. It decides nothing: what to change, and what each
+// answer means, was decided by planSync. It reports the kernel's answer to each op by id (a refused
+// op is its Service's; the others are applied regardless) and what the conntrack step did; a VIP
+// or iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects,
+// since it concerns the whole node, and then no conntrack entry is deleted.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { type IpvsError, isStaleFamily } from '../ipvs/errors.js';
-import type { IpvsClient } from '../ipvs/types.js';
-import type { IpvsOp } from '../model/ipvs.js';
+import type { IpvsClient, OpResult } from '../ipvs/types.js';
+import type { ConntrackClient } from '../conntrack/client.js';
+import { dueConntrack } from '../plan/conntrack.js';
 import type { SyncPlan } from '../plan/sync.js';
+import { type CleanupResult, cleanStaleFlows } from './conntrack-cleanup.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
 import type { TableCache } from './table-cache.js';
 
@@ -18,6 +22,8 @@ export interface ExecutorDeps {
   ipvs: IpvsClient;
   vips: VipLink;
   iptables: IptablesSync;
+  /** ctnetlink; none: the plan's conntrack filters are not run (dry runs, tests without it). */
+  conntrack?: ConntrackClient;
 }
 
 /**
@@ -31,19 +37,21 @@ function keep(results: readonly VipResult[], ips: readonly string[], done: (ip: 
   if (refused) throw refused;
 }
 
-/** An op the kernel refused. */
-export interface OpFailure {
-  op: IpvsOp;
-  error: IpvsError;
+/** What carrying out a plan did, item by item. */
+export interface SyncResults {
+  /** The kernel's answer to each op, by id (index in the plan's ops): undefined when applied. */
+  ops: OpResult[];
+  /** The conntrack step; undefined when no filter was due (or there is no conntrack client). */
+  conntrack?: CleanupResult;
 }
 
 /**
  * Applies `plan`: records each accepted op in `cache` and keeps `vipsNow` (the link's addresses)
- * in step with each address added or removed. Resolves with the refused ops.
+ * in step with each address added or removed. Resolves with each item's result.
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
-): Promise<OpFailure[]> {
+): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
   // once. VIPs are unbound as soon as the IPVS batch (which deleted the virtual servers on them)
@@ -56,15 +64,12 @@ export async function executeSyncPlan(
     if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
   const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
-  const failures: OpFailure[] = [];
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {
     applied.value.forEach((error, i) => {
-      const op = plan.ops[i]!;
       if (error && isStaleFamily(error)) nodeFault ??= error;
-      else if (error) failures.push({ op, error });
-      else cache.record(op);
+      else if (!error) cache.record(plan.ops[i]!);
     });
   }
   const binds = await bound;
@@ -78,5 +83,8 @@ export async function executeSyncPlan(
   const rules = await iptables;
   for (const r of [applied, binds, unbind, rules]) if (!r.ok) throw r.reason;
   if (nodeFault) throw nodeFault;
-  return failures;
+  const results = applied.ok ? applied.value : [];
+  const due = deps.conntrack ? dueConntrack(plan.conntrack, results) : [];
+  if (!deps.conntrack || due.length === 0) return { ops: results };
+  return { ops: results, conntrack: await cleanStaleFlows(deps.conntrack, due) };
 }

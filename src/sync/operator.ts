@@ -1,20 +1,21 @@
-// The sync loop: source events in, kernel state out. One sync is three steps, each one place:
+// The sync loop: source events in, kernel state out. One sync is four steps, each one place:
 //
-//   read      what the plan needs from the kernel: the whole table on full syncs (start, config
-//             change, after a failed sync); on periodic syncs a drift check whose cost per period
-//             does not grow with the cluster (one dump of the virtual servers, then real servers
-//             in turn, the whole check with the VIP listing and the iptables check kept to a tenth
-//             of syncPeriod: TableCache.verify; a change arriving meanwhile ends the reading in
-//             turn and puts the iptables check off); else only the real servers whose connection
-//             counters decide a drain, and the virtual servers due for a retry
-//   plan      planSync (src/plan/sync.ts): pure; ops, VIP changes, whether iptables runs
-//   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces
+//   read      what the plan needs from the kernel (kernel-read.ts: the whole table, a drift check
+//             kept to a tenth of syncPeriod, or only what drains and what is due for a retry; a
+//             change arriving meanwhile also puts the periodic iptables check off)
+//   plan      planSync (src/plan/sync.ts): pure; the whole decision: ops, VIP changes, whether
+//             iptables runs, conntrack filters, the retry policy and the record's delta
+//   execute   executeSyncPlan (executor.ts): applies the plan through the kernel interfaces and
+//             reports each item's result
 //
-// then the ownership record (record-keeper.ts), Events for problems, node status, metrics, and the
-// health verdict (src/healthcheck/health.ts).
+//   settle    settleSync (src/plan/settle.ts): pure; the plan and the results give the retry state
+//             and the ownership record (record-keeper.ts saves it)
+//
+// then Events for problems, node status, metrics, and the health verdict
+// (src/healthcheck/health.ts; outcome.ts says each of them).
 // DesiredState owns the API objects; this file keeps only what a sync must carry to the next: the
-// cached kernel table (table-cache.ts), the VIP link's addresses, the draining real servers, what
-// the VIP link and the iptables path were last made to match, and the per-virtual-server retry
+// copy of the kernel (kernel-read.ts: the table cache, the VIP link's addresses), the draining
+// real servers, what the VIP link and the iptables path were last made to match, and the retry
 // state of ops the kernel refused.
 //
 // Containment: an op the kernel refuses is a Problem of its Service (an Event, a log line, a
@@ -35,22 +36,23 @@ import type { ProxyConfig } from '../config/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { formatOp, realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
-import { type RetryState, dueRetries, nextRetryAt, retryProblems, updateRetries } from '../plan/retry.js';
-import { type SyncPlan, formatSyncPlan, planSync } from '../plan/sync.js';
+import { type RetryState, dueRetries, nextRetryAt, retryProblems } from '../plan/retry.js';
+import { type Settled, settleSync } from '../plan/settle.js';
+import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { VipLink } from '../rtnl/vips.js';
-import type { EventSink, ServiceRef, SourceEvent, StatusSink } from '../source/types.js';
+import type { EventSink, SourceEvent, StatusSink } from '../source/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { ConntrackClient } from '../conntrack/client.js';
-import { cleanStaleFlows } from './conntrack-cleanup.js';
-import { planConntrackTargets } from '../plan/conntrack.js';
-import { type OpFailure, executeSyncPlan } from './executor.js';
+import { reportCleanup } from './conntrack-cleanup.js';
+import { executeSyncPlan } from './executor.js';
+import { logPlan, recordSyncEnd, reportProblems } from './outcome.js';
 import { type ComponentHealth, type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord, type OwnershipRecord } from './record.js';
 import { RecordKeeper } from './record-keeper.js';
 import type { Log } from '../util/log.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from './runner.js';
-import { TableCache } from './table-cache.js';
+import { KernelReader } from './kernel-read.js';
 
 /** What the kernel offers, probed once at start. */
 export interface KernelInfo {
@@ -91,6 +93,8 @@ export interface OperatorDeps {
    * (plan/conntrack.ts says why); none: no conntrack cleanup (dry runs, tests without it).
    */
   conntrack?: ConntrackClient;
+  /** Called with each plan before it is carried out: `--dry-run` prints it (formatSyncPlan). */
+  onPlan?: (plan: SyncPlan) => void;
   /**
    * After each successful sync, before Events: edge work that follows the desired state (the
    * health-check servers, health-edge.ts). Its problems are reported with the others; a throw is
@@ -101,7 +105,6 @@ export interface OperatorDeps {
   clusterWeights?: ClusterWeights;
 }
 
-/** The outcome of the last sync, for status and tests. */
 /** What afterSync sees: the desired state just programmed and the configuration in force. */
 export interface AfterSyncView {
   desired: Desired;
@@ -109,6 +112,7 @@ export interface AfterSyncView {
   config: ProxyConfig;
 }
 
+/** The outcome of the last sync, for status and tests. */
 export interface SyncReport {
   at: number;
   durationMs: number;
@@ -120,12 +124,8 @@ export interface SyncReport {
   error?: string;
 }
 
-/** The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after the rest goes to real servers in turn. */
-const DRIFT_BUDGET = 0.1;
 /** Periodic iptables checks that may be put off in a row because a change was waiting. */
 const MAX_DEFERRED_CHECKS = 3;
-/** How many IPVS ops of a plan the debug log shows. */
-const PLAN_LOG_LINES = 50;
 
 /** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
 function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
@@ -135,20 +135,14 @@ function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: numb
 /** Programs IPVS (and through its seams, VIPs and iptables) from source events. */
 export class Operator {
   private readonly state: DesiredState;
-  private readonly cache = new TableCache();
-  /** The VIP link's addresses as last read or written; re-read on every full sync, like the table. */
-  private vipsNow: Set<string> | undefined;
+  /** The copy of the kernel: table cache and VIP link addresses (kernel-read.ts). */
+  private readonly reader: KernelReader;
   private draining: DrainState = new Map();
   /** Slow-start ramps (balance/slow-start.ts): the weights the planner gets. */
   private readonly slowStart: SlowStartTracker;
   /** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
   private applied: { vips?: number; iptables?: { sets: number; config: ProxyConfig } } = {};
   private retries: RetryState = new Map();
-  /**
-   * How long the last periodic sync took after its read (ms: the iptables check, planning what it
-   * re-read, applying): the next drift check's budget keeps room for it.
-   */
-  private periodicTailMs = 0;
   /** Periodic iptables checks put off in a row because a change was waiting (sync()). */
   private iptablesChecksDeferred = 0;
   /** Problems afterSync returned last. */
@@ -175,6 +169,7 @@ export class Operator {
       return plugin?.ramp ? (endpoints) => plugin.ramp!(endpoints) : undefined;
     });
     this.clock = deps.clock ?? realClock;
+    this.reader = new KernelReader(deps.ipvs, deps.vips, this.clock);
     this.record = new RecordKeeper(deps.record ?? new MemoryOwnershipRecord(), deps.log);
     this.state = new DesiredState(config, deps.registry, deps.nodeName, {
       availableSchedulers: deps.kernel.schedulers, kernelVersion: deps.kernel.release,
@@ -274,7 +269,7 @@ export class Operator {
     this.needFull = false;
     const periodic = why.periodic && !full;
     let plan: SyncPlan | undefined;
-    let failures: readonly OpFailure[] = [];
+    let settled: Settled | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -283,7 +278,12 @@ export class Operator {
       const desired = { ...built, table: ramp.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(this.retries, t0);
-      const reread = await this.read(full, periodic, changed, due, desired, t0);
+      await this.record.load();
+      const reread = await this.reader.read({
+        full, periodic, changed, due, draining: this.draining, table: desired.table, t0, link: config.interfaceName,
+        syncPeriodMs: config.syncPeriod * 1000, changeWaiting: () => this.pendingSince !== undefined,
+      });
+      if (full) this.applied = {};
       const readEnd = this.clock.now();
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
@@ -305,21 +305,23 @@ export class Operator {
       }
       plan = planSync({
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,
-        actual: this.cache.view, vipsNow: this.vipsNow!, draining: this.draining, applied: this.applied,
-        ...(this.record.keys ? { recorded: this.record.keys } : {}),
+        actual: this.reader.cache.view, vipsNow: this.reader.vipsNow!, draining: this.draining, applied: this.applied,
+        ...(this.record.keys ? { recorded: this.record.keys } : {}), retries: this.retries,
       });
-      this.logPlan(plan);
+      logPlan(this.deps.log, plan);
+      this.deps.onPlan?.(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete this.applied.vips;
       if (plan.iptables) delete this.applied.iptables;
-      failures = await executeSyncPlan(plan, desired, config, this.deps, this.cache, this.vipsNow!);
-      await this.cleanConntrack(plan, failures, desired);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
+      settled = settleSync(plan, results.ops, { retries: this.retries, record: this.record.keys });
+      if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       this.draining = plan.draining;
       this.armDeadline(earliest(earliest(plan.nextDeadline, ramp.nextAt), cluster?.nextAt));
       if (plan.vips) this.applied.vips = plan.vips.version;
       if (plan.iptables) this.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
-      this.settleRetries(plan, failures, desired, t0);
-      await this.record.update(plan, failures, desired, () => this.cache.view.keys());
+      this.settleRetries(settled);
+      await this.record.update(settled.record);
       if (this.deps.afterSync) {
         try {
           this.edgeProblems = await this.deps.afterSync({ desired, healthChecks: this.state.healthChecks(), config });
@@ -327,15 +329,16 @@ export class Operator {
           this.deps.log('warn', 'after-sync step failed', { error: (e as Error).message });
         }
       }
-      await this.report();
-      if (periodic) this.periodicTailMs = this.clock.now() - readEnd;
+      const { events, metrics, log } = this.deps;
+      await reportProblems(this.problems(), (s) => this.state.serviceRef(s), events, metrics, log);
+      if (periodic) this.reader.periodicTailMs = this.clock.now() - readEnd;
       this.failingSince = undefined;
       this.everSynced = true;
-      this.finish(t0, plan, failures, full, pendingSince);
+      this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
       this.needFull = true;
       this.failingSince ??= t0;
-      this.finish(t0, plan, failures, full, pendingSince, (e as Error).message);
+      this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
       throw e;
     }
   }
@@ -371,95 +374,13 @@ export class Operator {
     }
   }
 
-  /**
-   * Reads what this sync's plan needs from the kernel into the cache (see the file comment);
-   * resolves with the keys re-read beyond what changed (due retries, drift), to plan as well.
-   */
-  private async read(full: boolean, periodic: boolean, changed: ReadonlySet<string>, due: ReadonlySet<string>, desired: Desired, t0: number): Promise<Set<string>> {
-    const ipvs = this.deps.ipvs;
-    const link = this.state.currentConfig.interfaceName;
-    await this.record.load();
-    if (full) {
-      await this.cache.readAll(ipvs);
-      this.vipsNow = new Set(await this.deps.vips.list(link));
-      this.applied = {};
-      return new Set();
-    }
-    if (periodic || !this.vipsNow) this.vipsNow = new Set(await this.deps.vips.list(link));
-    const reread = new Set(due);
-    await this.cache.refresh(ipvs, due);
-    if (periodic) {
-      // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
-      // and what the last periodic sync spent after its read come off the share for real servers.
-      const budget = DRIFT_BUDGET * this.state.currentConfig.syncPeriod * 1000 - (this.clock.now() - t0) - this.periodicTailMs;
-      const { reread: checked } = await this.cache.verify(ipvs, Math.max(0, budget), () => this.clock.now(),
-        () => this.pendingSince !== undefined);
-      for (const key of checked) reread.add(key);
-    }
-    // Draining real servers, and real servers about to go whose connection counters the cache
-    // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
-    // carries no connections is deleted at once rather than drained a sync later.
-    const doubtful = [...changed].filter((k) => !reread.has(k) && this.goneWithoutCounters(k, desired.table));
-    await this.cache.readSome(ipvs, new Set([...this.draining.keys(), ...doubtful]));
-    return reread;
-  }
-
-  /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */
-  private goneWithoutCounters(key: string, table: Desired['table']): boolean {
-    const have = this.cache.view.get(key);
-    const want = table.get(key);
-    if (!have || !want || have.dests.size === 0) return false;
-    const wanted = new Set(want.dests.map(realServerKey));
-    for (const [rkey, rs] of have.dests) if (!wanted.has(rkey) && rs.activeConns === undefined) return true;
-    return false;
-  }
-
-  /** Updates the retry state with this sync's refused ops and re-arms the retry timer. */
-  private settleRetries(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired, now: number): void {
-    for (const f of failures) this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
-    this.retries = updateRetries(this.retries, {
-      now, ops: plan.ops, refused: failures,
-      serviceOf: (key) => { const o = desired.table.get(key)?.origin; return o ? `${o.namespace}/${o.name}` : undefined; },
-      exists: (key) => desired.table.has(key) || this.cache.view.has(key),
-    });
+  /** Takes the retry state a sync settled, logs its refused ops and re-arms the retry timer. */
+  private settleRetries(settled: Settled): void {
+    for (const f of settled.refused) this.deps.log('warn', 'IPVS op refused', { op: formatOp(f.op), errno: f.error.code, error: f.error.message });
+    this.retries = settled.retries;
     const next = nextRetryAt(this.retries);
     if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
     this.retryTimer = next === undefined ? undefined : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
-  }
-
-  /**
-   * Deletes the UDP conntrack entries that still lead to real servers this sync removed, so the
-   * flows' next datagrams are scheduled anew instead of dropped (plan/conntrack.ts). Failures are
-   * logged and counted; they never fail the sync.
-   */
-  /**
-   * The plan at debug level, in the form tests and `--dry-run` use (formatSyncPlan), its first
-   * PLAN_LOG_LINES IPVS ops only: a first sync at 10 000 Services has 100 000 of them, formatted
-   * whatever the log level.
-   */
-  private logPlan(plan: SyncPlan): void {
-    const shown = plan.ops.length > PLAN_LOG_LINES ? { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES) } : plan;
-    const changes = formatSyncPlan(shown);
-    if (changes.length) this.deps.log('debug', 'sync plan', { ops: plan.ops.length, changes });
-  }
-
-  private async cleanConntrack(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired): Promise<void> {
-    const ct = this.deps.conntrack;
-    if (!ct || plan.ops.length === 0) return;
-    const refused = new Set(failures.map((f) => f.op));
-    const targets = planConntrackTargets(plan.ops.filter((op) => !refused.has(op)), desired.table);
-    if (targets.length === 0) return;
-    const r = await cleanStaleFlows(ct, targets);
-    this.deps.metrics?.conntrackDeleted.inc(r.deleted);
-    // Which path each family's list took (the kernel's CTA_FILTER, or a full dump) and its cost.
-    this.deps.log('debug', 'conntrack listed', { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
-    if (r.deleted || r.gone) {
-      this.deps.log('info', 'deleted stale UDP conntrack entries', { deleted: r.deleted, alreadyGone: r.gone, virtualServers: targets.length, flows: r.flows.slice(0, 10) });
-    }
-    if (r.errors.length) {
-      this.deps.metrics?.conntrackFailures.inc(r.errors.length);
-      this.deps.log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead', { failures: r.errors.length, errors: r.errors.slice(0, 5) });
-    }
   }
 
   /** Plans the draining virtual servers again when the earliest grace period ends. */
@@ -475,51 +396,21 @@ export class Operator {
     return [...this.state.problems(), ...retryProblems(this.retries), ...this.edgeProblems, ...(this.deps.clusterWeights?.lastProblems ?? []), ...this.slowStart.problems];
   }
 
-  /** Events for problems. Failures are logged: they never fail a sync. */
-  private async report(): Promise<void> {
-    const problems = this.problems();
-    const refs = new Map<string, ServiceRef>();
-    for (const p of problems) {
-      const ref = p.service ? this.state.serviceRef(p.service) : undefined;
-      if (ref) refs.set(p.service, ref);
-    }
-    const m = this.deps.metrics;
-    if (m) {
-      m.serviceProblems.reset();
-      const byReason = new Map<string, number>();
-      for (const p of problems) byReason.set(p.reason, (byReason.get(p.reason) ?? 0) + 1);
-      for (const [reason, n] of byReason) m.serviceProblems.set({ reason }, n);
-    }
-    try {
-      await this.deps.events.report(problems, refs);
-    } catch (e) {
-      this.deps.log('warn', 'posting events failed', { error: (e as Error).message });
-    }
-  }
-
-  private finish(t0: number, plan: SyncPlan | undefined, failures: readonly OpFailure[], full: boolean, pendingSince: number | undefined, error?: string): void {
+  /** The sync's metrics, the node's status and its log line (outcome.ts). */
+  private finish(
+    t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean,
+    pendingSince: number | undefined, error?: string,
+  ): void {
     const now = this.clock.now();
     const ops = plan?.ops.length ?? 0;
-    const failed = failures.length;
-    this.last = { at: now, durationMs: now - t0, ops, failed, full, ...(error ? { error } : {}) };
-    const m = this.deps.metrics;
-    if (m) {
-      m.syncDuration.observe((now - t0) / 1000);
-      if (!error) m.lastSync.set(now / 1000);
-      if (error) m.syncFailures.inc();
-      m.serviceChangesPending.set(0);
-      m.endpointChangesPending.set(0);
-      if (pendingSince !== undefined && !error) m.programmingLatency.observe((now - pendingSince) / 1000);
-      if (plan && !error) countOps(m, plan, failures);
-    }
-    const table = this.state.desiredTable;
+    this.last = { at: now, durationMs: now - t0, ops, failed: settled?.refused.length ?? 0, full, ...(error ? { error } : {}) };
     this.failedInARow = error ? this.failedInARow + 1 : 0;
     const health = this.health();
-    this.deps.status.write({
+    recordSyncEnd({ t0, now, full, ops, settled, pendingSince, error }, {
       kernelIPVSVersion: this.deps.kernel.ipvsVersion,
       schedulersAvailable: [...this.deps.kernel.schedulers].sort(),
-      virtualServers: table.size,
-      realServers: this.cache.realServers,
+      virtualServers: this.state.desiredTable.size,
+      realServers: this.reader.cache.realServers,
       lastSyncTime: new Date(now).toISOString(),
       lastSyncDurationSeconds: (now - t0) / 1000,
       lastError: error ?? '',
@@ -527,13 +418,9 @@ export class Operator {
       consecutiveFailedSyncs: this.failedInARow,
       healthy: health.healthy,
       healthReason: health.reason,
-    }).catch((e: unknown) => this.deps.log('warn', 'writing node status failed', { error: (e as Error).message }));
-    this.deps.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
-      ops, failed, full, durationMs: now - t0, virtualServers: table.size, ...(error ? { error } : {}),
-    });
+    }, this.deps);
   }
 
-  /** The desired state's origin of each virtual server key (for status / explain / metrics labels). */
   /** Per opted-in Service port (view key), its backends (`ip:port`) over every virtual server of that port. */
   clusterBackends(opted: ReadonlyMap<string, string>): Map<string, string[]> {
     const out = new Map<string, Set<string>>();
@@ -547,6 +434,7 @@ export class Operator {
     return new Map([...out].map(([k, v]) => [k, [...v].sort()]));
   }
 
+  /** The desired state's origin of each virtual server key (for status / explain / metrics labels). */
   origins(): ReadonlyMap<string, { namespace: string; name: string; portName: string; plugin: string }> {
     const out = new Map<string, { namespace: string; name: string; portName: string; plugin: string }>();
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
@@ -557,18 +445,4 @@ export class Operator {
 /** The earlier of two optional times (ms); undefined when both are. */
 function earliest(a: number | undefined, b: number | undefined): number | undefined {
   return a === undefined ? b : b === undefined ? a : Math.min(a, b);
-}
-
-/** Adds the ops to the metric, counted per kind and result first (one inc per label pair). */
-function countOps(m: Metrics, plan: SyncPlan, failures: readonly OpFailure[]): void {
-  const refused = new Set(failures.map((f) => f.op));
-  const counts = new Map<string, number>();
-  for (const op of plan.ops) {
-    const label = `${op.kind} ${refused.has(op) ? 'error' : 'ok'}`;
-    counts.set(label, (counts.get(label) ?? 0) + 1);
-  }
-  for (const [label, n] of counts) {
-    const [kind, result] = label.split(' ');
-    m.opsApplied.inc({ kind, result }, n);
-  }
 }

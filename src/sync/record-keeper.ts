@@ -1,13 +1,8 @@
 // The ownership record as the sync loop keeps it between syncs: loaded from its store on the
-// first sync, brought up to date after a sync that created or deleted virtual servers (or read the
-// whole table), and saved only when it changed. What goes in it is plan/ownership.ts's
-// updateRecord; where it is kept, record.ts's.
-import type { Desired } from '../desired/types.js';
-import { virtualServerKey } from '../model/ipvs.js';
-import { updateRecord } from '../plan/index.js';
-import type { SyncPlan } from '../plan/sync.js';
+// first sync, replaced by what a sync settled (plan/settle.ts: the plan's record delta applied to
+// the kernel's answers), and saved only when it changed. What goes in it is plan/ownership.ts's
+// planRecord; where it is kept, record.ts's.
 import type { Log } from '../util/log.js';
-import type { OpFailure } from './executor.js';
 import type { OwnershipRecord } from './record.js';
 
 /** The loop's copy of the ownership record; a failed save is logged and retried next sync. */
@@ -34,24 +29,18 @@ export class RecordKeeper {
   }
 
   /**
-   * Brings the record up to date after a sync that created or deleted virtual servers (or read
-   * the whole table) and saves it when it changed; `present` is the kernel's keys after the sync.
+   * Takes the record a sync settled (undefined: unchanged) and saves it when it differs from the
+   * last one saved, or when the last save failed.
    */
-  async update(plan: SyncPlan, failures: readonly OpFailure[], desired: Desired, present: () => Iterable<string>): Promise<void> {
-    const touches = plan.ops.some((op) => op.kind === 'add-service' || op.kind === 'delete-service');
-    if (!plan.full && !touches && !this.dirty && this.recorded) return;
-    const refused = new Set(failures.map((f) => f.op));
-    const next = updateRecord(this.recorded ?? new Set(), {
-      full: plan.full,
-      applied: plan.ops.filter((op) => !refused.has(op)),
-      desired: plan.full ? desired.table.keys() : plan.ops.map((op) => virtualServerKey(op.vs)).filter((k) => desired.table.has(k)),
-      present: new Set(present()),
-    });
-    const same = this.recorded !== undefined && next.size === this.recorded.size && [...next].every((k) => this.recorded!.has(k));
-    this.recorded = next;
+  async update(next: Set<string> | undefined): Promise<void> {
+    const record = next ?? this.recorded;
+    if (!record) return;
+    const before = this.recorded;
+    const same = !next || (before !== undefined && next.size === before.size && [...next].every((k) => before.has(k)));
+    this.recorded = record;
     if (same && !this.dirty) return;
     try {
-      await this.store.save(next);
+      await this.store.save(record);
       this.dirty = false;
     } catch (e) {
       this.dirty = true;

@@ -53,6 +53,11 @@ describe('run --dry-run on a machine without IPVS', () => {
     const ipset = lines.indexOf('ipset restore -exist <<EOF');
     const v4 = lines.findIndex((l) => /^iptables(-nft|-legacy)?-restore --noflush/.test(l));
     expect(ipset).toBeGreaterThan(firstVip);
+    // The plan is printed by formatSyncPlan (the form test/unit/plan/sync-plan.test.ts checks): its
+    // iptables line closes it, before the payloads themselves.
+    const planEnd = lines.findIndex((l) => /^sync-iptables \d+ set entries$/.test(l));
+    expect(planEnd).toBeGreaterThan(firstVip);
+    expect(planEnd).toBeLessThan(ipset);
     expect(v4).toBeGreaterThan(ipset);
     expect(lines.slice(ipset)).toContain('add IPVSOP-CLUSTER-IP-tmp 10.200.1.10,tcp:80');
     expect(lines.slice(v4)).toContain('COMMIT');

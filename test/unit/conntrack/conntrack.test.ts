@@ -13,13 +13,14 @@ import { FakeConntrack } from '../../../src/conntrack/fake.js';
 import type { DesiredTable } from '../../../src/desired/types.js';
 import { NoIptables } from '../../../src/iptables/sync.js';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
-import { type IpvsOp, makeRealServer, makeVirtualServer } from '../../../src/model/ipvs.js';
+import { type IpvsOp, formatOp, makeRealServer, makeVirtualServer } from '../../../src/model/ipvs.js';
+import { IpvsError } from '../../../src/ipvs/errors.js';
 import { decodeMessages } from '../../../src/netlink/framing.js';
 import { Errno, isInvalidArgument, isNotFound } from '../../../src/netlink/errors.js';
 import { memoryLog } from '../../../src/util/log.js';
 import { Metrics } from '../../../src/metrics/metrics.js';
 import { Operator } from '../../../src/sync/operator.js';
-import { planConntrackTargets, selectStaleFlows } from '../../../src/plan/conntrack.js';
+import { dueConntrack, formatConntrackFilter, planConntrackFilters, selectStaleFlows } from '../../../src/plan/conntrack.js';
 import { FakeVipLink } from '../../../src/rtnl/vips.js';
 import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
 
@@ -110,7 +111,7 @@ const table = (entries: Array<[typeof vs53, string[]]>): DesiredTable =>
   new Map(entries.map(([vs, ips]) => [`${vs.protocol} ${vs.address}:${vs.port}`, { vs, dests: ips.map((ip) => rs(ip)), origin: { namespace: 'default', name: 'dns', portName: 'dns', kind: 'cluster-ip' as const, plugin: 'rr' } }]));
 
 describe('which conntrack entries a sync left stale', () => {
-  it('targets the UDP virtual servers that lost a real server or were deleted, with the real servers they keep', () => {
+  it('targets the UDP virtual servers that lose a real server or are deleted, with the real servers they keep, tied to those ops', () => {
     const tcp = makeVirtualServer({ family: 'IPv4', protocol: 'TCP', address: '10.200.1.61', port: 80, scheduler: 'rr' });
     const gone = makeVirtualServer({ family: 'IPv4', protocol: 'UDP', address: '10.200.1.62', port: 53, scheduler: 'rr' });
     const fwm = makeVirtualServer({ family: 'IPv4', protocol: 'UDP', address: '', port: 0, fwmark: 7, scheduler: 'rr' });
@@ -123,16 +124,23 @@ describe('which conntrack entries a sync left stale', () => {
       { kind: 'delete-dest', vs: fwm, rs: rs('10.10.1.61') }, // no address to match
       { kind: 'update-dest', vs: vs53, rs: rs('10.10.1.62') },
     ];
-    const t = planConntrackTargets(ops, table([[vs53, ['10.10.1.62', '10.10.1.64']]]));
+    const t = planConntrackFilters(ops, table([[vs53, ['10.10.1.62', '10.10.1.64']]]));
     expect(t.map((x) => ({ ...x, keep: [...x.keep] }))).toEqual([
-      { family: 'IPv4', address: '10.200.1.61', port: 53, keep: ['10.10.1.62:53', '10.10.1.64:53'] },
-      { family: 'IPv4', address: '10.200.1.62', port: 53, keep: [] },
+      { family: 'IPv4', address: '10.200.1.61', port: 53, keep: ['10.10.1.62:53', '10.10.1.64:53'], after: [0, 1] },
+      { family: 'IPv4', address: '10.200.1.62', port: 53, keep: [], after: [4] },
     ]);
-    expect(planConntrackTargets([{ kind: 'add-dest', vs: vs53, rs: rs('10.10.1.64') }], new Map())).toEqual([]);
+    expect(t.map(formatConntrackFilter)).toEqual(['del-conntrack UDP 10.200.1.61:53 keep 10.10.1.62:53,10.10.1.64:53', 'del-conntrack UDP 10.200.1.62:53 keep -']);
+    expect(planConntrackFilters([{ kind: 'add-dest', vs: vs53, rs: rs('10.10.1.64') }], new Map())).toEqual([]);
+    // A filter runs when the kernel accepted one of its deletions, not when it refused them all.
+    const refused = (...ids: number[]) => ops.map((_, i) => (ids.includes(i) ? new Error('ENOENT') : undefined));
+    expect(dueConntrack(t, refused()).map((f) => f.address)).toEqual(['10.200.1.61', '10.200.1.62']);
+    expect(dueConntrack(t, refused(0)).map((f) => f.address)).toEqual(['10.200.1.61', '10.200.1.62']);
+    expect(dueConntrack(t, refused(0, 1, 4)).map((f) => f.address)).toEqual([]);
+    expect(dueConntrack(t, refused(4)).map((f) => f.address)).toEqual(['10.200.1.61']);
   });
 
   it('picks an entry to a target whose reply source is not a real server it keeps, and nothing else', () => {
-    const targets = planConntrackTargets([{ kind: 'delete-dest', vs: vs53, rs: rs('10.10.1.61') }], table([[vs53, ['10.10.1.62']]]));
+    const targets = planConntrackFilters([{ kind: 'delete-dest', vs: vs53, rs: rs('10.10.1.61') }], table([[vs53, ['10.10.1.62']]]));
     const cases: Array<[string, boolean, string]> = [
       ['to the removed pod', true, 'udp 192.168.100.61:40002 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:40002 id=1 zone=0'],
       ['masqueraded, to the removed pod', true, 'udp 192.168.100.61:40003 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 10.10.1.1:61000 id=2 zone=0'],
@@ -152,7 +160,7 @@ describe('which conntrack entries a sync left stale', () => {
 
   it('matches IPv6 whatever the spelling of the addresses', () => {
     const v6 = makeVirtualServer({ family: 'IPv6', protocol: 'UDP', address: 'fd00:200:0:0::61', port: 53, scheduler: 'rr' });
-    const targets = planConntrackTargets([{ kind: 'delete-service', vs: v6 }], new Map());
+    const targets = planConntrackFilters([{ kind: 'delete-service', vs: v6 }], new Map());
     const f = flow('udp [2001:db8:100::61]:1 -> [fd00:200::61]:53 reply [fd00:10::61]:53 -> [2001:db8:100::61]:1 id=1 zone=0');
     expect(selectStaleFlows(targets, [f])).toEqual([f]);
     expect(selectStaleFlows(targets, [{ ...f, family: 'IPv4' }])).toEqual([]);
@@ -174,7 +182,7 @@ describe('FakeConntrack: the kernel answers of ctnetlink', () => {
 });
 
 describe('cleanStaleFlows', () => {
-  const targets = () => planConntrackTargets([{ kind: 'delete-dest', vs: vs53, rs: rs('10.10.1.61') }], table([[vs53, ['10.10.1.62']]]));
+  const targets = () => planConntrackFilters([{ kind: 'delete-dest', vs: vs53, rs: rs('10.10.1.61') }], table([[vs53, ['10.10.1.62']]]));
 
   it('deletes the stale entries of the targets\' family and leaves the rest', async () => {
     const ct = new FakeConntrack();
@@ -184,7 +192,7 @@ describe('cleanStaleFlows', () => {
              tcp 192.168.100.61:4 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:4 id=4 zone=0`);
     const r = await cleanStaleFlows(ct, targets());
     expect(r).toEqual({
-      deleted: 1, gone: 0, errors: [], flows: ['udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0'],
+      targets: 1, deleted: 1, gone: 0, errors: [], flows: ['udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0'],
       lists: [{ family: 'IPv4', path: 'kernel-filter', messages: 3, bytes: 0, kept: 3 }], // the TCP entry is never listed
     });
     expect(ct.dump().split('\n')).toHaveLength(3);
@@ -224,12 +232,12 @@ describe('Operator: conntrack cleanup after a sync', () => {
                  udp 192.168.100.61:2 -> 10.200.1.61:53 reply 10.10.1.62:53 -> 192.168.100.61:2 id=2 zone=0
                  udp 192.168.100.99:3 -> 10.200.1.99:53 reply 10.10.9.9:53 -> 192.168.100.99:3 id=3 zone=0`;
 
-  function setup(ct: FakeConntrack) {
+  function setup(ct: FakeConntrack, ipvs = new FakeIpvs()) {
     const log = memoryLog();
     const metrics = new Metrics();
     const clock = { now: () => 1_000_000, setTimeout: () => ({}), clearTimeout: () => undefined };
     const op = new Operator({ ...defaultProxyConfig, interfaceName: 'ipvs-op0' }, {
-      ipvs: new FakeIpvs(), vips: new FakeVipLink(), iptables: new NoIptables(), log, metrics, clock, conntrack: ct,
+      ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), log, metrics, clock, conntrack: ct,
       events: { report: async () => undefined }, status: { write: async () => undefined },
       registry: new PluginRegistry(), nodeName: NODE,
       kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
@@ -262,6 +270,30 @@ describe('Operator: conntrack cleanup after a sync', () => {
     op.handle({ kind: 'service', type: 'delete', object: dns() });
     await op.sync();
     expect(ct.dump()).toBe('udp 192.168.100.99:3 -> 10.200.1.99:53 reply 10.10.9.9:53 -> 192.168.100.99:3 id=3 zone=0');
+  });
+
+  it('a deletion the kernel refuses deletes no entry: the flows still lead to a real server the kernel has', async () => {
+    const ct = new FakeConntrack();
+    ct.seed(flows);
+    const ipvs = new FakeIpvs();
+    const apply = ipvs.apply.bind(ipvs);
+    let refuse = true;
+    ipvs.apply = async (ops) => {
+      const results = await apply(ops.filter((o) => !(refuse && o.kind === 'delete-dest')));
+      return ops.map((o) => (refuse && o.kind === 'delete-dest' ? IpvsError.fromErrno(formatOp(o), Errno.EBUSY) : results.shift()));
+    };
+    const { op } = setup(ct, ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: dns() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.61', '10.10.1.62'], '1') });
+    await op.sync();
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.62'], '2') });
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 1, failed: 1 });
+    expect(ct.deleted).toEqual([]);
+    // The retry goes through: now the entry goes.
+    refuse = false;
+    await op.sync({ periodic: false, retry: true });
+    expect(ct.deleted).toEqual(['udp 192.168.100.61:1 -> 10.200.1.61:53 reply 10.10.1.61:53 -> 192.168.100.61:1 id=1 zone=0']);
   });
 
   it('a failing conntrack never fails the sync: logged and counted, the IPVS change stands', async () => {

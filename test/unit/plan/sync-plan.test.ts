@@ -143,4 +143,34 @@ describe('planSync', () => {
       'add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq',
     ]);
   });
+
+  it('the whole decision: a UDP endpoint removed is a delete, a conntrack filter tied to it, the retry policy and the record delta', () => {
+    const dns = makeService('default', 'dns', (x) => {
+      x.spec!.ports = [{ name: 'dns', port: 53, protocol: 'UDP', targetPort: 53 as unknown as never }];
+    });
+    const dnsSlice = (ips: string[], rv: string) => makeSlice('default', 'dns', 'dns-1', ips.map((ip) => ({ ip })), (x) => {
+      x.ports = [{ name: 'dns', port: 53, protocol: 'UDP' }];
+      x.metadata!.resourceVersion = rv;
+    });
+    const before = stateOf({ services: [dns], slices: [dnsSlice(['10.10.1.3', '10.10.1.4'], '1')] });
+    const actual = toIpvsTable(before.state.desired().table);
+    const applied = { vips: before.state.versions.vips, iptables: { sets: before.state.versions.sets, config: before.state.currentConfig } };
+    before.state.setSlice(dnsSlice(['10.10.1.3'], '2'));
+    const { changed } = before.state.sync();
+    const key = 'UDP 10.200.1.10:53';
+    const retries = new Map([[key, { attempts: 1, retryAt: NOW, service: 'default/dns', error: 'x' }], ['UDP 10.200.1.99:53', { attempts: 2, retryAt: NOW, service: '', error: 'y' }]]);
+    const plan = planSync(input({ state: before.state, changed }, {
+      actual, vipsNow: new Set(['10.200.1.10']), applied: { ...applied, iptables: { ...applied.iptables, sets: before.state.versions.sets } },
+      recorded: new Set([key]), retries,
+    }));
+    expect(formatSyncPlan(plan)).toEqual([
+      'delete-dest UDP 10.200.1.10:53 -> 10.10.1.4:53',
+      'del-conntrack UDP 10.200.1.10:53 keep 10.10.1.3:53',
+    ]);
+    expect(plan.conntrack.map((f) => f.after)).toEqual([[0]]);
+    // A refusal of its op is default/dns's Problem; the retry entry nobody wants and the kernel lacks goes.
+    expect(plan.retry).toEqual({ now: NOW, services: new Map([[key, 'default/dns']]), drop: ['UDP 10.200.1.99:53'] });
+    // No virtual server created or deleted: the record stays as it is.
+    expect(plan.record).toEqual({ add: [], remove: [] });
+  });
 });

@@ -1,4 +1,5 @@
-// The dry run's stand-in VIP link (src/sync/dry-run.ts) fails as the real one does: a VIP link
+// The dry run's stand-in VIP link (src/sync/dry-run.ts) keeps what it is asked (the plan printed
+// it) and fails as the real one does: a VIP link
 // error is an RtnlError, never an IPVS one, so callers that tell the two apart see what a node would.
 import { describe, expect, it } from '@jest/globals';
 import { DryRunVipLink } from '../../../src/sync/dry-run.js';
@@ -7,9 +8,8 @@ import { IpvsError } from '../../../src/ipvs/errors.js';
 import { Errno, isExists, isNotFound } from '../../../src/netlink/errors.js';
 
 describe('the dry run\'s VIP link', () => {
-  it('prints what it would do and answers EEXIST and EADDRNOTAVAIL as RtnlErrors', async () => {
-    const printed: string[] = [];
-    const link = new DryRunVipLink(undefined, (l) => printed.push(l));
+  it('keeps what it would do and answers EEXIST and EADDRNOTAVAIL as RtnlErrors', async () => {
+    const link = new DryRunVipLink(undefined);
     await link.add('kube-ipvs0', '10.96.0.1');
     const again = await link.add('kube-ipvs0', '10.96.0.1').catch((e: unknown) => e);
     expect(again).toBeInstanceOf(RtnlError);
@@ -20,6 +20,8 @@ describe('the dry run\'s VIP link', () => {
     expect((gone as RtnlError).errno).toBe(Errno.EADDRNOTAVAIL);
     expect(isNotFound(gone)).toBe(false);
     expect(await link.addMany('kube-ipvs0', ['10.96.0.1', '10.96.0.3'])).toEqual([expect.any(RtnlError), undefined]);
-    expect(printed).toEqual(['add-vip kube-ipvs0 10.96.0.1', 'add-vip kube-ipvs0 10.96.0.3']);
+    expect((await link.list('kube-ipvs0')).sort()).toEqual(['10.96.0.1', '10.96.0.3']);
+    expect(await link.removeMany('kube-ipvs0', ['10.96.0.1', '10.96.0.4'])).toEqual([undefined, expect.any(RtnlError)]);
+    expect(await link.list('kube-ipvs0')).toEqual(['10.96.0.3']);
   });
 });

@@ -23,6 +23,7 @@ function plan(over: Partial<SyncPlan> = {}): SyncPlan {
     ops: [{ kind: 'add-service', vs: added }, { kind: 'delete-service', vs: gone }],
     vips: { link: 'ipvs-op0', ensure: true, add: ['10.200.1.10'], remove: ['10.200.1.99'], version: 1 },
     iptables: { sets: 1, config: defaultProxyConfig, entries: 0 },
+    conntrack: [], retry: { now: 0, services: new Map(), drop: [] }, record: { add: [], remove: [] },
     ...over,
   };
 }
@@ -55,7 +56,7 @@ describe('executeSyncPlan', () => {
     const cache = new TableCache();
     await cache.readAll(deps.ipvs);
     const vipsNow = new Set(['10.200.1.99']);
-    expect(await executeSyncPlan(plan(), desired, defaultProxyConfig, deps, cache, vipsNow)).toEqual([]);
+    expect(await executeSyncPlan(plan(), desired, defaultProxyConfig, deps, cache, vipsNow)).toEqual({ ops: [undefined, undefined] });
     // The iptables path starts before the batch ends, and the bind happens while it runs.
     expect(order.indexOf('iptables:start')).toBeLessThan(order.indexOf('ipvs:end'));
     expect(order.indexOf('vip:add 10.200.1.10')).toBeLessThan(order.indexOf('iptables:end'));

@@ -1,4 +1,5 @@
-// The ownership record: what goes in and out of it (plan/ownership.ts updateRecord), the file
+// The ownership record: what goes in and out of it (plan/ownership.ts planRecord and
+// applyRecordPlan), the file
 // (sync/record.ts), and the operator using it across a restart. Address ranges: fixtures.ts.
 import { describe, expect, it } from '@jest/globals';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,26 +9,47 @@ import { PluginRegistry } from '../../../plugins/index.js';
 import { defaultProxyConfig } from '../../../src/config/types.js';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
 import { NoIptables } from '../../../src/iptables/sync.js';
-import { makeVirtualServer } from '../../../src/model/ipvs.js';
+import { type IpvsOp, makeVirtualServer } from '../../../src/model/ipvs.js';
 import { memoryLog } from '../../../src/util/log.js';
 import { Operator } from '../../../src/sync/operator.js';
 import { FileOwnershipRecord, MemoryOwnershipRecord, type OwnershipRecord } from '../../../src/sync/record.js';
-import { updateRecord } from '../../../src/plan/ownership.js';
+import { applyRecordPlan, planRecord } from '../../../src/plan/ownership.js';
 import { FakeVipLink } from '../../../src/rtnl/vips.js';
 import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
 
 const vs = (address: string, port: number) => makeVirtualServer({ family: 'IPv4', address, port, scheduler: 'rr' });
 
-describe('updateRecord', () => {
+describe('planRecord and applyRecordPlan', () => {
+  const keys = (...k: string[]) => new Map(k.map((x) => [x, {}]));
   it('adds desired virtual servers the kernel has, drops deleted ones, and after a full read the vanished', () => {
     const r0 = new Set(['TCP 192.168.0.10:30080', 'TCP 10.200.1.99:80']);
-    const r1 = updateRecord(r0, {
-      full: false, applied: [{ kind: 'delete-service', vs: vs('10.200.1.99', 80) }],
-      desired: ['TCP 10.200.1.10:80', 'TCP 10.200.1.11:80'], present: new Set(['TCP 10.200.1.10:80', 'TCP 192.168.0.10:30080']),
+    // Two Services created (the kernel refuses the second), one deleted.
+    const ops: IpvsOp[] = [{ kind: 'add-service', vs: vs('10.200.1.10', 80) }, { kind: 'add-service', vs: vs('10.200.1.11', 80) },
+      { kind: 'delete-service', vs: vs('10.200.1.99', 80) }];
+    const p1 = planRecord({
+      full: false, ops, desired: keys('TCP 10.200.1.10:80', 'TCP 10.200.1.11:80'),
+      actual: keys('TCP 192.168.0.10:30080', 'TCP 10.200.1.99:80'), recorded: r0,
     });
+    expect(p1).toEqual({ add: [{ key: 'TCP 10.200.1.10:80', op: 0 }, { key: 'TCP 10.200.1.11:80', op: 1 }], remove: [{ key: 'TCP 10.200.1.99:80', op: 2 }] });
+    const r1 = applyRecordPlan(r0, p1, [undefined, new Error('EINVAL'), undefined]);
     expect([...r1].sort()).toEqual(['TCP 10.200.1.10:80', 'TCP 192.168.0.10:30080']);
-    const r2 = updateRecord(r1, { full: true, applied: [], desired: [], present: new Set(['TCP 10.200.1.10:80']) });
-    expect([...r2]).toEqual(['TCP 10.200.1.10:80']);
+    // A refused delete keeps its key.
+    expect(applyRecordPlan(r0, p1, [undefined, undefined, new Error('EBUSY')]).has('TCP 10.200.1.99:80')).toBe(true);
+    const p2 = planRecord({ full: true, ops: [], desired: keys(), actual: keys('TCP 10.200.1.10:80'), recorded: r1 });
+    expect([...applyRecordPlan(r1, p2, [])]).toEqual(['TCP 10.200.1.10:80']);
+  });
+
+  it('an incremental sync that creates and deletes nothing changes nothing; a full one records what is taken over', () => {
+    const ops: IpvsOp[] = [{ kind: 'update-service', vs: vs('10.200.1.10', 80) }];
+    const input = { ops, desired: keys('TCP 10.200.1.10:80'), actual: keys('TCP 10.200.1.10:80'), recorded: new Set<string>() };
+    expect(planRecord({ ...input, full: false })).toEqual({ add: [], remove: [] });
+    expect(planRecord({ ...input, full: true })).toEqual({ add: [{ key: 'TCP 10.200.1.10:80' }], remove: [] });
+    // After a full read, a recorded key the kernel lacks goes unless the sync creates it again.
+    const again = planRecord({ full: true, ops: [{ kind: 'add-service', vs: vs('10.200.1.11', 80) }], desired: keys('TCP 10.200.1.11:80'),
+      actual: keys(), recorded: new Set(['TCP 10.200.1.11:80']) });
+    expect(again.remove).toEqual([{ key: 'TCP 10.200.1.11:80', op: 0, refused: true }]);
+    expect([...applyRecordPlan(new Set(['TCP 10.200.1.11:80']), again, [undefined])]).toEqual(['TCP 10.200.1.11:80']);
+    expect([...applyRecordPlan(new Set(['TCP 10.200.1.11:80']), again, [new Error('EINVAL')])]).toEqual([]);
   });
 });
 

@@ -1,0 +1,88 @@
+// The read step of a sync: what the plan needs from the kernel, into the loop's copy of it (the
+// table cache and the VIP link's addresses). The whole table on full syncs (start, config change,
+// after a failed sync); on periodic syncs a drift check whose cost per period does not grow with
+// the cluster (one dump of the virtual servers, then real servers in turn, the whole check with
+// the VIP listing and the iptables check kept to a tenth of syncPeriod: TableCache.verify; a change
+// arriving meanwhile ends the reading in turn); else only the real servers whose connection
+// counters decide a drain, and the virtual servers due for a retry.
+import type { Desired } from '../desired/types.js';
+import type { IpvsClient } from '../ipvs/types.js';
+import { realServerKey } from '../model/ipvs.js';
+import type { DrainState } from '../plan/index.js';
+import type { VipLink } from '../rtnl/vips.js';
+import type { Clock } from './runner.js';
+import { TableCache } from './table-cache.js';
+
+/**
+ * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
+ * the rest goes to real servers in turn.
+ */
+const DRIFT_BUDGET = 0.1;
+
+/** What one sync asks to read. */
+export interface ReadRequest {
+  full: boolean;
+  periodic: boolean;
+  /** Keys whose desired value changed, and keys due for a retry. */
+  changed: ReadonlySet<string>;
+  due: ReadonlySet<string>;
+  draining: DrainState;
+  table: Desired['table'];
+  /** When the sync started (ms), the VIP link's name and syncPeriod (ms). */
+  t0: number;
+  link: string;
+  syncPeriodMs: number;
+  /** Whether a change is waiting: a drift check then stops reading real servers in turn. */
+  changeWaiting: () => boolean;
+}
+
+/** The loop's copy of the kernel and the reading that keeps it (see the file comment). */
+export class KernelReader {
+  readonly cache = new TableCache();
+  /** The VIP link's addresses as last read or written; re-read on every full sync, like the table. */
+  vipsNow: Set<string> | undefined;
+  /**
+   * How long the last periodic sync took after its read (ms: the iptables check, planning what it
+   * re-read, applying): the next drift check's budget keeps room for it. The loop sets it.
+   */
+  periodicTailMs = 0;
+
+  constructor(private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock) {}
+
+  /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
+  async read(r: ReadRequest): Promise<Set<string>> {
+    if (r.full) {
+      await this.cache.readAll(this.ipvs);
+      this.vipsNow = new Set(await this.vips.list(r.link));
+      return new Set();
+    }
+    if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));
+    const reread = new Set(r.due);
+    await this.cache.refresh(this.ipvs, r.due);
+    if (r.periodic) {
+      // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
+      // and what the last periodic sync spent after its read come off the share for real servers.
+      const budget = DRIFT_BUDGET * r.syncPeriodMs - (this.clock.now() - r.t0) - this.periodicTailMs;
+      const { reread: checked } = await this.cache.verify(
+        this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting,
+      );
+      for (const key of checked) reread.add(key);
+    }
+    // Draining real servers, and real servers about to go whose connection counters the cache
+    // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
+    // carries no connections is deleted at once rather than drained a sync later.
+    const doubtful = [...r.changed].filter((k) => !reread.has(k) && this.goneWithoutCounters(k, r.table));
+    await this.cache.readSome(this.ipvs, new Set([...r.draining.keys(), ...doubtful]));
+    return reread;
+  }
+
+  /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */
+  private goneWithoutCounters(key: string, table: Desired['table']): boolean {
+    const have = this.cache.view.get(key);
+    const want = table.get(key);
+    if (!have || !want || have.dests.size === 0) return false;
+    const wanted = new Set(want.dests.map(realServerKey));
+    for (const [rkey, rs] of have.dests) if (!wanted.has(rkey) && rs.activeConns === undefined) return true;
+    return false;
+  }
+}

@@ -1,0 +1,83 @@
+// What the loop tells the world after a sync: the plan's text at debug level (the form `--dry-run`
+// prints and tests check), Events and the problems metric, the sync metrics, the node's status and
+// the "synced" / "sync failed" log line. Each failure here is logged; none fails a sync.
+import type { Problem } from '../desired/types.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { Settled } from '../plan/settle.js';
+import { type SyncPlan, formatSyncPlan } from '../plan/sync.js';
+import type { EventSink, NodeStatus, ServiceRef, StatusSink } from '../source/types.js';
+import type { Log } from '../util/log.js';
+
+/** How many IPVS ops (and conntrack filters) of a plan the debug log shows. */
+const PLAN_LOG_LINES = 50;
+
+/**
+ * The plan at debug level, in the form tests and `--dry-run` use (formatSyncPlan), its first
+ * PLAN_LOG_LINES IPVS ops and conntrack filters only: a first sync at 10 000 Services has 100 000
+ * ops, formatted whatever the log level.
+ */
+export function logPlan(log: Log, plan: SyncPlan): void {
+  const shown = { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES), conntrack: plan.conntrack.slice(0, PLAN_LOG_LINES) };
+  const changes = formatSyncPlan(shown);
+  if (changes.length) log('debug', 'sync plan', { ops: plan.ops.length, changes });
+}
+
+/** Events for problems (each on its Service when `refOf` knows it) and the problems metric, per reason. */
+export async function reportProblems(
+  problems: readonly Problem[], refOf: (service: string) => ServiceRef | undefined,
+  events: EventSink, metrics: Metrics | undefined, log: Log,
+): Promise<void> {
+  const refs = new Map<string, ServiceRef>();
+  for (const p of problems) {
+    const ref = p.service ? refOf(p.service) : undefined;
+    if (ref) refs.set(p.service, ref);
+  }
+  if (metrics) {
+    metrics.serviceProblems.reset();
+    const byReason = new Map<string, number>();
+    for (const p of problems) byReason.set(p.reason, (byReason.get(p.reason) ?? 0) + 1);
+    for (const [reason, n] of byReason) metrics.serviceProblems.set({ reason }, n);
+  }
+  try {
+    await events.report(problems, refs);
+  } catch (e) {
+    log('warn', 'posting events failed', { error: (e as Error).message });
+  }
+}
+
+/** One sync's end, as the loop saw it. */
+export interface SyncEnd {
+  t0: number;
+  now: number;
+  full: boolean;
+  /** Ops planned (0 when planning failed). */
+  ops: number;
+  /** The settled results; undefined when the sync failed before them. */
+  settled: Settled | undefined;
+  /** When the oldest change this sync took was handed in. */
+  pendingSince: number | undefined;
+  /** Set when the sync failed. */
+  error: string | undefined;
+}
+
+/** The sync metrics, the node's status (`status` as the loop fills it; a failed write is logged) and the log line. */
+export function recordSyncEnd(
+  end: SyncEnd, status: NodeStatus, sinks: { status: StatusSink; metrics?: Metrics | undefined; log: Log },
+): void {
+  const { t0, now, error, settled } = end;
+  const m = sinks.metrics;
+  if (m) {
+    m.syncDuration.observe((now - t0) / 1000);
+    if (!error) m.lastSync.set(now / 1000);
+    if (error) m.syncFailures.inc();
+    m.serviceChangesPending.set(0);
+    m.endpointChangesPending.set(0);
+    if (end.pendingSince !== undefined && !error) m.programmingLatency.observe((now - end.pendingSince) / 1000);
+    if (settled && !error) for (const c of settled.counts) m.opsApplied.inc({ kind: c.kind, result: c.result }, c.n);
+  }
+  sinks.status.write(status).catch((e: unknown) => sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));
+  sinks.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
+    ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0,
+    virtualServers: status.virtualServers, ...(error ? { error } : {}),
+  });
+}
