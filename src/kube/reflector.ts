@@ -16,7 +16,8 @@
 // metadata.name is counted by reason (`onMalformed`), logged once per reason per minute, and
 // skipped; the next relist repairs whatever it hid.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { type KubeClient, WatchStalledError } from './client.js';
+import type { KubeClient } from './client.js';
+import { WatchStalledError } from './watch-stream.js';
 import { type Backoff, type Healing, backoffDelay, describeError, httpStatus, retryAfterMs } from './informer.js';
 import type { Log } from '../util/log.js';
 
