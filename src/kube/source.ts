@@ -36,7 +36,10 @@ export interface KubeSourceOptions {
   backoff?: Partial<Backoff>;
   /** Periodic relist (repairs events lost on the way), default every 5 min ±10 %; 0: never. */
   relistMs?: number;
-  /** A watch silent this long is restarted (default 6 min; the server ends watches after `watchTimeoutSeconds`, default 300). */
+  /**
+   * A watch silent this long is restarted (default 6 min; the server ends watches after
+   * `watchTimeoutSeconds`, default 300).
+   */
   watchIdleMs?: number;
   /** Asked of the server for every watch (timeoutSeconds, default 300): it ends them cleanly and they are re-opened. */
   watchTimeoutSeconds?: number;
@@ -78,7 +81,8 @@ export class KubeSource implements Source {
     this.now = opts.now ?? Date.now;
     this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
     this.configGate = new ConfigGate(opts.validate ?? validateConfig);
-    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName, log: this.log });
+    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName,
+      log: this.log });
     const client = opts.client;
     const healing: Healing = {
       backoff: { ...defaultBackoff, ...opts.backoff },
@@ -128,13 +132,16 @@ export class KubeSource implements Source {
     for (const i of this.informers) i.start();
     const timeoutMs = this.opts.startTimeoutMs ?? 60_000;
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => { if (timeoutMs > 0) timer = setTimeout(() => resolve('timeout'), timeoutMs); });
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      if (timeoutMs > 0) timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
     const r = await Promise.race([Promise.all(this.informers.map((i) => i.synced())), timedOut]);
     clearTimeout(timer);
     if (r !== 'timeout') return;
     const missing = this.informers.filter((i) => !i.hasSynced).map((i) => i.reason ?? `${i.name}: no answer yet`);
     await this.stop();
-    throw new Error(`the Kubernetes API at ${this.opts.client.server} did not answer every first list within ${timeoutMs / 1000} s: ${missing.join('; ')}`);
+    throw new Error(`the Kubernetes API at ${this.opts.client.server} did not answer every first list within `
+      + `${timeoutMs / 1000} s: ${missing.join('; ')}`);
   }
 
   /** Since when the source is (not) healthy, and why not: the first down informer's last error. */
@@ -177,8 +184,10 @@ export class KubeSource implements Source {
   private configChanged(obj: KubernetesObject): void {
     const v = this.configGate.upsert(obj);
     if (!v.ok) {
-      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force', { errors: v.errors });
-      this.setConfigProblems([{ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${v.errors}` }]);
+      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force',
+        { errors: v.errors });
+      this.setConfigProblems([{ service: '', reason: 'InvalidConfig',
+        message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${v.errors}` }]);
       return;
     }
     this.setConfigProblems([]);
@@ -192,11 +201,13 @@ export class KubeSource implements Source {
   }
 
   private setConfigProblems(problems: Problem[]): void {
-    const same = problems.length === this.configProblems.length && problems.every((p, i) => p.message === this.configProblems[i]?.message);
+    const same = problems.length === this.configProblems.length
+      && problems.every((p, i) => p.message === this.configProblems[i]?.message);
     this.configProblems = problems;
     if (!same) this.opts.onProblems?.(problems);
     // Deduplicated by the sink; an empty report lets a problem that comes back be posted again.
     this.configEvents.report(problems, new Map()).catch((e: unknown) =>
-      this.log('warn', 'posting the invalid-config Event failed', { object: `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}`, error: firstLine(e) }));
+      this.log('warn', 'posting the invalid-config Event failed',
+        { object: `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}`, error: firstLine(e) }));
   }
 }

@@ -89,7 +89,8 @@ export const configIdentity = (o: Record<string, unknown>): string => contentOf(
 
 function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): Doc {
   if (manifests.length === 1 && skipped.length === 0) return buildEntry(manifests[0]!, digest);
-  return { digest, objects: manifests.map((m) => buildEntry(m, digest)), skipped: skipped.length ? detach(skipped) : NONE };
+  return { digest, objects: manifests.map((m) => buildEntry(m, digest)),
+    skipped: skipped.length ? detach(skipped) : NONE };
 }
 
 const skippedOf = (d: Doc): readonly string[] => ('objects' in d ? d.skipped : NONE);
