@@ -36,14 +36,21 @@ const logFlags = {
 function makeLog(values: Record<string, unknown>): Log {
   const format = values['log-format'];
   const level = values['log-level'];
-  if (format !== 'json' && format !== 'text') throw new UsageError(`--log-format must be json or text, not ${String(format)}`);
-  if (!['error', 'warn', 'info', 'debug'].includes(String(level))) throw new UsageError(`--log-level must be error, warn, info or debug, not ${String(level)}`);
+  if (format !== 'json' && format !== 'text') {
+    throw new UsageError(`--log-format must be json or text, not ${String(format)}`);
+  }
+  if (!['error', 'warn', 'info', 'debug'].includes(String(level))) {
+    throw new UsageError(`--log-level must be error, warn, info or debug, not ${String(level)}`);
+  }
   return createLog(format, level as LogLevel);
 }
 
 export { UsageError };
 
-/** The value of an address flag, checked with parseHostPort (port 0 refused); a UsageError naming the flag otherwise. */
+/**
+ * The value of an address flag, checked with parseHostPort (port 0 refused); a UsageError naming
+ * the flag otherwise.
+ */
 export function addrFlag(flag: string, value: unknown): string {
   const r = parseHostPort(String(value));
   if (!r.ok) throw new UsageError(`--${flag} ${r.error}`);
@@ -56,7 +63,10 @@ const sourceHelp = '--source kube (default; in-cluster or --kubeconfig) or files
 export const COMMANDS: Record<string, Command> = {
   run: {
     summary: 'run the operator on this node',
-    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] [--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--balance-period SECONDS] [--balance-reporters K] [--balance-namespace NS] [--state-dir DIR] [--plugins-dir DIR] [--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
+    usage: 'run [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME] [--dry-run] '
+      + '[--metrics-addr HOST:PORT] [--health-bound SECONDS] [--api-timeout SECONDS] [--balance-period SECONDS] '
+      + '[--balance-reporters K] [--balance-namespace NS] [--state-dir DIR] [--plugins-dir DIR] '
+      + '[--plugin-load-timeout SECONDS] [--no-iptables] [--log-format json|text] [--log-level LEVEL]',
     help: `Watches Services, EndpointSlices, this node's Node and the IPVSProxyConfig, and programs IPVS,\n` +
       `the VIP interface and (unless --no-iptables) the masquerade rules.\n  ${sourceHelp}\n` +
       '  --node-name   this node (default: $NODE_NAME, else the hostname)\n' +
@@ -70,9 +80,11 @@ export const COMMANDS: Record<string, Command> = {
       '  --balance-reporters K  how many nodes report each opted-in Service, chosen by rendezvous hash on\n' +
       '                  the leader (default 0: every node); for large clusters (docs/balance.md, Budgets)\n' +
       '  --balance-namespace NS  where its Lease lives (default $POD_NAMESPACE, else ipvs-operator)\n' +
-      `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; keep it on the host's /run)\n` +
+      `  --state-dir   where the ownership record is kept (default ${DEFAULT_STATE_DIR}; ` +
+      'keep it on the host\'s /run)\n' +
       '  --plugins-dir   extra scheduler plugins (*.js / *.mjs); a broken one is reported and skipped\n' +
-      `  --plugin-load-timeout SECONDS  longest import of one plugin file (default ${DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000});\n` +
+      '  --plugin-load-timeout SECONDS  longest import of one plugin file ' +
+      `(default ${DEFAULT_PLUGIN_LOAD_TIMEOUT_MS / 1000});\n` +
       '                  one that takes longer stops the operator with exit code 1',
     options: {
       source: { type: 'string', default: 'kube' },
@@ -95,16 +107,27 @@ export const COMMANDS: Record<string, Command> = {
       const log = makeLog(v);
       const metricsAddr = addrFlag('metrics-addr', v['metrics-addr']);
       const pluginTimeout = Number(v['plugin-load-timeout']);
-      if (!(pluginTimeout > 0 && pluginTimeout <= 3600)) throw new UsageError(`--plugin-load-timeout must be 0 < SECONDS <= 3600, not ${JSON.stringify(v['plugin-load-timeout'])}`);
+      if (!(pluginTimeout > 0 && pluginTimeout <= 3600)) {
+        const got = JSON.stringify(v['plugin-load-timeout']);
+        throw new UsageError(`--plugin-load-timeout must be 0 < SECONDS <= 3600, not ${got}`);
+      }
       const healthBound = v['health-bound'] === undefined ? undefined : Number(v['health-bound']);
-      if (healthBound !== undefined && !(healthBound >= 1 && healthBound <= 86_400)) throw new UsageError(`--health-bound must be 1 <= SECONDS <= 86400, not ${JSON.stringify(v['health-bound'])}`);
+      if (healthBound !== undefined && !(healthBound >= 1 && healthBound <= 86_400)) {
+        throw new UsageError(`--health-bound must be 1 <= SECONDS <= 86400, not ${JSON.stringify(v['health-bound'])}`);
+      }
       const apiTimeout = Number(v['api-timeout']);
-      if (!(apiTimeout >= 1 && apiTimeout <= 3600)) throw new UsageError(`--api-timeout must be 1 <= SECONDS <= 3600, not ${JSON.stringify(v['api-timeout'])}`);
+      if (!(apiTimeout >= 1 && apiTimeout <= 3600)) {
+        throw new UsageError(`--api-timeout must be 1 <= SECONDS <= 3600, not ${JSON.stringify(v['api-timeout'])}`);
+      }
       const balancePeriod = Number(v['balance-period']);
-      if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${JSON.stringify(v['balance-period'])}`);
+      if (!(balancePeriod === 0 || (balancePeriod >= 1 && balancePeriod <= 3600))) {
+        const got = JSON.stringify(v['balance-period']);
+        throw new UsageError(`--balance-period must be 0 or 1 <= SECONDS <= 3600, not ${got}`);
+      }
       const reporters = Number(v['balance-reporters']);
       if (!(Number.isInteger(reporters) && reporters >= 0 && reporters <= 10_000)) {
-        throw new UsageError(`--balance-reporters must be an integer 0 <= K <= 10000 (0: every node), not ${JSON.stringify(v['balance-reporters'])}`);
+        const got = JSON.stringify(v['balance-reporters']);
+        throw new UsageError(`--balance-reporters must be an integer 0 <= K <= 10000 (0: every node), not ${got}`);
       }
       const registry = new PluginRegistry();
       if (v['plugins-dir']) {
@@ -143,7 +166,9 @@ export const COMMANDS: Record<string, Command> = {
       '--strict-arp arp_ignore=1 / arp_announce=2 (the values found are kept in --state-dir, so `cleanup`\n' +
       'can restore them). What an unprivileged operator pod cannot do: run it from the opt-in component\n' +
       'manifests/components/node-setup (a privileged init container). Exit code 1 names what failed.',
-    options: { 'strict-arp': { type: 'boolean', default: false }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
+    options: {
+      'strict-arp': { type: 'boolean', default: false }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
+    },
     async run(v) {
       const registry = new PluginRegistry();
       const schedulers = [...new Set(registry.names().map((n) => registry.get(n)!.kernelScheduler))].sort();
@@ -159,11 +184,16 @@ export const COMMANDS: Record<string, Command> = {
       'virtual server come from the running operator (--operator-addr, default 127.0.0.1:10249).\n' +
       'With --service: that Service\'s backends across the cluster, from the API (the cluster load view):\n' +
       'each backend\'s published weight and estimate, and the active and new connections every node reports.',
-    options: { 'operator-addr': { type: 'string', default: '127.0.0.1:10249' }, service: { type: 'string' }, kubeconfig: { type: 'string' } },
+    options: {
+      'operator-addr': { type: 'string', default: '127.0.0.1:10249' }, service: { type: 'string' },
+      kubeconfig: { type: 'string' },
+    },
     async run(v) {
       if (v.service !== undefined) {
         const target = String(v.service);
-        if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(target)) throw new UsageError(`--service: expected <namespace/name>, got ${JSON.stringify(target)}`);
+        if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(target)) {
+          throw new UsageError(`--service: expected <namespace/name>, got ${JSON.stringify(target)}`);
+        }
         process.stdout.write(`${await clusterStatus(target, v.kubeconfig as string | undefined)}\n`);
         return 0;
       }
@@ -174,7 +204,9 @@ export const COMMANDS: Record<string, Command> = {
   explain: {
     summary: 'how one Service maps to IPVS, beside the kube-proxy iptables chains it replaces',
     usage: 'explain <namespace/name> [--source kube|files:DIR] [--kubeconfig FILE] [--node-name NAME]',
-    help: `Reads the Service and its EndpointSlices from the source once and prints its virtual servers\nand real servers, and the KUBE-SERVICES / KUBE-SVC (statistic random) / KUBE-SEP chains\nkube-proxy's iptables mode would write for it.\n  ${sourceHelp}`,
+    help: 'Reads the Service and its EndpointSlices from the source once and prints its virtual servers\n'
+      + 'and real servers, and the KUBE-SERVICES / KUBE-SVC (statistic random) / KUBE-SEP chains\n'
+      + `kube-proxy's iptables mode would write for it.\n  ${sourceHelp}`,
     positionals: 1,
     options: {
       source: { type: 'string', default: 'kube' },
@@ -200,10 +232,14 @@ export const COMMANDS: Record<string, Command> = {
       'on the addresses of its dummy interface, the interface, the record, and the operator\'s iptables\n' +
       'chains and ipsets. Nothing else (other virtual servers, chains or sets) is touched.\n' +
       `--interface defaults to ${defaultProxyConfig.interfaceName}, --state-dir to ${DEFAULT_STATE_DIR}.`,
-    options: { interface: { type: 'string', default: defaultProxyConfig.interfaceName }, 'state-dir': { type: 'string', default: DEFAULT_STATE_DIR } },
+    options: {
+      interface: { type: 'string', default: defaultProxyConfig.interfaceName },
+      'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
+    },
     async run(v) {
       const record = new FileOwnershipRecord(recordPath(String(v['state-dir'])));
-      for (const line of await cleanup(String(v.interface), await iptablesPath(), record, String(v['state-dir']))) process.stdout.write(`${line}\n`);
+      const lines = await cleanup(String(v.interface), await iptablesPath(), record, String(v['state-dir']));
+      for (const line of lines) process.stdout.write(`${line}\n`);
       return 0;
     },
   },
@@ -233,7 +269,8 @@ const LAB: CliCommand = {
       mod = await import(LAB_COMMANDS) as typeof mod;
     } catch (e) {
       if ((e as { code?: string }).code !== 'ERR_MODULE_NOT_FOUND') throw e;
-      throw new UsageError('the lab commands ship with the source checkout (npm run lab -- <command>), not with this build');
+      throw new UsageError(
+        'the lab commands ship with the source checkout (npm run lab -- <command>), not with this build');
     }
     return mod.labMain(args);
   },

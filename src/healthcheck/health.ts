@@ -54,10 +54,12 @@ export function evaluateHealth(h: HealthInput): HealthVerdict {
     reasons.push(`syncs failing for ${secs(h.now - h.failingSince)}${h.lastError ? `: ${h.lastError}` : ''}`);
   }
   if (h.source && !h.source.ok && h.now - h.source.since > bound) {
-    reasons.push(`source disconnected for ${secs(h.now - h.source.since)}${h.source.reason ? `: ${h.source.reason}` : ''}`);
+    const why = h.source.reason ? `: ${h.source.reason}` : '';
+    reasons.push(`source disconnected for ${secs(h.now - h.source.since)}${why}`);
   }
   if (h.kernel && !h.kernel.ok && h.now - h.kernel.since > bound) {
-    reasons.push(`kernel socket failing for ${secs(h.now - h.kernel.since)}${h.kernel.reason ? `: ${h.kernel.reason}` : ''}`);
+    const why = h.kernel.reason ? `: ${h.kernel.reason}` : '';
+    reasons.push(`kernel socket failing for ${secs(h.now - h.kernel.since)}${why}`);
   }
   if (h.lastSyncEnd !== undefined && h.now - h.lastSyncEnd > 2 * h.syncPeriodMs + 60_000) {
     reasons.push(`no sync for ${secs(h.now - h.lastSyncEnd)}`);

@@ -24,7 +24,10 @@ export interface HealthAnswer {
   body: string;
 }
 
-/** kube-proxy's eligibility: not being deleted and not tainted ToBeDeletedByClusterAutoscaler; a deleted Node (undefined) is not. */
+/**
+ * kube-proxy's eligibility: not being deleted and not tainted ToBeDeletedByClusterAutoscaler; a
+ * deleted Node (undefined) is not.
+ */
 export function nodeEligible(node: V1Node | undefined): boolean {
   if (!node) return false;
   if (node.metadata?.deletionTimestamp) return false;
@@ -102,16 +105,19 @@ export class ProxierHealth {
     const healthy = this.isHealthy() && (!withNode || this.eligible);
     const last = healthy ? now : this.lastUpdated;
     const q = (ms: number | undefined) => JSON.stringify(formatGoTime(ms, ms === undefined ? undefined : this.start));
-    const body = `{"lastUpdated": ${q(last)},"currentTime": ${q(now)}${withNode ? `, "nodeEligible": ${this.eligible}` : ''}}`;
+    const eligible = withNode ? `, "nodeEligible": ${this.eligible}` : '';
+    const body = `{"lastUpdated": ${q(last)},"currentTime": ${q(now)}${eligible}}`;
     return { status: healthy ? 200 : 503, headers: JSON_HEADERS, body };
   }
 }
 
 /** kube-proxy's health answers' headers. */
-export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
+export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'Content-Type': 'application/json',
+  'X-Content-Type-Options': 'nosniff' });
 
 /** The body of a Service's health-check port, byte for byte as kube-proxy's (tabs, no final newline). */
-export function serviceHealthBody(namespace: string, name: string, localEndpoints: number, proxyHealthy: boolean): string {
+export function serviceHealthBody(namespace: string, name: string, localEndpoints: number,
+  proxyHealthy: boolean): string {
   return [
     '{',
     '\t"service": {',
@@ -125,7 +131,8 @@ export function serviceHealthBody(namespace: string, name: string, localEndpoint
 }
 
 /** A Service health-check answer: 200 when it has local endpoints and the proxy is healthy, else 503. */
-export function serviceHealthAnswer(namespace: string, name: string, localEndpoints: number, proxyHealthy: boolean): HealthAnswer {
+export function serviceHealthAnswer(namespace: string, name: string, localEndpoints: number,
+  proxyHealthy: boolean): HealthAnswer {
   return {
     status: localEndpoints !== 0 && proxyHealthy ? 200 : 503,
     headers: JSON_HEADERS,
