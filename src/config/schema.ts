@@ -1,16 +1,9 @@
-// Validation of IPVSProxyConfig objects with the CRD's own openAPIV3Schema (crds/ipvsproxyconfigs.yaml),
-// compiled by ajv: the API server and the operator check the same rules, and the schema's defaults
-// fill in what a config leaves out. The CRD text is passed in (src/config/load.ts reads the file);
-// this module does no I/O.
-//
-// Kubernetes' schema dialect is OpenAPI 3.0, not the JSON Schema draft ajv speaks; toJsonSchema
-// translates the few differences (boolean exclusiveMinimum/Maximum, nullable, x-kubernetes-*
-// extensions, int32/int64 formats). Three checks a structural schema cannot make are made here:
-// every CIDR parses, minSyncPeriod <= syncPeriod (the CRD states it as a CEL rule, which ajv cannot
-// run: CEL_RULES below mirrors each one), and no unknown spec field (the API server prunes unknown
-// fields silently; a YAML directory has no server, and a typo must not pass unnoticed).
-// Before any of it, checkJsonShape refuses what is not plain JSON data or is too deep or too big
-// (a config nested 5,000 deep), so validation never throws and never recurses without bound.
+// Validation of IPVSProxyConfig objects with the CRD's own openAPIV3Schema (crds/), compiled by
+// ajv: the API server and the operator check the same rules, and the schema's defaults fill in
+// what a config leaves out. toJsonSchema translates Kubernetes' OpenAPI 3.0 dialect; the checks
+// a structural schema cannot make (CIDRs, the CEL rules, unknown fields) and checkJsonShape's
+// bounds are made here. Why each: docs/running.md, "Config". The CRD text is passed in
+// (src/config/load.ts reads it); this module does no I/O.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../model/addr.js';
 import { parseHostPort } from '../model/host-port.js';

@@ -1,17 +1,9 @@
-// The node-level proxy health, kube-proxy's semantics (pkg/proxy/healthcheck/proxier_health.go),
-// for its `:10256` server: what /healthz and /livez answer, from values only (the clock is
-// injected; the HTTP edge is health-servers.ts).
-//   - healthy while no update is pending, or while the oldest pending one (a Service or
-//     EndpointSlice change received, `queuedUpdate`) is younger than the timeout (2 × syncPeriod,
-//     as kube-proxy); a successful sync (`updated`) clears it;
-//   - /livez: 200 when healthy, else 503;
-//   - /healthz: the same, and also 503 when the Node is not eligible: being deleted
-//     (deletionTimestamp set) or tainted ToBeDeletedByClusterAutoscaler, so load balancers drain it;
-//     eligible until the Node is first seen, as kube-proxy;
-//   - bodies as kube-proxy writes them: {"lastUpdated": "...","currentTime": "...", "nodeEligible": b}
-//     (no nodeEligible in /livez), times in Go's time.String form; lastUpdated = currentTime
-//     when healthy, as kube-proxy does for compatibility;
-//   - headers Content-Type: application/json and X-Content-Type-Options: nosniff.
+// The node-level proxy health of kube-proxy's `:10256` server (pkg/proxy/healthcheck/
+// proxier_health.go): what /healthz and /livez answer, from values only (the clock is injected;
+// the HTTP edge is health-servers.ts). Healthy while no Service or EndpointSlice change waits
+// longer than 2 × syncPeriod to be programmed; /healthz is also 503 while the Node is not
+// eligible (being deleted, or tainted ToBeDeletedByClusterAutoscaler). Bodies, headers and time
+// format as kube-proxy writes them: docs/running.md, "The proxy health server".
 import type { V1Node } from '../desired/kube.js';
 
 /** The Cluster Autoscaler's taint for a node about to be deleted (kube-proxy's ToBeDeletedTaint). */

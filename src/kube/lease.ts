@@ -1,15 +1,9 @@
-// Leader election over a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it: a
-// candidate takes the Lease when nobody holds it or when the record has not changed for
-// leaseDuration as seen on the candidate's own clock (never by comparing another node's renewTime
-// with ours: clocks differ); the holder renews it every retry period and steps down when it could
-// not renew for renewDeadline. Writes carry the resourceVersion read, so two candidates racing get
-// one 409 Conflict and one Lease. The leader also stamps the Lease with what it publishes
-// (`annotations`), so followers see from one object whether a live leader works.
-//
-// client-go's candidates read the Lease every retry period; with every node a candidate that is
-// 500 GETs a second at 1 000 nodes. With `watch`, a follower watches the one Lease instead and
-// reads it only when the record it last saw has gone unchanged for leaseDuration, or nobody holds
-// it: the holder's renewals and a release reach it as watch events.
+// Leader election over a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+// take the Lease when nobody holds it or its record stayed unchanged for leaseDuration on this
+// node's own clock, renew every retry period, step down when renewing failed for renewDeadline;
+// writes carry the resourceVersion read. With `watch`, a follower watches the one Lease instead
+// of reading it every retry period. The rules and their costs: docs/balance.md, "How it runs"
+// and "Cost when unused".
 import type { KubeClient } from './client.js';
 import { type Healing, describeError, httpStatus } from './informer.js';
 import { Reflector } from './reflector.js';

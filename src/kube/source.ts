@@ -1,19 +1,8 @@
 // KubeSource: Services and EndpointSlices of all namespaces, this node's Node and the
-// IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts: one
-// awaited loop per resource, deadlines and size bounds on every request, backoff on failure).
-//
-// - The config passes the gate the files source uses too (src/source/config-gate.ts: the CRD's
-//   schema, sent when it changed); an invalid one is not sent: it is logged, reported as a Warning
-//   Event on the IPVSProxyConfig (once per distinct error) and returned by problems(), and the
-//   last valid config stays in force. A deleted config sends a config delete carrying
-//   defaultProxyConfig. Without the CRD installed the defaults apply.
-// - Services and EndpointSlices are trimmed (src/source/trim.ts) before they are cached: plain JSON
-//   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
-//   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
-// - While any informer is down, healthy() is false; nothing is sent until it is back. health()
-//   says since when and why ("endpointslices: 403 Forbidden: ...").
-// - Lists are paginated (`listPageSize` per request); every informer relists periodically and
-//   restarts a stalled watch; start() gives up after `startTimeoutMs`.
+// IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts), as
+// SourceEvents. Services and EndpointSlices are trimmed before they are cached; the config passes
+// the gate the files source uses too (src/source/config-gate.ts). What it sends when, what an
+// invalid config does, and its health: docs/kube-client.md, "The kube source".
 import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
