@@ -5,8 +5,8 @@
 // skipped and counted, never ends the loop. The loop's rules and bounds: docs/kube-client.md.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { KubeClient } from './client.js';
-import { WatchStalledError } from './watch-stream.js';
-import { type Backoff, type Healing, backoffDelay, describeError, httpStatus, retryAfterMs } from './informer.js';
+import { type Healing, httpStatus } from './informer.js';
+import { ReflectorHealth } from './reflector-health.js';
 import type { Log } from '../util/log.js';
 import { keyOf, parseWatchLine, rvOf, watchError } from './watch-events.js';
 import { listPages } from './list-pages.js';
@@ -42,8 +42,6 @@ class GoneError extends Error {
   readonly code = 410;
 }
 
-const MALFORMED_LOG_MS = 60_000;
-
 export class Reflector<T extends KubernetesObject> {
   readonly name: string;
   private readonly cache = new Map<string, T>();
@@ -51,32 +49,27 @@ export class Reflector<T extends KubernetesObject> {
   private needList = true;
   private running: Promise<void> | undefined;
   private stopped = true;
-  private isUp = false;
-  private isAbsent = false;
-  private lastError: string | undefined;
-  private lastLogged: string | undefined;
-  private failures = 0;
   private watch: { abort(err?: Error): void } | undefined;
   private wake: (() => void) | undefined;
   private relistTimer: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
-  private readonly malformedLogged = new Map<string, number>();
   private readonly firstSync: { promise: Promise<void>; resolve: () => void; done: boolean };
   private readonly random: () => number;
-  private readonly now: () => number;
+  private readonly health: ReflectorHealth;
 
   constructor(private readonly o: ReflectorOptions<T>) {
     this.name = o.name;
     this.random = o.random ?? Math.random;
-    this.now = o.now ?? Date.now;
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
     this.firstSync = { promise, resolve: () => { this.firstSync.done = true; resolve(); }, done: false };
+    const firstSynced = () => this.firstSync.resolve();
+    this.health = new ReflectorHealth(o, { random: this.random, now: o.now ?? Date.now, firstSynced });
   }
 
   /** Listing and watching (or, when optional, known to be absent). */
   get up(): boolean {
-    return this.isUp || this.isAbsent;
+    return this.health.up;
   }
 
   get hasSynced(): boolean {
@@ -85,7 +78,7 @@ export class Reflector<T extends KubernetesObject> {
 
   /** Why not up: "<name>: <the last error>"; undefined while up. */
   get reason(): string | undefined {
-    return this.up ? undefined : `${this.name}: ${this.lastError ?? 'no answer yet'}`;
+    return this.health.reason;
   }
 
   start(): void {
@@ -101,7 +94,7 @@ export class Reflector<T extends KubernetesObject> {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.isUp = false;
+    this.health.stopped();
     clearTimeout(this.relistTimer);
     this.firstSync.resolve();
     this.stopping.abort();
@@ -145,7 +138,7 @@ export class Reflector<T extends KubernetesObject> {
           this.o.log('debug', 'resourceVersion gone: listing again', { informer: this.name });
           continue;
         }
-        await this.sleep(this.failed(e));
+        await this.sleep(this.health.failed(e));
       }
     }
   }
@@ -158,7 +151,7 @@ export class Reflector<T extends KubernetesObject> {
         return this.o.client.request<unknown>('GET', this.o.path, { query, signal: this.stopping.signal });
       },
       stopped: () => this.stopped,
-      malformed: (why) => this.malformed(`list item: ${why}`),
+      malformed: (why) => this.health.malformed(`list item: ${why}`),
     });
     if (!listed) return;
     const { items, rv } = listed;
@@ -178,7 +171,7 @@ export class Reflector<T extends KubernetesObject> {
     }
     this.resourceVersion = rv;
     this.needList = false;
-    this.progressed();
+    this.health.progressed();
     this.firstSync.resolve();
   }
 
@@ -195,7 +188,7 @@ export class Reflector<T extends KubernetesObject> {
       if (gone || failure) return;
       const ev = parseWatchLine(line);
       if ('malformed' in ev) {
-        this.malformed(`watch line: ${ev.malformed}`);
+        this.health.malformed(`watch line: ${ev.malformed}`);
         return;
       }
       if (ev.type === 'ERROR') {
@@ -207,7 +200,7 @@ export class Reflector<T extends KubernetesObject> {
       }
       const rv = rvOf(ev.object);
       if (rv) this.resourceVersion = rv;
-      this.progressed();
+      this.health.progressed();
       if (ev.type === 'BOOKMARK') return;
       const raw = ev.object as unknown as T;
       const obj = this.o.trim ? this.o.trim(raw) : raw;
@@ -220,7 +213,7 @@ export class Reflector<T extends KubernetesObject> {
         this.cache.set(k, obj);
         this.o.handlers.upsert(obj);
       }
-    }, h.idleMs, () => this.progressed());
+    }, h.idleMs, () => this.health.progressed());
     this.watch = w;
     try {
       await w.done;
@@ -229,63 +222,6 @@ export class Reflector<T extends KubernetesObject> {
     }
     if (gone) throw gone;
     if (failure) throw failure;
-  }
-
-  /** Progress (a list, a watch event or bookmark): up again. */
-  private progressed(): void {
-    if (this.isUp && !this.isAbsent) return;
-    if (this.failures > 0 || this.isAbsent) {
-      this.o.log('info', 'watching again', { informer: this.name, after: this.lastError });
-    }
-    this.isUp = true;
-    this.isAbsent = false;
-    this.failures = 0;
-    this.lastError = undefined;
-    this.lastLogged = undefined;
-    this.o.onChange?.();
-  }
-
-  /** Marks the resource down, logs, and returns how long to wait. */
-  private failed(e: unknown): number {
-    const status = httpStatus(e);
-    if (this.o.optional && status === 404) {
-      if (!this.isAbsent) {
-        this.o.log('warn', 'resource not served (CRD not installed?); retrying', { informer: this.name });
-      }
-      this.isAbsent = true;
-      this.isUp = false;
-      this.lastError = undefined;
-      this.firstSync.resolve();
-      this.o.onChange?.();
-      return this.o.healing.backoff.maxMs;
-    }
-    this.isUp = false;
-    this.isAbsent = false;
-    const error = describeError(e);
-    this.lastError = error;
-    const b: Backoff = this.o.healing.backoff;
-    const backoff = backoffDelay(b, this.failures++, this.random);
-    const after = retryAfterMs(e);
-    const delay = after === undefined ? backoff : Math.max(backoff, Math.min(after, this.o.healing.maxRetryAfterMs));
-    const hint = status === 401 ? ' (credentials refused)' : status === 403 ? ' (forbidden: check the RBAC rules)' : '';
-    const repeat = this.lastLogged === error && !(e instanceof WatchStalledError);
-    const level = repeat ? 'debug' : status === 401 || status === 403 ? 'error' : 'warn';
-    this.o.log(level, `list/watch of ${this.name} failed: ${error}${hint}; retrying`, {
-      informer: this.name, error, status, retryInMs: delay, ...(after !== undefined ? { retryAfterMs: after } : {}),
-      attempt: this.failures,
-    });
-    this.lastLogged = error;
-    this.o.onChange?.();
-    return delay;
-  }
-
-  private malformed(reason: string): void {
-    this.o.onMalformed?.(this.name, reason);
-    const now = this.now();
-    const last = this.malformedLogged.get(reason);
-    if (last !== undefined && now - last < MALFORMED_LOG_MS) return;
-    this.malformedLogged.set(reason, now);
-    this.o.log('warn', `skipped a malformed ${reason} from the API server`, { informer: this.name, reason });
   }
 
   private sleep(ms: number): Promise<void> {
