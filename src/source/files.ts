@@ -4,7 +4,6 @@
 // go out are decided in files-parse.ts (pure).
 // What it reads and when, and its decisions (which Node, which config, a malformed file, the
 // same object twice): docs/hardening.md.
-import { type FSWatcher, watch } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { validateConfig } from '../config/load.js';
@@ -18,6 +17,7 @@ import {
 } from './files-parse.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
 import { MAX_FILE_BYTES, dirId, readRegularFile, yamlFiles } from './manifest-dir.js';
+import { DirWatch } from './dir-watch.js';
 
 export interface FilesSourceOptions {
   dir: string;
@@ -47,15 +47,10 @@ export class FilesSource implements Source {
   private readonly files = new Map<string, FileEntry>();
   /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
   private readonly fileProblems = new Map<string, Problem>();
-  /** Files the watcher named since the last read; `true`: a change it could not name (read all). */
-  private pending: Set<string> | true = new Set();
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
-  private watcher: FSWatcher | undefined;
-  /** The directory the watcher watches (dev:ino): a new directory under the name needs a new watcher. */
-  private watchedId: string | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private rescanTimer: NodeJS.Timeout | undefined;
+  /** When the directory is read again. */
+  private readonly dirWatch: DirWatch;
   private lastError: string | undefined;
   private queue: Promise<void> = Promise.resolve();
   private version = 0;
@@ -66,6 +61,9 @@ export class FilesSource implements Source {
     this.log = opts.log ?? noLog;
     const gate = new ConfigGate(opts.validate ?? validateConfig);
     this.sentState = { gate, sent: new Map(), nextVersion: () => ++this.version };
+    this.dirWatch = new DirWatch(opts, {
+      log: this.log, rescan: () => this.rescan(), reread: (names) => this.reread(names), stopped: () => this.stopped,
+    });
   }
 
   /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
@@ -73,17 +71,8 @@ export class FilesSource implements Source {
     this.onEvent = onEvent;
     this.stopped = false;
     await this.scan(true);
-    await this.watchDir();
-    this.armRescan();
-  }
-
-  /** The safety net: the directory read again every rescanMs, whatever the watcher saw. */
-  private armRescan(): void {
-    if (this.stopped) return;
-    this.rescanTimer = setTimeout(() => {
-      void this.rescan().finally(() => this.armRescan());
-    }, this.opts.rescanMs ?? 30_000);
-    this.rescanTimer.unref?.();
+    await this.dirWatch.watchDir();
+    this.dirWatch.armRescan();
   }
 
   private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
@@ -106,10 +95,7 @@ export class FilesSource implements Source {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.rescanTimer);
-    this.watcher?.close();
-    this.watcher = undefined;
+    this.dirWatch.stop();
     await this.queue;
   }
 
@@ -130,49 +116,6 @@ export class FilesSource implements Source {
     return this.queue;
   }
 
-  /** Watches DIR (again, when it is a new directory under the same name). */
-  private async watchDir(): Promise<void> {
-    if (this.stopped) return;
-    const id = await dirId(this.opts.dir);
-    if (this.watcher && id === this.watchedId) return;
-    this.watcher?.close();
-    this.watcher = undefined;
-    if (id === undefined) return; // gone: the rescan watches it again when it is back
-    try {
-      this.watcher = watch(this.opts.dir, { persistent: false }, (_event, name) => this.changed(name));
-      this.watcher.on('error', (e) => this.watchFailed(e));
-      this.watchedId = id;
-    } catch (e) {
-      this.watchFailed(e as Error);
-    }
-  }
-
-  private watchFailed(e: Error): void {
-    this.log('error', 'watching the manifest directory failed; retrying', { dir: this.opts.dir, error: e.message });
-    this.watcher?.close();
-    this.watcher = undefined;
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.watchDir();
-      this.changed(null);
-    }, this.opts.retryMs ?? 1000);
-  }
-
-  /** A watcher event: the file it names is read again after the quiet time (all of DIR when unnamed or hidden). */
-  private changed(name: string | Buffer | null): void {
-    if (this.stopped) return;
-    const n = typeof name === 'string' ? name : undefined;
-    if (n === undefined || n.startsWith('.')) this.pending = true;
-    else if (!isManifestName(n)) return; // an editor's backup or swap file: nothing the source reads
-    else if (this.pending !== true) this.pending.add(n);
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      const pending = this.pending;
-      this.pending = new Set();
-      void (pending === true ? this.rescan() : this.reread([...pending]));
-    }, this.opts.debounceMs ?? 100);
-  }
-
   private async scan(initial: boolean): Promise<void> {
     if (this.stopped) return;
     let names: string[];
@@ -181,14 +124,14 @@ export class FilesSource implements Source {
     } catch (e) {
       const error = (e as Error).message;
       if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${error}`);
-      await this.watchDir(); // a directory that is gone: its watcher goes with it
+      await this.dirWatch.watchDir(); // a directory that is gone: its watcher goes with it
       // Send nothing: what was programmed stays until the directory can be read again.
       const fields = { dir: this.opts.dir, error };
       if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', fields);
       this.setOk(false, `cannot read ${this.opts.dir}: ${error}`);
       return;
     }
-    if (!initial) await this.watchDir();
+    if (!initial) await this.dirWatch.watchDir();
     const listed = new Set(names);
     for (const name of [...this.files.keys()]) if (!listed.has(name)) this.files.delete(name);
     for (const name of [...this.fileProblems.keys()]) if (!listed.has(name)) this.fileProblems.delete(name);
@@ -200,7 +143,7 @@ export class FilesSource implements Source {
     if (this.stopped) return;
     // Files vanish with their directory too: that is not a deletion of their objects. The full
     // scan tells the two apart (an unreadable directory keeps every last object).
-    if (await dirId(this.opts.dir) !== this.watchedId) return this.scan(false);
+    if (await dirId(this.opts.dir) !== this.dirWatch.id) return this.scan(false);
     await this.readFiles(names, true);
   }
 
