@@ -13,7 +13,8 @@ import {
 } from './cluster-view-options.js';
 import { LoadReporter } from './cluster-view-report.js';
 import { defaultHealing, httpStatus } from './informer.js';
-import { LeaseElector, type Observed } from './lease.js';
+import { ViewLiveness } from './cluster-view-liveness.js';
+import { LeaseElector } from './lease.js';
 import { Reflector } from './reflector.js';
 
 /** A published IPVSServiceWeights, before it is checked. */
@@ -21,21 +22,15 @@ type WeightsObject = Record<string, unknown> & { metadata?: { name?: string; nam
 /** An object's metadata.resourceVersion, as a write answers it. */
 type Versioned = { metadata?: { resourceVersion?: string } };
 
-/** The stamp before the Lease was ever read: the view counts as live for its first staleMs. */
-const NOT_SEEN = '(not read yet)';
-
 export class ClusterView {
   private readonly periodMs: number;
-  private readonly limits: ReportLimits;
-  private readonly staleMs: number;
   private readonly now: () => number;
   private readonly elector: LeaseElector;
   private readonly weightsReflector: Reflector<WeightsObject>;
   private readonly reporter: LoadReporter;
   private readonly leader: ViewLeader;
   private readonly readsPerPeriod: number;
-  /** The leader's stamp as last seen and when it changed (this node's clock); NOT_SEEN before the first read. */
-  private viewAt: { value: string | undefined; changedAt: number } = { value: NOT_SEEN, changedAt: 0 };
+  private readonly liveness: ViewLiveness;
   private timer: NodeJS.Timeout | undefined;
   private stopped = true;
   private campaigning = false;
@@ -47,20 +42,20 @@ export class ClusterView {
   constructor(private readonly o: ClusterViewOptions) {
     this.periodMs = o.periodMs ?? 10_000;
     this.readsPerPeriod = Math.max(1, Math.round(o.readsPerPeriod ?? 10));
-    this.limits = { ...DEFAULT_LIMITS, periodMs: this.periodMs, ...o.limits };
-    this.staleMs = this.limits.stalePeriods * this.periodMs;
+    const limits: ReportLimits = { ...DEFAULT_LIMITS, periodMs: this.periodMs, ...o.limits };
+    const staleMs = limits.stalePeriods * this.periodMs;
     this.now = o.now ?? Date.now;
     const put: PutObject = (collection, name, body, rv) => this.put(collection, name, body, rv);
     this.reporter = new LoadReporter(o, this.periodMs, this.now, put);
-    this.leader = new ViewLeader(o, { limits: this.limits, staleMs: this.staleMs, now: this.now, put });
-    this.viewAt.changedAt = this.now();
+    this.leader = new ViewLeader(o, { limits, staleMs, now: this.now, put });
+    this.liveness = new ViewLiveness(o, staleMs, this.now);
     this.elector = new LeaseElector({
       client: o.client, namespace: o.namespace, name: LEASE_NAME, identity: o.nodeName,
       leaseDurationMs: o.leaseDurationMs ?? 15_000, renewDeadlineMs: o.renewDeadlineMs ?? 10_000,
       retryPeriodMs: o.retryPeriodMs ?? 2_000,
       log: o.log, now: this.now, campaign: o.elect !== false,
       onLeading: (leading) => this.leader.leadingChanged(leading),
-      onObserved: (obs) => this.observed(obs),
+      onObserved: (obs) => this.liveness.observed(obs),
       watch: o.healing ?? defaultHealing,
     });
     const healing = o.healing ?? defaultHealing;
@@ -133,7 +128,7 @@ export class ClusterView {
         if (i < this.readsPerPeriod && !this.stopped) await this.reporter.sample();
       }
       if (this.stopped) break;
-      this.checkAlive();
+      this.liveness.checkAlive();
       await this.reporter.report();
       if (!this.elector.isLeader) continue;
       const at = await this.leader.aggregate();
@@ -153,26 +148,8 @@ export class ClusterView {
     } else if (!want && this.campaigning) {
       this.campaigning = false;
       await this.elector.stop();
-      this.viewAt = { value: undefined, changedAt: this.now() };
+      this.liveness.forget();
     }
-  }
-
-  /** The view is alive while the leader's stamp changed within staleMs (on this node's clock). */
-  private observed(obs: Observed | undefined): void {
-    const value = obs?.record.holderIdentity ? obs.annotations[VIEW_AT_ANNOTATION] : undefined;
-    if (value !== this.viewAt.value) this.viewAt = { value, changedAt: this.now() };
-    this.checkAlive();
-  }
-
-  private checkAlive(): void {
-    const now = this.now();
-    const alive = this.viewAt.value !== undefined && now - this.viewAt.changedAt < this.staleMs;
-    const changed = alive !== this.o.weights.isAlive;
-    this.o.weights.setAlive(alive, now);
-    if (!changed) return;
-    const message = alive ? 'cluster load view is live' : 'cluster load view is stale; local weights';
-    this.o.log(alive ? 'info' : 'warn', message, { node: this.o.nodeName });
-    this.o.poke();
   }
 
   /** PUT with the resourceVersion known (GET it when unknown), POST when missing; the new resourceVersion. */
