@@ -14,7 +14,9 @@ export class ServiceNotFoundError extends Error {
 
 /** The explanation text for the virtual servers of one Service. */
 export function renderExplain(service: string, entries: readonly DesiredVirtualServer[]): string {
-  if (!entries.length) return `${service}: no virtual servers (not handled by this operator, headless, ExternalName, or no ports)`;
+  if (!entries.length) {
+    return `${service}: no virtual servers (not handled by this operator, headless, ExternalName, or no ports)`;
+  }
   const out: string[] = [];
   for (const d of entries) {
     const { vs, dests, origin } = d;
@@ -23,11 +25,14 @@ export function renderExplain(service: string, entries: readonly DesiredVirtualS
     out.push(`  IPVS (this operator):`);
     out.push(`    ${formatVirtualServer(vs)}`);
     for (const rs of dests) out.push(`      -> ${formatRealServer(rs)}`);
-    if (!dests.length) out.push('      (no endpoints: the virtual server rejects nothing, connections find no real server)');
+    if (!dests.length) {
+      out.push('      (no endpoints: the virtual server rejects nothing, connections find no real server)');
+    }
     const svc = kubeProxyChain('KUBE-SVC-', spn, vs.protocol);
     const proto = vs.protocol.toLowerCase();
     out.push(`  kube-proxy iptables mode would instead write (nat table):`);
-    out.push(`    -A KUBE-SERVICES -d ${vs.address}/${vs.family === 'IPv6' ? 128 : 32} -p ${proto} -m ${proto} --dport ${vs.port} -j ${svc}`);
+    const dst = `${vs.address}/${vs.family === 'IPv6' ? 128 : 32}`;
+    out.push(`    -A KUBE-SERVICES -d ${dst} -p ${proto} -m ${proto} --dport ${vs.port} -j ${svc}`);
     const live = dests.filter((r) => r.weight > 0);
     live.forEach((rs, i) => {
       const sep = kubeProxyChain('KUBE-SEP-', spn, vs.protocol, formatHostPort(rs.address, rs.port));

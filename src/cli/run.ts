@@ -68,7 +68,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const config = defaultProxyConfig;
   const ipvs: IpvsClient = o.dryRun ? new DryRunIpvs(netlink, print) : netlink!;
   // The sysctls, strictARP and the IPVS timeouts, as the configuration says (src/node/tuning.ts).
-  const node = new NodeTuning({ ipvs, kernelRelease, stateDir: o.stateDir, dryRun: o.dryRun, strictArp: config.strictARP, log });
+  const node = new NodeTuning({ ipvs, kernelRelease, stateDir: o.stateDir, dryRun: o.dryRun,
+    strictArp: config.strictARP, log });
   node.setSysctls();
   const metrics = new Metrics();
   const wired = await wire(o.source, o.nodeName, o.kubeconfig, log, {
@@ -83,7 +84,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));
   // The cluster load view (issue 27) needs the API and writes to it: not with files, not in a dry run.
   const balancePeriodMs = o.balancePeriodMs ?? 10_000;
-  const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0 ? new ClusterWeights(3 * balancePeriodMs, undefined, (name) => {
+  const clusterWeights = wired.client && !o.dryRun && balancePeriodMs > 0
+    ? new ClusterWeights(3 * balancePeriodMs, undefined, (name) => {
       const plugin = o.registry.get(name);
       return plugin?.weigh ? (endpoints, view) => plugin.weigh!(endpoints, view) : undefined;
     }, o.nodeName)
@@ -103,16 +105,21 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ...(netlink && !o.dryRun ? { onKernelReset: () => node.kernelReset() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
     ...(o.dryRun ? { onPlan: printPlan(print) } : { conntrack: new NetlinkConntrack() }),
-    ...(o.dryRun ? {} : { afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }) }),
+    ...(o.dryRun ? {} : {
+      afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }),
+    }),
     ...(clusterWeights ? { clusterWeights } : {}),
   });
   const view = clusterWeights && wired.client
     ? new (await import('../kube/cluster-view.js')).ClusterView({
-      client: wired.client, nodeName: o.nodeName, namespace: o.balanceNamespace ?? 'ipvs-operator', ipvs, weights: clusterWeights,
-      backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log, periodMs: balancePeriodMs,
+      client: wired.client, nodeName: o.nodeName, namespace: o.balanceNamespace ?? 'ipvs-operator', ipvs,
+      weights: clusterWeights,
+      backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log,
+      periodMs: balancePeriodMs,
       reporters: o.balanceReporters ?? 0,
       onRejection: (reason) => metrics.balanceRejections.inc({ reason }),
-      onEstimate: (viewKey, estimate, weights, imbalance) => metrics.setBalanceView(viewKey, estimate, weights, imbalance),
+      onEstimate: (viewKey, estimate, weights, imbalance) =>
+        metrics.setBalanceView(viewKey, estimate, weights, imbalance),
     })
     : undefined;
   metrics.watchKernel(ipvs, () => operator.origins());
@@ -129,7 +136,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   // Healthy while starting, as kube-proxy: the proxy health server listens before the first sync;
   // so does /healthz, which turns red if the first lists take longer than the bound.
   if (!o.dryRun) void proxierServer.ensure(config.healthzBindAddress);
-  const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics, () => Object.fromEntries(operator.origins()));
+  const server = await serveHttp(o.metricsAddr, () => operator.health(), metrics,
+    () => Object.fromEntries(operator.origins()));
   const closeAll = async () => {
     await view?.stop();
     await source.stop();
@@ -168,9 +176,12 @@ export async function runOperator(o: RunOptions): Promise<number> {
  * (an unreachable or forbidden API rejects with a message naming the resource); a Service the
  * source does not have rejects with ServiceNotFoundError.
  */
-export async function explain(target: string, o: { source: SourceSpec; kubeconfig: string | undefined; nodeName: string; registry: PluginRegistry }): Promise<string> {
+export async function explain(
+  target: string, o: { source: SourceSpec; kubeconfig: string | undefined; nodeName: string; registry: PluginRegistry },
+): Promise<string> {
   const events = await readOnce(o.source, o.nodeName, o.kubeconfig);
-  if (!events.some((e) => e.kind === 'service' && e.type === 'upsert' && `${e.object.metadata?.namespace}/${e.object.metadata?.name}` === target)) {
+  if (!events.some((e) => e.kind === 'service' && e.type === 'upsert'
+    && `${e.object.metadata?.namespace}/${e.object.metadata?.name}` === target)) {
     throw new ServiceNotFoundError(target);
   }
   let config = defaultProxyConfig;
@@ -184,14 +195,16 @@ export async function explain(target: string, o: { source: SourceSpec; kubeconfi
   state.sync();
   const [ns, name] = target.split('/');
   const entries = [...state.desiredTable.values()].filter((d) => d.origin.namespace === ns && d.origin.name === name);
-  const problems = state.problems().filter((p) => p.service === target).map((p) => `problem: ${p.reason}: ${p.message}`);
+  const problems = state.problems().filter((p) => p.service === target)
+    .map((p) => `problem: ${p.reason}: ${p.message}`);
   return [renderExplain(target, entries), ...problems].join('\n');
 }
 
 /** Every object of a source, once: the files source's initial read, or one bounded list of the API. */
 async function readOnce(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined): Promise<SourceEvent[]> {
   if (spec.kind === 'kube') {
-    const [{ listOnce }, { loadKubeClient }] = await Promise.all([import('../kube/list-once.js'), import('../kube/client.js')]);
+    const [{ listOnce }, { loadKubeClient }] =
+      await Promise.all([import('../kube/list-once.js'), import('../kube/client.js')]);
     const client = await loadKubeClient(kubeconfig);
     try {
       return (await listOnce(client, nodeName)).events;

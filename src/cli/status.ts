@@ -27,20 +27,27 @@ const pad = (s: string, n: number) => s.padEnd(n);
 const num = (v: bigint | number | undefined) => String(v ?? 0).padStart(9);
 
 /** The kernel's table like `ipvsadm -Ln --stats`, each virtual server followed by its Service. */
-export function renderStatus(table: Array<{ vs: VirtualServer; dests: Awaited<ReturnType<NetlinkIpvs['listRealServers']>> }>, origins: Origins | undefined): string {
+export function renderStatus(
+  table: Array<{ vs: VirtualServer; dests: Awaited<ReturnType<NetlinkIpvs['listRealServers']>> }>,
+  origins: Origins | undefined,
+): string {
   const lines = [
-    `${pad('Prot LocalAddress:Port', 34)} ${pad('Scheduler', 10)}${'Conns'.padStart(9)}${'InPkts'.padStart(9)}${'OutPkts'.padStart(9)}${'InBytes'.padStart(9)}${'OutBytes'.padStart(9)}  Service`,
+    `${pad('Prot LocalAddress:Port', 34)} ${pad('Scheduler', 10)}${'Conns'.padStart(9)}${'InPkts'.padStart(9)}`
+      + `${'OutPkts'.padStart(9)}${'InBytes'.padStart(9)}${'OutBytes'.padStart(9)}  Service`,
     `  -> ${pad('RemoteAddress:Port', 28)} ${pad('Weight', 10)}${'Active'.padStart(9)}${'InAct'.padStart(9)}`,
   ];
   for (const { vs, dests } of [...table].sort((a, b) => virtualServerKey(a.vs).localeCompare(virtualServerKey(b.vs)))) {
     const key = virtualServerKey(vs);
     const o = origins?.[key];
-    const svc = o ? `${o.namespace}/${o.name}${o.portName ? `:${o.portName}` : ''} (${o.plugin})` : origins ? '(not ours)' : '';
+    const svc = o ? `${o.namespace}/${o.name}${o.portName ? `:${o.portName}` : ''} (${o.plugin})`
+      : origins ? '(not ours)' : '';
     const s = vs.stats;
     const head = vs.fwmark ? `FWM  ${vs.fwmark}` : `${pad(vs.protocol, 4)} ${formatHostPort(vs.address, vs.port)}`;
-    lines.push(`${pad(head, 34)} ${pad(vs.scheduler, 10)}${num(s?.conns)}${num(s?.inPkts)}${num(s?.outPkts)}${num(s?.inBytes)}${num(s?.outBytes)}  ${svc}`);
+    lines.push(`${pad(head, 34)} ${pad(vs.scheduler, 10)}${num(s?.conns)}${num(s?.inPkts)}${num(s?.outPkts)}`
+      + `${num(s?.inBytes)}${num(s?.outBytes)}  ${svc}`);
     for (const d of dests) {
-      lines.push(`  -> ${pad(formatHostPort(d.address, d.port), 28)} ${pad(String(d.weight), 10)}${num(d.activeConns)}${num(d.inactiveConns)}`);
+      const to = pad(formatHostPort(d.address, d.port), 28);
+      lines.push(`  -> ${to} ${pad(String(d.weight), 10)}${num(d.activeConns)}${num(d.inactiveConns)}`);
     }
   }
   if (!origins) lines.push('', '(no running operator answered at /origins: Services not shown)');
@@ -66,11 +73,13 @@ export async function status(operatorAddr: string): Promise<string> {
  * interface, the record, and (through `iptables`) its chains and sets. Any other virtual server
  * is left alone: without a record entry or one of our VIPs it may be someone else's.
  */
-export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord, stateDir?: string): Promise<string[]> {
+export async function cleanup(interfaceName: string, iptables: IptablesSync, record: OwnershipRecord,
+  stateDir?: string): Promise<string[]> {
   const done: string[] = [];
   // strictARP's ARP settings go back to what the node had (arp.ts), if the operator changed them.
   if (stateDir !== undefined) {
-    const note = await applyStrictArp(false, stateDir).catch((e: unknown) => `strictARP: not restored: ${(e as Error).message}`);
+    const note = await applyStrictArp(false, stateDir)
+      .catch((e: unknown) => `strictARP: not restored: ${(e as Error).message}`);
     if (note) done.push(note);
   }
   const vips = new RtnlVipLink();
@@ -120,7 +129,8 @@ export async function clusterStatus(target: string, kubeconfig: string | undefin
     const [namespace, name] = target.split('/') as [string, string];
     const { reports, weights } = await readClusterView(client, namespace, name);
     const leader = (weights as { spec?: { leader?: unknown } } | undefined)?.spec?.leader;
-    return renderShares(target, clusterShares(target, reports, weights), typeof leader === 'string' ? leader : undefined);
+    return renderShares(target, clusterShares(target, reports, weights),
+      typeof leader === 'string' ? leader : undefined);
   } finally {
     client.close();
   }

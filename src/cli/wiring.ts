@@ -47,9 +47,11 @@ export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: strin
   // Loaded only here: the files source (labs, demos, the tests in the VM) has no use for the
   // Kubernetes client (src/kube/client.ts, client-node's ListWatch and Watch). Invalid config and
   // other source problems: KubeSource logs them and posts the config Event itself.
-  const [{ KubeEventSink }, { loadKubeClient, deadlinesFor }, { KubeSource }, { KubeStatusSink }] = await Promise.all([
-    import('../kube/events.js'), import('../kube/client.js'), import('../kube/source.js'), import('../kube/status.js'),
-  ]);
+  const [{ KubeEventSink }, { loadKubeClient }, { deadlinesFor }, { KubeSource }, { KubeStatusSink }] =
+    await Promise.all([
+      import('../kube/events.js'), import('../kube/client.js'), import('../kube/transport.js'),
+      import('../kube/source.js'), import('../kube/status.js'),
+    ]);
   const client = await loadKubeClient(kubeconfig);
   if (api.timeoutMs !== undefined) client.deadlines = deadlinesFor(api.timeoutMs);
   return {

@@ -1,16 +1,9 @@
-// Validation of IPVSProxyConfig objects with the CRD's own openAPIV3Schema (crds/ipvsproxyconfigs.yaml),
-// compiled by ajv: the API server and the operator check the same rules, and the schema's defaults
-// fill in what a config leaves out. The CRD text is passed in (src/config/load.ts reads the file);
-// this module does no I/O.
-//
-// Kubernetes' schema dialect is OpenAPI 3.0, not the JSON Schema draft ajv speaks; toJsonSchema
-// translates the few differences (boolean exclusiveMinimum/Maximum, nullable, x-kubernetes-*
-// extensions, int32/int64 formats). Three checks a structural schema cannot make are made here:
-// every CIDR parses, minSyncPeriod <= syncPeriod (the CRD states it as a CEL rule, which ajv cannot
-// run: CEL_RULES below mirrors each one), and no unknown spec field (the API server prunes unknown
-// fields silently; a YAML directory has no server, and a typo must not pass unnoticed).
-// Before any of it, checkJsonShape refuses what is not plain JSON data or is too deep or too big
-// (a config nested 5,000 deep), so validation never throws and never recurses without bound.
+// Validation of IPVSProxyConfig objects with the CRD's own openAPIV3Schema (crds/), compiled by
+// ajv: the API server and the operator check the same rules, and the schema's defaults fill in
+// what a config leaves out. toJsonSchema translates Kubernetes' OpenAPI 3.0 dialect; the checks
+// a structural schema cannot make (CIDRs, the CEL rules, unknown fields) and checkJsonShape's
+// bounds are made here. Why each: docs/running.md, "Config". The CRD text is passed in
+// (src/config/load.ts reads it); this module does no I/O.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../model/addr.js';
 import { parseHostPort } from '../model/host-port.js';
@@ -34,15 +27,19 @@ export const MAX_CONFIG_NODES = 10_000;
  */
 export const CEL_RULES: Record<string, (spec: ProxyConfig) => string | undefined> = {
   'self.minSyncPeriod <= self.syncPeriod': (s) =>
-    s.minSyncPeriod > s.syncPeriod ? `spec.minSyncPeriod = ${s.minSyncPeriod}: must be <= syncPeriod (${s.syncPeriod})` : undefined,
+    s.minSyncPeriod > s.syncPeriod
+      ? `spec.minSyncPeriod = ${s.minSyncPeriod}: must be <= syncPeriod (${s.syncPeriod})`
+      : undefined,
 };
 
 /**
  * Why `value` is not plain JSON data of a sane size: a value that is not null, boolean, finite
- * number, string, array, plain object or Date (client-node's timestamps); deeper than maxDepth; more than maxNodes values. Iterative:
+ * number, string, array, plain object or Date (client-node's timestamps); deeper than maxDepth;
+ * more than maxNodes values. Iterative:
  * it never overflows the stack, and shared (YAML alias) subtrees count every time they are reached.
  */
-export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES, root = 'config'): string | undefined {
+export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxNodes = MAX_CONFIG_NODES,
+  root = 'config'): string | undefined {
   // Depth-first with exit marks, so `onPath` holds the objects above the current one: a value
   // reached again below itself is a cycle (a circular YAML alias); one shared by two branches (a
   // repeated alias) is data, counted once per place it appears.
@@ -69,11 +66,17 @@ export function checkJsonShape(value: unknown, maxDepth = MAX_CONFIG_DEPTH, maxN
     if (typeof v === 'object') {
       if (onPath.has(v)) return `${where}: contains itself (a circular alias)`;
       const proto = Object.getPrototypeOf(v) as unknown;
-      if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;
+      if (!Array.isArray(v) && proto !== Object.prototype && proto !== null) {
+        return `${where}: not plain data (a ${(v as object).constructor?.name ?? 'non-plain object'})`;
+      }
       onPath.add(v);
       stack.push([EXIT, v]);
       if (Array.isArray(v)) v.forEach((x, i) => stack.push([x, `${where}[${i}]`, depth + 1]));
-      else for (const [k, x] of Object.entries(v)) stack.push([x, where === root ? clip(k) : `${where}.${clip(k)}`, depth + 1]);
+      else {
+        for (const [k, x] of Object.entries(v)) {
+          stack.push([x, where === root ? clip(k) : `${where}.${clip(k)}`, depth + 1]);
+        }
+      }
       continue;
     }
     return `${where}: a ${typeof v} is not JSON data`;
@@ -93,11 +96,13 @@ type Json = unknown;
 
 /** The openAPIV3Schema of a CRD's version (the first when unnamed); throws when the CRD has none. */
 export function crdSchema(crd: unknown, version = CONFIG_VERSION): Record<string, Json> {
-  const versions = (crd as { spec?: { versions?: { name?: string; schema?: { openAPIV3Schema?: unknown } }[] } } | undefined)
-    ?.spec?.versions ?? [];
+  type Crd = { spec?: { versions?: { name?: string; schema?: { openAPIV3Schema?: unknown } }[] } };
+  const versions = (crd as Crd | undefined)?.spec?.versions ?? [];
   const v = versions.find((x) => x.name === version);
   const schema = v?.schema?.openAPIV3Schema;
-  if (typeof schema !== 'object' || schema === null) throw new Error(`CRD has no openAPIV3Schema for version ${version}`);
+  if (typeof schema !== 'object' || schema === null) {
+    throw new Error(`CRD has no openAPIV3Schema for version ${version}`);
+  }
   return schema as Record<string, Json>;
 }
 
@@ -108,11 +113,14 @@ export function toJsonSchema(schema: Json): Json {
   const src = schema as Record<string, Json>;
   const out: Record<string, Json> = {};
   for (const [k, v] of Object.entries(src)) {
-    if (k.startsWith('x-kubernetes-') || k === 'nullable' || k === 'exclusiveMinimum' || k === 'exclusiveMaximum') continue;
+    if (k.startsWith('x-kubernetes-') || k === 'nullable') continue;
+    if (k === 'exclusiveMinimum' || k === 'exclusiveMaximum') continue;
     // int32/int64 are ranges the schema states with minimum/maximum where they matter.
     if (k === 'format' && (v === 'int32' || v === 'int64')) continue;
     if (k === 'default' || k === 'enum' || k === 'example') out[k] = v;
-    else if (k === 'properties') out[k] = Object.fromEntries(Object.entries(v as object).map(([p, s]) => [p, toJsonSchema(s)]));
+    else if (k === 'properties') {
+      out[k] = Object.fromEntries(Object.entries(v as object).map(([p, s]) => [p, toJsonSchema(s)]));
+    }
     else out[k] = toJsonSchema(v);
   }
   // OpenAPI 3.0: `exclusiveMinimum: true` qualifies `minimum`; draft-07 makes it the bound itself.
@@ -154,7 +162,8 @@ export class ConfigValidator {
    * The input is not modified.
    */
   validate(obj: unknown): ConfigResult {
-    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false, errors: 'config: must be an object' };
+    if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return { ok: false,
+      errors: 'config: must be an object' };
     const shape = checkJsonShape(obj);
     if (shape) return { ok: false, errors: shape };
     const o = structuredClone(obj) as Record<string, unknown>;
@@ -162,13 +171,17 @@ export class ConfigValidator {
     if (o.apiVersion !== undefined && o.apiVersion !== CONFIG_API_VERSION) {
       errors.push(`apiVersion: must be ${CONFIG_API_VERSION} (got ${JSON.stringify(o.apiVersion)})`);
     }
-    if (o.kind !== undefined && o.kind !== CONFIG_KIND) errors.push(`kind: must be ${CONFIG_KIND} (got ${JSON.stringify(o.kind)})`);
+    if (o.kind !== undefined && o.kind !== CONFIG_KIND) {
+      errors.push(`kind: must be ${CONFIG_KIND} (got ${JSON.stringify(o.kind)})`);
+    }
     if (!this.validateFn(o)) errors.push(...(this.validateFn.errors ?? []).map(formatError));
     const spec = o.spec;
     if (typeof spec === 'object' && spec !== null && !Array.isArray(spec)) {
       const s = spec as Record<string, unknown>;
       for (const k of Object.keys(s)) {
-        if (!this.specFields.has(k)) errors.push(`spec.${clip(k)}: unknown field (allowed: ${[...this.specFields].join(', ')})`);
+        if (!this.specFields.has(k)) {
+          errors.push(`spec.${clip(k)}: unknown field (allowed: ${[...this.specFields].join(', ')})`);
+        }
       }
       if (errors.length === 0) errors.push(...checkBeyondSchema(s as unknown as ProxyConfig));
     }
@@ -182,7 +195,10 @@ function checkBeyondSchema(spec: ProxyConfig): string[] {
   const errors: string[] = [];
   for (const field of ['clusterCIDRs', 'nodePortAddresses', 'excludeCIDRs'] as const) {
     spec[field].forEach((c, i) => {
-      if (!parseCidr(c)) errors.push(`spec.${field}[${i}] = ${JSON.stringify(c)}: not a CIDR (address/prefix, prefix <= 32 for IPv4, <= 128 for IPv6)`);
+      if (!parseCidr(c)) {
+        errors.push(`spec.${field}[${i}] = ${JSON.stringify(c)}: `
+          + 'not a CIDR (address/prefix, prefix <= 32 for IPv4, <= 128 for IPv6)');
+      }
     });
   }
   if (spec.healthzBindAddress !== undefined && spec.healthzBindAddress !== '') {
@@ -199,9 +215,13 @@ function checkBeyondSchema(spec: ProxyConfig): string[] {
 /** One ajv error as `spec.field[0] = value: what is wrong`. */
 function formatError(e: ErrorObject): string {
   const where = e.instancePath.replace(/^\//, '').replace(/\/(\d+)(?=\/|$)/g, '[$1]').replace(/\//g, '.') || 'config';
-  const value = e.keyword === 'required' || e.keyword === 'additionalProperties' ? '' : ` = ${clip(JSON.stringify(e.data) ?? String(e.data), 100)}`;
+  const value = e.keyword === 'required' || e.keyword === 'additionalProperties'
+    ? ''
+    : ` = ${clip(JSON.stringify(e.data) ?? String(e.data), 100)}`;
   // `not: {enum: [...]}` (interfaceName: not lo): ajv's own text is "must NOT be valid".
   const notEnum = e.keyword === 'not' ? (e.schema as { enum?: unknown[] } | undefined)?.enum : undefined;
-  const message = notEnum ? `must not be ${notEnum.map((x) => JSON.stringify(x)).join(' or ')}` : e.message ?? 'invalid';
+  const message = notEnum
+    ? `must not be ${notEnum.map((x) => JSON.stringify(x)).join(' or ')}`
+    : e.message ?? 'invalid';
   return `${where}${value}: ${message}`;
 }

@@ -19,8 +19,13 @@ export interface HealthEdgeView {
   config: ProxyConfig;
 }
 
-/** The afterSync hook wiring the three together; its problems are the health-check ports' (listen failures, conflicts). */
-export function healthEdge(parts: { health: ProxierHealth; proxier: ProxierHealthServer; services: ServiceHealthServers }): (view: HealthEdgeView) => Promise<readonly Problem[]> {
+/**
+ * The afterSync hook wiring the three together; its problems are the health-check ports' (listen
+ * failures, conflicts).
+ */
+export function healthEdge(
+  parts: { health: ProxierHealth; proxier: ProxierHealthServer; services: ServiceHealthServers },
+): (view: HealthEdgeView) => Promise<readonly Problem[]> {
   return async ({ desired, healthChecks, config }) => {
     parts.health.setTimeout(2 * config.syncPeriod * 1000);
     parts.health.updated();

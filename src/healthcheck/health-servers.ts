@@ -19,7 +19,8 @@ interface OpenPort {
 }
 
 /** Listens on `port` at `host` (undefined: every address, IPv6 and IPv4 where the host has them). */
-function listen(answer: (path: string) => HealthAnswer | undefined, port: number, host: string | undefined): Promise<Server> {
+function listen(answer: (path: string) => HealthAnswer | undefined, port: number,
+  host: string | undefined): Promise<Server> {
   const server = createServer((req, res) => {
     req.resume();
     const a = answer((req.url ?? '/').split('?')[0] ?? '/');
@@ -55,7 +56,8 @@ export class ServiceHealthServers {
   /** Ports whose last opening failed, with the error (logged once per distinct error). */
   private readonly failed = new Map<number, string>();
 
-  constructor(private readonly proxyHealthy: () => boolean, private readonly log: Log, private readonly nodeName: string) {}
+  constructor(private readonly proxyHealthy: () => boolean, private readonly log: Log,
+    private readonly nodeName: string) {}
 
   /**
    * Opens the ports newly wanted, closes those no longer wanted (or wanted for another Service, or
@@ -63,7 +65,8 @@ export class ServiceHealthServers {
    * address (kube-proxy when nodePortAddresses is unset). One problem per port that could not be
    * opened (FailedToStartServiceHealthcheck, kube-proxy's Event reason); it is retried next call.
    */
-  async sync(wanted: ReadonlyMap<number, WantedHealthServer>, addresses: readonly string[] | undefined): Promise<Problem[]> {
+  async sync(wanted: ReadonlyMap<number, WantedHealthServer>,
+    addresses: readonly string[] | undefined): Promise<Problem[]> {
     const where = addresses === undefined ? '' : [...addresses].sort().join(',');
     for (const [port, o] of [...this.open]) {
       const w = wanted.get(port);
@@ -83,18 +86,23 @@ export class ServiceHealthServers {
       const id = `${w.namespace}/${w.name}`;
       const entry: OpenPort = { svc: w, where, servers: [] };
       const answer = () => this.open.get(port) === entry
-        ? serviceHealthAnswer(entry.svc.namespace, entry.svc.name, entry.svc.localEndpoints, this.proxyHealthy()) : undefined;
+        ? serviceHealthAnswer(entry.svc.namespace, entry.svc.name, entry.svc.localEndpoints,
+          this.proxyHealthy()) : undefined;
       try {
-        for (const host of addresses === undefined ? [undefined] : addresses) entry.servers.push(await listen(answer, port, host));
+        for (const host of addresses === undefined ? [undefined] : addresses) {
+          entry.servers.push(await listen(answer, port, host));
+        }
         this.open.set(port, entry);
         this.failed.delete(port);
         this.log('info', 'opened health check', { service: id, port, addresses: addresses ?? 'all' });
       } catch (e) {
         await closeAll(entry.servers);
         const error = (e as Error).message;
-        if (this.failed.get(port) !== error) this.log('warn', 'failed to start health check; retrying next sync', { service: id, port, error });
+        if (this.failed.get(port) !== error) this.log('warn', 'failed to start health check; retrying next sync',
+          { service: id, port, error });
         this.failed.set(port, error);
-        problems.push({ service: id, reason: 'FailedToStartServiceHealthcheck', message: `node ${this.nodeName} failed to start healthcheck "${id}" on port ${port}: ${error}` });
+        problems.push({ service: id, reason: 'FailedToStartServiceHealthcheck',
+          message: `node ${this.nodeName} failed to start healthcheck "${id}" on port ${port}: ${error}` });
       }
     }
     return problems;
@@ -151,7 +159,8 @@ export class ProxierHealthServer {
     if (addr === '') return undefined;
     const parsed = parseHostPort(addr, { allowPortZero: true });
     const fail = (error: string) => {
-      if (error !== this.lastError) this.log('warn', 'proxy health server not started; retrying next sync', { address: addr, error });
+      if (error !== this.lastError) this.log('warn', 'proxy health server not started; retrying next sync',
+        { address: addr, error });
       this.lastError = error;
       return error;
     };
@@ -171,7 +180,8 @@ export class ProxierHealthServer {
   private route(path: string): HealthAnswer {
     if (path === '/healthz') return this.health.healthz();
     if (path === '/livez') return this.health.livez();
-    return { status: 404, headers: { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' }, body: '404 page not found\n' };
+    return { status: 404, headers: { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' },
+      body: '404 page not found\n' };
   }
 
   /** Closes the listener (nothing when closed). */

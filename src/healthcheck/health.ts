@@ -1,13 +1,9 @@
-// What /healthz and /readyz answer, from values only. kube-proxy's healthz is the reference: it
-// fails when the proxy has had changes it could not program for longer than 2 × syncPeriod. Here
-// /healthz fails (503, so the kubelet restarts the pod) when, for longer than the bound:
-//   1. syncs have been failing (a sync that throws: a kernel read, a VIP or iptables failure;
-//      an op the kernel refuses for one Service is that Service's Problem, not a failed sync),
-//   2. the source has been disconnected from its backend (API server, directory), or
-//   3. the kernel socket has been failing,
-// or when no sync has ended for 2 × syncPeriod + 60 s (the loop is stuck).
-// /readyz answers 200 only after a successful sync, and only while /healthz does.
-// pure: no I/O.
+// What /healthz and /readyz answer, from values only, after kube-proxy's healthz: /healthz fails
+// (503, so the kubelet restarts the pod) when for longer than the bound syncs have been failing,
+// the source has been disconnected or the kernel socket has been failing, or when no sync has
+// ended for 2 × syncPeriod + 60 s; /readyz answers 200 only after a successful sync, and only
+// while /healthz does. A Service's refused op is its Problem, not a failed sync. The rules:
+// docs/running.md ("Health, kube-proxy's rule"). pure: no I/O.
 
 /** A component's health as it reports it: ok, and since when (ms since the epoch). */
 export interface ComponentHealth {
@@ -54,10 +50,12 @@ export function evaluateHealth(h: HealthInput): HealthVerdict {
     reasons.push(`syncs failing for ${secs(h.now - h.failingSince)}${h.lastError ? `: ${h.lastError}` : ''}`);
   }
   if (h.source && !h.source.ok && h.now - h.source.since > bound) {
-    reasons.push(`source disconnected for ${secs(h.now - h.source.since)}${h.source.reason ? `: ${h.source.reason}` : ''}`);
+    const why = h.source.reason ? `: ${h.source.reason}` : '';
+    reasons.push(`source disconnected for ${secs(h.now - h.source.since)}${why}`);
   }
   if (h.kernel && !h.kernel.ok && h.now - h.kernel.since > bound) {
-    reasons.push(`kernel socket failing for ${secs(h.now - h.kernel.since)}${h.kernel.reason ? `: ${h.kernel.reason}` : ''}`);
+    const why = h.kernel.reason ? `: ${h.kernel.reason}` : '';
+    reasons.push(`kernel socket failing for ${secs(h.now - h.kernel.since)}${why}`);
   }
   if (h.lastSyncEnd !== undefined && h.now - h.lastSyncEnd > 2 * h.syncPeriodMs + 60_000) {
     reasons.push(`no sync for ${secs(h.now - h.lastSyncEnd)}`);

@@ -6,8 +6,12 @@ import type { HealthVerdict } from './health.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { parseHostPort } from '../model/host-port.js';
 
-/** Starts the server on `host:port` / `[v6]:port` (parseHostPort; port 0 = any free port, for tests); rejects a bad address. */
-export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Metrics, origins: () => unknown = () => ({})): Promise<Server> {
+/**
+ * Starts the server on `host:port` / `[v6]:port` (parseHostPort; port 0 = any free port, for
+ * tests); rejects a bad address.
+ */
+export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Metrics,
+  origins: () => unknown = () => ({})): Promise<Server> {
   const parsed = parseHostPort(addr, { allowPortZero: true });
   if (!parsed.ok) return Promise.reject(new Error(`listen address ${parsed.error}`));
   const { host, port } = parsed.addr;

@@ -1,17 +1,9 @@
-// The node-level proxy health, kube-proxy's semantics (pkg/proxy/healthcheck/proxier_health.go),
-// for its `:10256` server: what /healthz and /livez answer, from values only (the clock is
-// injected; the HTTP edge is health-servers.ts).
-//   - healthy while no update is pending, or while the oldest pending one (a Service or
-//     EndpointSlice change received, `queuedUpdate`) is younger than the timeout (2 × syncPeriod,
-//     as kube-proxy); a successful sync (`updated`) clears it;
-//   - /livez: 200 when healthy, else 503;
-//   - /healthz: the same, and also 503 when the Node is not eligible: being deleted
-//     (deletionTimestamp set) or tainted ToBeDeletedByClusterAutoscaler, so load balancers drain it;
-//     eligible until the Node is first seen, as kube-proxy;
-//   - bodies as kube-proxy writes them: {"lastUpdated": "...","currentTime": "...", "nodeEligible": b}
-//     (no nodeEligible in /livez), times in Go's time.String form; lastUpdated = currentTime
-//     when healthy, as kube-proxy does for compatibility;
-//   - headers Content-Type: application/json and X-Content-Type-Options: nosniff.
+// The node-level proxy health of kube-proxy's `:10256` server (pkg/proxy/healthcheck/
+// proxier_health.go): what /healthz and /livez answer, from values only (the clock is injected;
+// the HTTP edge is health-servers.ts). Healthy while no Service or EndpointSlice change waits
+// longer than 2 × syncPeriod to be programmed; /healthz is also 503 while the Node is not
+// eligible (being deleted, or tainted ToBeDeletedByClusterAutoscaler). Bodies, headers and time
+// format as kube-proxy writes them: docs/running.md, "The proxy health server".
 import type { V1Node } from '../desired/kube.js';
 
 /** The Cluster Autoscaler's taint for a node about to be deleted (kube-proxy's ToBeDeletedTaint). */
@@ -24,7 +16,10 @@ export interface HealthAnswer {
   body: string;
 }
 
-/** kube-proxy's eligibility: not being deleted and not tainted ToBeDeletedByClusterAutoscaler; a deleted Node (undefined) is not. */
+/**
+ * kube-proxy's eligibility: not being deleted and not tainted ToBeDeletedByClusterAutoscaler; a
+ * deleted Node (undefined) is not.
+ */
 export function nodeEligible(node: V1Node | undefined): boolean {
   if (!node) return false;
   if (node.metadata?.deletionTimestamp) return false;
@@ -102,16 +97,19 @@ export class ProxierHealth {
     const healthy = this.isHealthy() && (!withNode || this.eligible);
     const last = healthy ? now : this.lastUpdated;
     const q = (ms: number | undefined) => JSON.stringify(formatGoTime(ms, ms === undefined ? undefined : this.start));
-    const body = `{"lastUpdated": ${q(last)},"currentTime": ${q(now)}${withNode ? `, "nodeEligible": ${this.eligible}` : ''}}`;
+    const eligible = withNode ? `, "nodeEligible": ${this.eligible}` : '';
+    const body = `{"lastUpdated": ${q(last)},"currentTime": ${q(now)}${eligible}}`;
     return { status: healthy ? 200 : 503, headers: JSON_HEADERS, body };
   }
 }
 
 /** kube-proxy's health answers' headers. */
-export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff' });
+export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'Content-Type': 'application/json',
+  'X-Content-Type-Options': 'nosniff' });
 
 /** The body of a Service's health-check port, byte for byte as kube-proxy's (tabs, no final newline). */
-export function serviceHealthBody(namespace: string, name: string, localEndpoints: number, proxyHealthy: boolean): string {
+export function serviceHealthBody(namespace: string, name: string, localEndpoints: number,
+  proxyHealthy: boolean): string {
   return [
     '{',
     '\t"service": {',
@@ -125,7 +123,8 @@ export function serviceHealthBody(namespace: string, name: string, localEndpoint
 }
 
 /** A Service health-check answer: 200 when it has local endpoints and the proxy is healthy, else 503. */
-export function serviceHealthAnswer(namespace: string, name: string, localEndpoints: number, proxyHealthy: boolean): HealthAnswer {
+export function serviceHealthAnswer(namespace: string, name: string, localEndpoints: number,
+  proxyHealthy: boolean): HealthAnswer {
   return {
     status: localEndpoints !== 0 && proxyHealthy ? 200 : 503,
     headers: JSON_HEADERS,

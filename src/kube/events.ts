@@ -56,11 +56,13 @@ export class KubeEventSink implements EventSink {
   async report(problems: readonly Problem[], services: ReadonlyMap<string, ServiceRef>): Promise<void> {
     for (const p of this.dedup.fresh(problems)) {
       try {
-        await withTimeout(this.post(involvedObjectOf(p, services), p.reason, p.message), this.opts.timeoutMs ?? 10_000, 'the Kubernetes API');
+        await withTimeout(this.post(involvedObjectOf(p, services), p.reason, p.message), this.opts.timeoutMs ?? 10_000,
+          'the Kubernetes API');
         this.dedup.markPosted(p);
         this.failures.succeeded();
       } catch (e) {
-        this.failures.failed(e, { reason: p.reason, object: p.service || `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}` });
+        this.failures.failed(e, { reason: p.reason,
+          object: p.service || `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}` });
         return; // the API is failing: the rest waits for the next report
       }
     }
@@ -70,7 +72,8 @@ export class KubeEventSink implements EventSink {
   async post(about: InvolvedObject, reason: string, message: string): Promise<void> {
     const now = this.now();
     const namespace = about.namespace ?? 'default';
-    // client-go names Events "<object>.<unix nanoseconds in hex>"; the sequence keeps names unique within a millisecond.
+    // client-go names Events "<object>.<unix nanoseconds in hex>"; the sequence keeps names unique
+    // within a millisecond.
     const name = `${about.name}.${(BigInt(now.getTime()) * 1_000_000n + BigInt(this.seq++ % 1_000_000)).toString(16)}`;
     const body: CoreV1Event = {
       metadata: { name, namespace },
@@ -96,7 +99,8 @@ function involvedObjectOf(p: Problem, services: ReadonlyMap<string, ServiceRef>)
   if (p.service === '') return CONFIG_OBJECT;
   const ref = services.get(p.service);
   const [namespace = '', name = ''] = p.service.split('/');
-  return { apiVersion: 'v1', kind: 'Service', namespace: ref?.namespace ?? namespace, name: ref?.name ?? name, ...(ref?.uid ? { uid: ref.uid } : {}) };
+  return { apiVersion: 'v1', kind: 'Service', namespace: ref?.namespace ?? namespace, name: ref?.name ?? name,
+    ...(ref?.uid ? { uid: ref.uid } : {}) };
 }
 
 /** The first line of an error's message (re-exported; defined beside the other error helpers). */

@@ -5,7 +5,10 @@ import { STATUS_CODES } from 'node:http';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Log } from '../util/log.js';
 
-/** Delays between restarts: initialMs, doubling up to maxMs, each varied by ±jitter/2 (spreads many nodes' reconnects). */
+/**
+ * Delays between restarts: initialMs, doubling up to maxMs, each varied by ±jitter/2 (spreads many
+ * nodes' reconnects).
+ */
 export interface Backoff {
   initialMs: number;
   maxMs: number;
@@ -28,8 +31,12 @@ export interface Healing {
   maxRetryAfterMs: number;
 }
 
-/** Relist every 5 min (±10 %), restart a watch silent for 6 min, ask the server to end watches after 5 min, Retry-After up to 5 min. */
-export const defaultHealing: Healing = { backoff: defaultBackoff, relistMs: 300_000, idleMs: 360_000, watchTimeoutSeconds: 300, maxRetryAfterMs: 300_000 };
+/**
+ * Relist every 5 min (±10 %), restart a watch silent for 6 min, ask the server to end watches after
+ * 5 min, Retry-After up to 5 min.
+ */
+export const defaultHealing: Healing = { backoff: defaultBackoff, relistMs: 300_000, idleMs: 360_000,
+  watchTimeoutSeconds: 300, maxRetryAfterMs: 300_000 };
 
 /** The n-th (0-based) delay of a backoff. */
 export function backoffDelay(b: Backoff, n: number, random: () => number = Math.random): number {
@@ -61,7 +68,8 @@ export function describeError(e: unknown): string {
   const body = (e as { body?: unknown }).body;
   let message: unknown;
   try {
-    message = (typeof body === 'string' ? (JSON.parse(body) as { message?: unknown }) : (body as { message?: unknown } | undefined))?.message;
+    message = (typeof body === 'string' ? (JSON.parse(body) as { message?: unknown })
+      : (body as { message?: unknown } | undefined))?.message;
   } catch { /* a body that is not JSON */ }
   return `${status} ${STATUS_CODES[status] ?? 'Error'}${typeof message === 'string' && message ? `: ${message}` : ''}`;
 }
@@ -75,7 +83,8 @@ export function firstLine(e: unknown): string {
 export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error(`${what} did not answer within ${ms / 1000} s`), { timedOut: true })), ms);
+    timer = setTimeout(() => reject(Object.assign(new Error(`${what} did not answer within ${ms / 1000} s`),
+      { timedOut: true })), ms);
   });
   try {
     return await Promise.race([p, timeout]);
@@ -85,7 +94,10 @@ export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): P
   }
 }
 
-/** What kind of failure an API call met, to log each kind once: the HTTP status, "timeout", or the network error code. */
+/**
+ * What kind of failure an API call met, to log each kind once: the HTTP status, "timeout", or the
+ * network error code.
+ */
 export function failureKind(e: unknown): string {
   const status = httpStatus(e);
   if (status !== undefined) return String(status);
@@ -104,7 +116,8 @@ export class FailureLog {
     const kind = failureKind(e);
     const first = !this.seen.has(kind);
     this.seen.add(kind);
-    this.log(first ? 'warn' : 'debug', `${this.what} failed: ${describeError(e)}; will retry`, { ...fields, error: describeError(e), kind });
+    this.log(first ? 'warn' : 'debug', `${this.what} failed: ${describeError(e)}; will retry`, { ...fields,
+      error: describeError(e), kind });
   }
 
   succeeded(): void {

@@ -1,15 +1,9 @@
-// Leader election over a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it: a
-// candidate takes the Lease when nobody holds it or when the record has not changed for
-// leaseDuration as seen on the candidate's own clock (never by comparing another node's renewTime
-// with ours: clocks differ); the holder renews it every retry period and steps down when it could
-// not renew for renewDeadline. Writes carry the resourceVersion read, so two candidates racing get
-// one 409 Conflict and one Lease. The leader also stamps the Lease with what it publishes
-// (`annotations`), so followers see from one object whether a live leader works.
-//
-// client-go's candidates read the Lease every retry period; with every node a candidate that is
-// 500 GETs a second at 1 000 nodes. With `watch`, a follower watches the one Lease instead and
-// reads it only when the record it last saw has gone unchanged for leaseDuration, or nobody holds
-// it: the holder's renewals and a release reach it as watch events.
+// Leader election over a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
+// take the Lease when nobody holds it or its record stayed unchanged for leaseDuration on this
+// node's own clock, renew every retry period, step down when renewing failed for renewDeadline;
+// writes carry the resourceVersion read. With `watch`, a follower watches the one Lease instead
+// of reading it every retry period. The rules and their costs: docs/balance.md, "How it runs"
+// and "Cost when unused".
 import type { KubeClient } from './client.js';
 import { type Healing, describeError, httpStatus } from './informer.js';
 import { Reflector } from './reflector.js';
@@ -33,7 +27,8 @@ export interface Observed {
 }
 
 /** What to do with the Lease now. pure. */
-export function leaseAction(observed: Observed | undefined, me: string, now: number, durationMs: number): 'create' | 'renew' | 'acquire' | 'wait' {
+export function leaseAction(observed: Observed | undefined, me: string, now: number,
+  durationMs: number): 'create' | 'renew' | 'acquire' | 'wait' {
   if (!observed) return 'create';
   const holder = observed.record.holderIdentity ?? '';
   if (holder === me) return 'renew';
@@ -122,9 +117,12 @@ export class LeaseElector {
     const { watch } = this.o;
     const { watchStream, limits } = this.o.client;
     if (watch && watchStream && limits) {
-      const client = { request: this.o.client.request.bind(this.o.client), watchStream: watchStream.bind(this.o.client), limits };
+      const client = {
+        request: this.o.client.request.bind(this.o.client), watchStream: watchStream.bind(this.o.client), limits,
+      };
       this.reflector = new Reflector<Record<string, unknown>>({
-        name: 'leases', path: this.path, fieldSelector: `metadata.name=${this.o.name}`, pageSize: 10, client, log: this.o.log, healing: watch,
+        name: 'leases', path: this.path, fieldSelector: `metadata.name=${this.o.name}`, pageSize: 10, client,
+        log: this.o.log, healing: watch,
         handlers: { upsert: (obj) => this.seen(obj), delete: () => this.seen(undefined) },
       });
       this.reflector.start();
@@ -145,7 +143,8 @@ export class LeaseElector {
   }
 
   private due(): number {
-    return nextRead(this.observed, this.leading, this.reflector !== undefined, this.lastRead, this.o.retryPeriodMs, this.o.leaseDurationMs);
+    return nextRead(this.observed, this.leading, this.reflector !== undefined, this.lastRead, this.o.retryPeriodMs,
+      this.o.leaseDurationMs);
   }
 
   /** A watch event: what the Lease is now; the loop wakes to decide again. */
@@ -170,7 +169,8 @@ export class LeaseElector {
     this.reflector = undefined;
     if (this.leading && this.observed && releaseMs > 0) {
       const body = this.body(this.observed, { ...this.observed.record, holderIdentity: '', leaseDurationSeconds: 1 });
-      await this.o.client.request('PUT', `${this.path}/${this.o.name}`, { body, signal: AbortSignal.timeout(releaseMs) }).catch(() => undefined);
+      const signal = AbortSignal.timeout(releaseMs);
+      await this.o.client.request('PUT', `${this.path}/${this.o.name}`, { body, signal }).catch(() => undefined);
     }
     this.setLeading(false);
   }
@@ -179,7 +179,8 @@ export class LeaseElector {
   async tick(): Promise<void> {
     const now = this.now();
     try {
-      const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`, { signal: this.aborting.signal }).catch((e: unknown) => {
+      const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`,
+        { signal: this.aborting.signal }).catch((e: unknown) => {
         if (httpStatus(e) === 404) return undefined;
         throw e;
       });
@@ -194,20 +195,25 @@ export class LeaseElector {
       const rec = this.observed?.record ?? {};
       const record: LeaseRecord = action === 'renew'
         ? { ...rec, renewTime: microTime(now), leaseDurationSeconds: seconds }
-        : { holderIdentity: this.o.identity, leaseDurationSeconds: seconds, acquireTime: microTime(now), renewTime: microTime(now),
+        : { holderIdentity: this.o.identity, leaseDurationSeconds: seconds,
+          acquireTime: microTime(now), renewTime: microTime(now),
           leaseTransitions: (rec.leaseTransitions ?? 0) + (action === 'acquire' && rec.holderIdentity ? 1 : 0) };
       const written = action === 'create'
-        ? await this.o.client.request<Record<string, unknown>>('POST', this.path, { body: this.body(undefined, record), signal: this.aborting.signal })
-        : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`, { body: this.body(this.observed, record), signal: this.aborting.signal });
+        ? await this.o.client.request<Record<string, unknown>>('POST', this.path,
+          { body: this.body(undefined, record), signal: this.aborting.signal })
+        : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`,
+          { body: this.body(this.observed, record), signal: this.aborting.signal });
       this.observe(written, now);
       this.lastRenew = now;
-      if (!this.leading) this.o.log('info', 'leading the cluster load view', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
+      if (!this.leading) this.o.log('info', 'leading the cluster load view',
+        { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
       this.setLeading(true);
     } catch (e) {
       // A 409 is another candidate's write between our read and ours: read again next round.
       if (httpStatus(e) !== 409) this.o.log('debug', 'lease round failed', { error: describeError(e) });
       if (this.leading && now - this.lastRenew >= this.o.renewDeadlineMs) {
-        this.o.log('warn', 'could not renew the lease within the renew deadline; stepping down', { error: describeError(e) });
+        this.o.log('warn', 'could not renew the lease within the renew deadline; stepping down',
+          { error: describeError(e) });
         this.setLeading(false);
       }
     }
@@ -234,9 +240,11 @@ export class LeaseElector {
     const record = (o.spec ?? {}) as LeaseRecord;
     const annotations = { ...(meta.annotations ?? {}) };
     const prev = this.observed;
-    const same = prev && prev.record.holderIdentity === record.holderIdentity && prev.record.renewTime === record.renewTime
+    const same = prev && prev.record.holderIdentity === record.holderIdentity
+      && prev.record.renewTime === record.renewTime
       && JSON.stringify(prev.annotations) === JSON.stringify(annotations);
-    this.observed = { record, resourceVersion: meta.resourceVersion ?? '', annotations, observedAt: same ? prev.observedAt : now };
+    this.observed = { record, resourceVersion: meta.resourceVersion ?? '', annotations,
+      observedAt: same ? prev.observedAt : now };
   }
 
   private setLeading(leading: boolean): void {

@@ -1,24 +1,15 @@
-// One resource listed and watched, kept in a cache, with every failure owned (client-go's
-// Reflector and its informer, on the project's own HTTP client, src/kube/client.ts).
-//
-// One loop per resource does everything in turn and awaits each step, so no promise is left
-// without an owner: list (every page, bounded: page count, a repeated continue token, each
-// answer's size and deadlines) → diff against the cache → emit upserts and deletes → watch from
-// the list's resourceVersion until the stream ends. The loop then re-watches from the last
-// resourceVersion seen; after a 410 Gone (an HTTP answer or a watch ERROR event), a periodic
-// relist (`relistMs`, jittered) or relistNow() it lists again. Any other failure marks the
-// resource down and retries after a capped exponential backoff with jitter (a 429's Retry-After
-// is honoured up to a bound); a watch silent for `idleMs` (no event, no bookmark: a half-open
-// connection) is such a failure.
-//
-// Bad input never ends the loop: a watch line that is not JSON, not an object, an unknown type,
-// an object without metadata.name, a BOOKMARK without a resourceVersion, or a list item without
-// metadata.name is counted by reason (`onMalformed`), logged once per reason per minute, and
-// skipped; the next relist repairs whatever it hid.
+// One resource listed and watched, kept in a cache, with every failure owned: client-go's
+// Reflector and its informer in one awaited loop on the project's own client (client.ts):
+// list every page → diff against the cache → emit → watch from the list's resourceVersion →
+// re-watch; list again on 410 or periodically; back off on anything else. Bad input is
+// skipped and counted, never ends the loop. The loop's rules and bounds: docs/kube-client.md.
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { type KubeClient, WatchStalledError } from './client.js';
-import { type Backoff, type Healing, backoffDelay, describeError, httpStatus, retryAfterMs } from './informer.js';
+import type { KubeClient } from './client.js';
+import { type Healing, httpStatus } from './informer.js';
+import { ReflectorHealth } from './reflector-health.js';
 import type { Log } from '../util/log.js';
+import { keyOf, parseWatchLine, rvOf, watchError } from './watch-events.js';
+import { listPages } from './list-pages.js';
 
 export interface ReflectorHandlers<T> {
   upsert(obj: T): void;
@@ -51,45 +42,6 @@ class GoneError extends Error {
   readonly code = 410;
 }
 
-const EVENT_TYPES = new Set(['ADDED', 'MODIFIED', 'DELETED', 'BOOKMARK', 'ERROR']);
-const MALFORMED_LOG_MS = 60_000;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Why `o` is not a well-formed object of the watched kind (undefined: it is). */
-export function malformedObject(o: unknown): string | undefined {
-  if (!isRecord(o)) return 'object not an object';
-  const m = o.metadata;
-  if (!isRecord(m)) return 'object without metadata';
-  if (typeof m.name !== 'string' || m.name === '') return 'object without metadata.name';
-  if (m.namespace !== undefined && typeof m.namespace !== 'string') return 'metadata.namespace not a string';
-  return undefined;
-}
-
-/** A watch line, checked: the event, or the reason it is skipped. */
-export function parseWatchLine(line: string): { type: string; object: Record<string, unknown> } | { malformed: string } {
-  let v: unknown;
-  try {
-    v = JSON.parse(line);
-  } catch {
-    return { malformed: 'not JSON' };
-  }
-  if (!isRecord(v)) return { malformed: 'event not an object' };
-  if (typeof v.type !== 'string' || !EVENT_TYPES.has(v.type)) return { malformed: 'unknown event type' };
-  if (v.type === 'ERROR') return isRecord(v.object) ? { type: 'ERROR', object: v.object } : { malformed: 'ERROR without a Status' };
-  if (v.type === 'BOOKMARK') {
-    const rv = isRecord(v.object) && isRecord(v.object.metadata) ? v.object.metadata.resourceVersion : undefined;
-    return typeof rv === 'string' && rv ? { type: 'BOOKMARK', object: v.object as Record<string, unknown> } : { malformed: 'BOOKMARK without resourceVersion' };
-  }
-  const why = malformedObject(v.object);
-  return why ? { malformed: why } : { type: v.type, object: v.object as Record<string, unknown> };
-}
-
-const keyOf = (o: KubernetesObject) => `${o.metadata?.namespace ?? ''}/${o.metadata!.name!}`;
-const rvOf = (o: unknown) => (isRecord(o) && isRecord(o.metadata) && typeof o.metadata.resourceVersion === 'string' ? o.metadata.resourceVersion : undefined);
-
 export class Reflector<T extends KubernetesObject> {
   readonly name: string;
   private readonly cache = new Map<string, T>();
@@ -97,32 +49,27 @@ export class Reflector<T extends KubernetesObject> {
   private needList = true;
   private running: Promise<void> | undefined;
   private stopped = true;
-  private isUp = false;
-  private isAbsent = false;
-  private lastError: string | undefined;
-  private lastLogged: string | undefined;
-  private failures = 0;
   private watch: { abort(err?: Error): void } | undefined;
   private wake: (() => void) | undefined;
   private relistTimer: NodeJS.Timeout | undefined;
   private readonly stopping = new AbortController();
-  private readonly malformedLogged = new Map<string, number>();
   private readonly firstSync: { promise: Promise<void>; resolve: () => void; done: boolean };
   private readonly random: () => number;
-  private readonly now: () => number;
+  private readonly health: ReflectorHealth;
 
   constructor(private readonly o: ReflectorOptions<T>) {
     this.name = o.name;
     this.random = o.random ?? Math.random;
-    this.now = o.now ?? Date.now;
     let resolve!: () => void;
     const promise = new Promise<void>((r) => (resolve = r));
     this.firstSync = { promise, resolve: () => { this.firstSync.done = true; resolve(); }, done: false };
+    const firstSynced = () => this.firstSync.resolve();
+    this.health = new ReflectorHealth(o, { random: this.random, now: o.now ?? Date.now, firstSynced });
   }
 
   /** Listing and watching (or, when optional, known to be absent). */
   get up(): boolean {
-    return this.isUp || this.isAbsent;
+    return this.health.up;
   }
 
   get hasSynced(): boolean {
@@ -131,7 +78,7 @@ export class Reflector<T extends KubernetesObject> {
 
   /** Why not up: "<name>: <the last error>"; undefined while up. */
   get reason(): string | undefined {
-    return this.up ? undefined : `${this.name}: ${this.lastError ?? 'no answer yet'}`;
+    return this.health.reason;
   }
 
   start(): void {
@@ -147,7 +94,7 @@ export class Reflector<T extends KubernetesObject> {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.isUp = false;
+    this.health.stopped();
     clearTimeout(this.relistTimer);
     this.firstSync.resolve();
     this.stopping.abort();
@@ -191,38 +138,23 @@ export class Reflector<T extends KubernetesObject> {
           this.o.log('debug', 'resourceVersion gone: listing again', { informer: this.name });
           continue;
         }
-        await this.sleep(this.failed(e));
+        await this.sleep(this.health.failed(e));
       }
     }
   }
 
   private async list(): Promise<void> {
-    const { limits } = this.o.client;
-    const seen = new Set<string>();
-    const items = new Map<string, T>();
-    let rv: string | undefined;
-    let cont: string | undefined;
-    for (let page = 0; ; page++) {
-      if (this.stopped) return;
-      if (page >= limits.maxPages) throw new Error(`GET ${this.o.path}: the list did not end within ${limits.maxPages} pages`);
-      const l = await this.o.client.request<unknown>('GET', this.o.path, { query: { limit: this.o.pageSize, fieldSelector: this.o.fieldSelector, continue: cont }, signal: this.stopping.signal });
-      if (!isRecord(l) || !Array.isArray(l.items)) throw new Error(`GET ${this.o.path}: the answer is not a list (no items array)`);
-      const meta = isRecord(l.metadata) ? l.metadata : {};
-      if (page === 0) rv = typeof meta.resourceVersion === 'string' ? meta.resourceVersion : undefined;
-      for (const item of l.items) {
-        const why = malformedObject(item);
-        if (why) {
-          this.malformed(`list item: ${why}`);
-          continue;
-        }
-        const obj = this.o.trim ? this.o.trim(item as T) : (item as T);
-        items.set(keyOf(obj), obj);
-      }
-      cont = typeof meta.continue === 'string' && meta.continue ? meta.continue : undefined;
-      if (!cont) break;
-      if (seen.has(cont)) throw new Error(`GET ${this.o.path}: the server repeated a continue token; the list is abandoned`);
-      seen.add(cont);
-    }
+    const listed = await listPages<T>({
+      path: this.o.path, limits: this.o.client.limits, trim: this.o.trim,
+      page: (cont) => {
+        const query = { limit: this.o.pageSize, fieldSelector: this.o.fieldSelector, continue: cont };
+        return this.o.client.request<unknown>('GET', this.o.path, { query, signal: this.stopping.signal });
+      },
+      stopped: () => this.stopped,
+      malformed: (why) => this.health.malformed(`list item: ${why}`),
+    });
+    if (!listed) return;
+    const { items, rv } = listed;
     if (this.stopped) return;
     // Deletes for what the list lacks, then upserts of what is new or changed.
     for (const [k, old] of this.cache) {
@@ -239,14 +171,15 @@ export class Reflector<T extends KubernetesObject> {
     }
     this.resourceVersion = rv;
     this.needList = false;
-    this.progressed();
+    this.health.progressed();
     this.firstSync.resolve();
   }
 
   private async watchOnce(): Promise<void> {
     const h = this.o.healing;
     const query = {
-      watch: true, allowWatchBookmarks: true, fieldSelector: this.o.fieldSelector, resourceVersion: this.resourceVersion,
+      watch: true, allowWatchBookmarks: true, fieldSelector: this.o.fieldSelector,
+      resourceVersion: this.resourceVersion,
       ...(h.watchTimeoutSeconds > 0 ? { timeoutSeconds: h.watchTimeoutSeconds } : {}),
     };
     let gone: GoneError | undefined;
@@ -255,20 +188,19 @@ export class Reflector<T extends KubernetesObject> {
       if (gone || failure) return;
       const ev = parseWatchLine(line);
       if ('malformed' in ev) {
-        this.malformed(`watch line: ${ev.malformed}`);
+        this.health.malformed(`watch line: ${ev.malformed}`);
         return;
       }
       if (ev.type === 'ERROR') {
         const code = ev.object.code;
         if (code === 410) gone = new GoneError(`watch: ${String(ev.object.message ?? 'resourceVersion too old')}`);
-        else failure = Object.assign(new Error(`watch ERROR: ${typeof ev.object.message === 'string' ? ev.object.message : JSON.stringify(ev.object).slice(0, 200)}`),
-          typeof code === 'number' ? { code } : {});
+        else failure = watchError(ev.object);
         w.abort(gone ?? failure);
         return;
       }
       const rv = rvOf(ev.object);
       if (rv) this.resourceVersion = rv;
-      this.progressed();
+      this.health.progressed();
       if (ev.type === 'BOOKMARK') return;
       const raw = ev.object as unknown as T;
       const obj = this.o.trim ? this.o.trim(raw) : raw;
@@ -281,7 +213,7 @@ export class Reflector<T extends KubernetesObject> {
         this.cache.set(k, obj);
         this.o.handlers.upsert(obj);
       }
-    }, h.idleMs, () => this.progressed());
+    }, h.idleMs, () => this.health.progressed());
     this.watch = w;
     try {
       await w.done;
@@ -290,57 +222,6 @@ export class Reflector<T extends KubernetesObject> {
     }
     if (gone) throw gone;
     if (failure) throw failure;
-  }
-
-  /** Progress (a list, a watch event or bookmark): up again. */
-  private progressed(): void {
-    if (this.isUp && !this.isAbsent) return;
-    if (this.failures > 0 || this.isAbsent) this.o.log('info', 'watching again', { informer: this.name, after: this.lastError });
-    this.isUp = true;
-    this.isAbsent = false;
-    this.failures = 0;
-    this.lastError = undefined;
-    this.lastLogged = undefined;
-    this.o.onChange?.();
-  }
-
-  /** Marks the resource down, logs, and returns how long to wait. */
-  private failed(e: unknown): number {
-    const status = httpStatus(e);
-    if (this.o.optional && status === 404) {
-      if (!this.isAbsent) this.o.log('warn', 'resource not served (CRD not installed?); retrying', { informer: this.name });
-      this.isAbsent = true;
-      this.isUp = false;
-      this.lastError = undefined;
-      this.firstSync.resolve();
-      this.o.onChange?.();
-      return this.o.healing.backoff.maxMs;
-    }
-    this.isUp = false;
-    this.isAbsent = false;
-    const error = describeError(e);
-    this.lastError = error;
-    const b: Backoff = this.o.healing.backoff;
-    const backoff = backoffDelay(b, this.failures++, this.random);
-    const after = retryAfterMs(e);
-    const delay = after === undefined ? backoff : Math.max(backoff, Math.min(after, this.o.healing.maxRetryAfterMs));
-    const hint = status === 401 ? ' (credentials refused)' : status === 403 ? ' (forbidden: check the RBAC rules)' : '';
-    const repeat = this.lastLogged === error && !(e instanceof WatchStalledError);
-    this.o.log(repeat ? 'debug' : status === 401 || status === 403 ? 'error' : 'warn', `list/watch of ${this.name} failed: ${error}${hint}; retrying`, {
-      informer: this.name, error, status, retryInMs: delay, ...(after !== undefined ? { retryAfterMs: after } : {}), attempt: this.failures,
-    });
-    this.lastLogged = error;
-    this.o.onChange?.();
-    return delay;
-  }
-
-  private malformed(reason: string): void {
-    this.o.onMalformed?.(this.name, reason);
-    const now = this.now();
-    const last = this.malformedLogged.get(reason);
-    if (last !== undefined && now - last < MALFORMED_LOG_MS) return;
-    this.malformedLogged.set(reason, now);
-    this.o.log('warn', `skipped a malformed ${reason} from the API server`, { informer: this.name, reason });
   }
 
   private sleep(ms: number): Promise<void> {

@@ -1,19 +1,8 @@
 // KubeSource: Services and EndpointSlices of all namespaces, this node's Node and the
-// IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts: one
-// awaited loop per resource, deadlines and size bounds on every request, backoff on failure).
-//
-// - The config passes the gate the files source uses too (src/source/config-gate.ts: the CRD's
-//   schema, sent when it changed); an invalid one is not sent: it is logged, reported as a Warning
-//   Event on the IPVSProxyConfig (once per distinct error) and returned by problems(), and the
-//   last valid config stays in force. A deleted config sends a config delete carrying
-//   defaultProxyConfig. Without the CRD installed the defaults apply.
-// - Services and EndpointSlices are trimmed (src/source/trim.ts) before they are cached: plain JSON
-//   objects with only the fields read downstream, one copy shared by the cache and DesiredState.
-//   The Node and the config come as the API sends them (plain JSON, lists and watch alike).
-// - While any informer is down, healthy() is false; nothing is sent until it is back. health()
-//   says since when and why ("endpointslices: 403 Forbidden: ...").
-// - Lists are paginated (`listPageSize` per request); every informer relists periodically and
-//   restarts a stalled watch; start() gives up after `startTimeoutMs`.
+// IPVSProxyConfig "default", each listed and watched by its own Reflector (reflector.ts), as
+// SourceEvents. Services and EndpointSlices are trimmed before they are cached; the config passes
+// the gate the files source uses too (src/source/config-gate.ts). What it sends when, what an
+// invalid config does, and its health: docs/kube-client.md, "The kube source".
 import type { KubernetesObject, V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { validateConfig } from '../config/load.js';
 import { CONFIG_GROUP, CONFIG_NAME, CONFIG_VERSION, type ConfigResult } from '../config/schema.js';
@@ -36,7 +25,10 @@ export interface KubeSourceOptions {
   backoff?: Partial<Backoff>;
   /** Periodic relist (repairs events lost on the way), default every 5 min ±10 %; 0: never. */
   relistMs?: number;
-  /** A watch silent this long is restarted (default 6 min; the server ends watches after `watchTimeoutSeconds`, default 300). */
+  /**
+   * A watch silent this long is restarted (default 6 min; the server ends watches after
+   * `watchTimeoutSeconds`, default 300).
+   */
   watchIdleMs?: number;
   /** Asked of the server for every watch (timeoutSeconds, default 300): it ends them cleanly and they are re-opened. */
   watchTimeoutSeconds?: number;
@@ -78,7 +70,8 @@ export class KubeSource implements Source {
     this.now = opts.now ?? Date.now;
     this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
     this.configGate = new ConfigGate(opts.validate ?? validateConfig);
-    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName, log: this.log });
+    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName,
+      log: this.log });
     const client = opts.client;
     const healing: Healing = {
       backoff: { ...defaultBackoff, ...opts.backoff },
@@ -128,13 +121,16 @@ export class KubeSource implements Source {
     for (const i of this.informers) i.start();
     const timeoutMs = this.opts.startTimeoutMs ?? 60_000;
     let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => { if (timeoutMs > 0) timer = setTimeout(() => resolve('timeout'), timeoutMs); });
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      if (timeoutMs > 0) timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
     const r = await Promise.race([Promise.all(this.informers.map((i) => i.synced())), timedOut]);
     clearTimeout(timer);
     if (r !== 'timeout') return;
     const missing = this.informers.filter((i) => !i.hasSynced).map((i) => i.reason ?? `${i.name}: no answer yet`);
     await this.stop();
-    throw new Error(`the Kubernetes API at ${this.opts.client.server} did not answer every first list within ${timeoutMs / 1000} s: ${missing.join('; ')}`);
+    throw new Error(`the Kubernetes API at ${this.opts.client.server} did not answer every first list within `
+      + `${timeoutMs / 1000} s: ${missing.join('; ')}`);
   }
 
   /** Since when the source is (not) healthy, and why not: the first down informer's last error. */
@@ -177,8 +173,10 @@ export class KubeSource implements Source {
   private configChanged(obj: KubernetesObject): void {
     const v = this.configGate.upsert(obj);
     if (!v.ok) {
-      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force', { errors: v.errors });
-      this.setConfigProblems([{ service: '', reason: 'InvalidConfig', message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${v.errors}` }]);
+      this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force',
+        { errors: v.errors });
+      this.setConfigProblems([{ service: '', reason: 'InvalidConfig',
+        message: `invalid IPVSProxyConfig, the last valid configuration stays in force: ${v.errors}` }]);
       return;
     }
     this.setConfigProblems([]);
@@ -192,11 +190,13 @@ export class KubeSource implements Source {
   }
 
   private setConfigProblems(problems: Problem[]): void {
-    const same = problems.length === this.configProblems.length && problems.every((p, i) => p.message === this.configProblems[i]?.message);
+    const same = problems.length === this.configProblems.length
+      && problems.every((p, i) => p.message === this.configProblems[i]?.message);
     this.configProblems = problems;
     if (!same) this.opts.onProblems?.(problems);
     // Deduplicated by the sink; an empty report lets a problem that comes back be posted again.
     this.configEvents.report(problems, new Map()).catch((e: unknown) =>
-      this.log('warn', 'posting the invalid-config Event failed', { object: `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}`, error: firstLine(e) }));
+      this.log('warn', 'posting the invalid-config Event failed',
+        { object: `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}`, error: firstLine(e) }));
   }
 }

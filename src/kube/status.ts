@@ -35,7 +35,10 @@ export class KubeStatusSink implements StatusSink {
     this.timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
-  /** Resolves when this status (or a newer one given meanwhile) was written or the attempt failed (logged); never rejects. */
+  /**
+   * Resolves when this status (or a newer one given meanwhile) was written or the attempt failed
+   * (logged); never rejects.
+   */
   write(status: NodeStatus): Promise<void> {
     return this.tryWrite(status).then(() => undefined);
   }
@@ -84,8 +87,10 @@ export class KubeStatusSink implements StatusSink {
     for (let attempt = 0; ; attempt++) {
       try {
         if (this.resourceVersion === undefined) await this.ensure();
-        const body = { apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND, metadata: { name: this.opts.nodeName, resourceVersion: this.resourceVersion }, status };
-        const written = (await this.call(this.opts.client.request('PUT', `${this.path()}/status`, { body }))) as { metadata?: { resourceVersion?: string } };
+        const body = { apiVersion: `${CONFIG_GROUP}/${CONFIG_VERSION}`, kind: KIND,
+          metadata: { name: this.opts.nodeName, resourceVersion: this.resourceVersion }, status };
+        const written = (await this.call(this.opts.client.request('PUT', `${this.path()}/status`,
+          { body }))) as { metadata?: { resourceVersion?: string } };
         this.resourceVersion = written.metadata?.resourceVersion;
         return;
       } catch (e) {

@@ -29,62 +29,91 @@ export const KERNEL_SNAPSHOT_MS = 5000;
 export class Metrics {
   readonly registry = new Registry();
   readonly syncDuration = new Histogram({
-    name: 'ipvsop_sync_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds (one sync of IPVS, VIPs and iptables)', buckets: SYNC_BUCKETS, registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_duration_seconds',
+    help: 'SyncProxyRules latency in seconds (one sync of IPVS, VIPs and iptables)', buckets: SYNC_BUCKETS,
+    registers: [this.registry],
   });
   readonly lastSync = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced',
+    registers: [this.registry],
   });
   readonly programmingLatency = new Histogram({
-    name: 'ipvsop_network_programming_duration_seconds', help: 'From the first unsynced change seen to the kernel programmed, in seconds', buckets: PROGRAMMING_BUCKETS, registers: [this.registry],
+    name: 'ipvsop_network_programming_duration_seconds',
+    help: 'From the first unsynced change seen to the kernel programmed, in seconds', buckets: PROGRAMMING_BUCKETS,
+    registers: [this.registry],
   });
   readonly endpointChangesPending = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules EndpointSlice changes', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules EndpointSlice changes',
+    registers: [this.registry],
   });
   readonly endpointChanges = new Counter({
-    name: 'ipvsop_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules EndpointSlice changes', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules EndpointSlice changes',
+    registers: [this.registry],
   });
   readonly serviceChangesPending = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes',
+    registers: [this.registry],
   });
   readonly serviceChanges = new Counter({
-    name: 'ipvsop_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes',
+    registers: [this.registry],
   });
   readonly syncFailures = new Counter({
-    name: 'ipvsop_sync_proxy_rules_failures_total', help: 'Syncs that failed (and were retried)', registers: [this.registry],
+    name: 'ipvsop_sync_proxy_rules_failures_total', help: 'Syncs that failed (and were retried)',
+    registers: [this.registry],
   });
   readonly serviceProblems = new Gauge({
-    name: 'ipvsop_service_problems', help: 'Problems now (a Service\'s Event reasons, configuration problems), by reason', labelNames: ['reason'], registers: [this.registry],
+    name: 'ipvsop_service_problems',
+    help: 'Problems now (a Service\'s Event reasons, configuration problems), by reason', labelNames: ['reason'],
+    registers: [this.registry],
   });
   readonly conntrackDeleted = new Counter({
-    name: 'ipvsop_conntrack_reconciler_deleted_entries_total', help: 'Stale UDP conntrack entries deleted after a sync (kube-proxy\'s conntrack_reconciler_deleted_entries_total)', registers: [this.registry],
+    name: 'ipvsop_conntrack_reconciler_deleted_entries_total',
+    help: 'Stale UDP conntrack entries deleted after a sync (kube-proxy\'s conntrack_reconciler_deleted_entries_total)',
+    registers: [this.registry],
   });
   readonly apiMalformed = new Counter({
-    name: 'ipvsop_api_malformed_total', help: 'Watch lines and list items from the API server skipped as malformed, by resource and reason', labelNames: ['resource', 'reason'], registers: [this.registry],
+    name: 'ipvsop_api_malformed_total',
+    help: 'Watch lines and list items from the API server skipped as malformed, by resource and reason',
+    labelNames: ['resource', 'reason'], registers: [this.registry],
   });
   readonly conntrackFailures = new Counter({
-    name: 'ipvsop_conntrack_cleanup_failures_total', help: 'Conntrack lists or deletes that failed (logged; the sync is not failed by them)', registers: [this.registry],
+    name: 'ipvsop_conntrack_cleanup_failures_total',
+    help: 'Conntrack lists or deletes that failed (logged; the sync is not failed by them)', registers: [this.registry],
   });
   readonly opsApplied = new Counter({
-    name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'], registers: [this.registry],
+    name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'],
+    registers: [this.registry],
   });
 
   private rendered: { at: number; text: Promise<string> } | undefined;
   readonly balanceRejections = new Counter({
-    name: 'ipvsop_balance_report_rejections_total', help: 'Node load reports (or entries) the cluster load view\'s leader refused, by reason', labelNames: ['reason'], registers: [this.registry],
+    name: 'ipvsop_balance_report_rejections_total',
+    help: 'Node load reports (or entries) the cluster load view\'s leader refused, by reason', labelNames: ['reason'],
+    registers: [this.registry],
   });
   readonly balanceWeight = new Gauge({
-    name: 'ipvsop_balance_weight', help: 'Cluster load view weight per backend, as the leader last computed it', labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
+    name: 'ipvsop_balance_weight', help: 'Cluster load view weight per backend, as the leader last computed it',
+    labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
   });
   readonly balanceEstimate = new Gauge({
-    name: 'ipvsop_balance_estimate_seconds', help: 'Cluster load view estimate of a backend\'s mean time in system (Little\'s law), from the leader', labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
+    name: 'ipvsop_balance_estimate_seconds',
+    help: 'Cluster load view estimate of a backend\'s mean time in system (Little\'s law), from the leader',
+    labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
   });
 
   readonly balanceImbalance = new Gauge({
-    name: 'ipvsop_balance_imbalance', help: 'Imbalance index of a Service port from the cluster load view (CV of each backend\'s open connections; 0 = load in proportion to capacity), from the leader', labelNames: ['namespace', 'service', 'port'], registers: [this.registry],
+    name: 'ipvsop_balance_imbalance',
+    help: 'Imbalance index of a Service port from the cluster load view (CV of each backend\'s open connections; '
+      + '0 = load in proportion to capacity), from the leader',
+    labelNames: ['namespace', 'service', 'port'], registers: [this.registry],
   });
 
   /** The leader's latest estimate, weights and imbalance of one Service port (view key ns/name/port). */
-  setBalanceView(viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>, imbalance?: number): void {
+  setBalanceView(
+    viewKey: string, estimate: ReadonlyMap<string, number | undefined>, weights: ReadonlyMap<string, number>,
+    imbalance?: number,
+  ): void {
     const [namespace = '', service = '', port = ''] = viewKey.split('/');
     if (imbalance === undefined) this.balanceImbalance.remove({ namespace, service, port });
     else this.balanceImbalance.set({ namespace, service, port }, imbalance);
@@ -106,7 +135,8 @@ export class Metrics {
   render(now: number = Date.now(), maxAgeMs = KERNEL_SNAPSHOT_MS): Promise<string> {
     if (this.rendered && now - this.rendered.at < maxAgeMs) return this.rendered.text;
     const kernel = this.kernelText;
-    const text = this.registry.metrics().then(async (own) => (kernel ? `${own.endsWith('\n') ? own : `${own}\n`}${await kernel()}` : own));
+    const text = this.registry.metrics().then(async (own) => (kernel
+      ? `${own.endsWith('\n') ? own : `${own}\n`}${await kernel()}` : own));
     const entry = { at: now, text };
     this.rendered = entry;
     text.catch(() => { if (this.rendered === entry) this.rendered = undefined; });
@@ -163,21 +193,26 @@ function labelValue(v: string): string {
  * their virtual server is re-created, which Prometheus sees as a counter reset), so they are
  * counters; active and inactive connections are gauges.
  */
-async function readKernel(ipvs: IpvsClient, o: ReadonlyMap<string, { namespace: string; name: string; portName: string }>): Promise<string> {
+async function readKernel(
+  ipvs: IpvsClient, o: ReadonlyMap<string, { namespace: string; name: string; portName: string }>,
+): Promise<string> {
   const vsRows: KernelRow[] = [];
   const rsRows: KernelRow[] = [];
   for (const vs of await ipvs.listVirtualServers()) {
     const key = virtualServerKey(vs);
     const origin = o.get(key);
     if (!origin) continue;
-    const base = `namespace="${labelValue(origin.namespace)}",service="${labelValue(origin.name)}",port="${labelValue(origin.portName)}",virtual_server="${labelValue(key)}"`;
+    const base = `namespace="${labelValue(origin.namespace)}",service="${labelValue(origin.name)}",`
+      + `port="${labelValue(origin.portName)}",virtual_server="${labelValue(key)}"`;
     vsRows.push({ labels: base, ...(vs.stats ? { stats: vs.stats } : {}) });
     for (const rs of await ipvs.listRealServers(vs)) {
-      rsRows.push({ labels: `${base},endpoint="${labelValue(realServerKey(rs))}"`, ...(rs.stats ? { stats: rs.stats } : {}), active: rs.activeConns ?? 0, inactive: rs.inactiveConns ?? 0 });
+      rsRows.push({ labels: `${base},endpoint="${labelValue(realServerKey(rs))}"`,
+        ...(rs.stats ? { stats: rs.stats } : {}), active: rs.activeConns ?? 0, inactive: rs.inactiveConns ?? 0 });
     }
   }
   const out: string[] = [];
-  const series = async (name: string, help: string, type: string, rows: readonly KernelRow[], value: (r: KernelRow) => number | undefined) => {
+  const series = async (name: string, help: string, type: string, rows: readonly KernelRow[],
+    value: (r: KernelRow) => number | undefined) => {
     out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
     for (let i = 0; i < rows.length; i++) {
       const v = value(rows[i]!);
@@ -185,9 +220,12 @@ async function readKernel(ipvs: IpvsClient, o: ReadonlyMap<string, { namespace: 
       if (i % ROWS_PER_CHUNK === ROWS_PER_CHUNK - 1) await new Promise<void>((r) => setImmediate(r));
     }
   };
-  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_virtual_server_${n}`, `${h} (IPVS counter, virtual server)`, 'counter', vsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
-  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`, 'counter', rsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
+  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_virtual_server_${n}`,
+    `${h} (IPVS counter, virtual server)`, 'counter', vsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
+  for (const [f, n, h] of KERNEL_FIELDS) await series(`ipvsop_real_server_${n}`, `${h} (IPVS counter, real server)`,
+    'counter', rsRows, (r) => (r.stats ? Number(r.stats[f]) : undefined));
   await series('ipvsop_real_server_active_connections', 'Active connections (IPVS)', 'gauge', rsRows, (r) => r.active);
-  await series('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', 'gauge', rsRows, (r) => r.inactive);
+  await series('ipvsop_real_server_inactive_connections', 'Inactive connections (IPVS)', 'gauge', rsRows,
+    (r) => r.inactive);
   return `${out.join('\n')}\n`;
 }

@@ -15,7 +15,8 @@ export interface HostPort {
 /** parseHostPort's result: the address, or why it is refused (one line naming the input). */
 export type HostPortResult = { ok: true; addr: HostPort } | { ok: false; error: string };
 
-const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$/;
+const LABEL = '[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?';
+const HOSTNAME = new RegExp(`^(?=.{1,253}$)${LABEL}(\\.${LABEL})*$`);
 
 /**
  * Parses `host:port` / `[v6]:port`. Refused: empty text, a missing host or port, a port that is
@@ -23,7 +24,8 @@ const HOSTNAME = /^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A
  * address, a host that is neither an IP address nor a host name.
  */
 export function parseHostPort(text: string, opts: { allowPortZero?: boolean } = {}): HostPortResult {
-  const bad = (why: string): HostPortResult => ({ ok: false, error: `${JSON.stringify(text)}: ${why} (expected HOST:PORT or [IPv6]:PORT, e.g. 0.0.0.0:10249)` });
+  const bad = (why: string): HostPortResult => ({ ok: false,
+    error: `${JSON.stringify(text)}: ${why} (expected HOST:PORT or [IPv6]:PORT, e.g. 0.0.0.0:10249)` });
   if (text === '') return bad('empty address');
   let host: string;
   let portText: string;
@@ -41,7 +43,9 @@ export function parseHostPort(text: string, opts: { allowPortZero?: boolean } = 
     portText = text.slice(colon + 1);
     if (host.includes(':')) return bad('an IPv6 address needs brackets');
     if (host === '') return bad('no host (use 0.0.0.0 for every address)');
-    if (isIP(host) !== 4 && (!HOSTNAME.test(host) || /^[0-9.]+$/.test(host))) return bad(`${JSON.stringify(host)} is not an IP address or host name`);
+    if (isIP(host) !== 4 && (!HOSTNAME.test(host) || /^[0-9.]+$/.test(host))) {
+      return bad(`${JSON.stringify(host)} is not an IP address or host name`);
+    }
   }
   if (portText === '') return bad('no port');
   if (!/^[0-9]{1,5}$/.test(portText)) return bad(`port ${JSON.stringify(portText)} is not a number`);

@@ -1,8 +1,6 @@
-// The IPVS table as values: virtual servers, real servers and the operations between two tables.
-// These are the domain types shared by the planner (pure) and the kernel client (src/ipvs/): the
-// client encodes exactly these to netlink, the planner compares exactly these.
-//
-// String forms are stable and used in logs, `--dry-run` output and test expectations:
+// The IPVS table as values: virtual servers, real servers and the operations between two tables,
+// shared by the planner (pure) and the kernel client (src/ipvs/), which encodes exactly these.
+// Their string forms are stable: logs, `--dry-run` output and test expectations use them.
 //   TCP 10.200.1.63:9000 rr                       a virtual server
 //   FWM 17 IPv4 wrr persistent=10800/32           a firewall-mark virtual server
 //   10.10.1.3:80 w=1 masq                         a real server

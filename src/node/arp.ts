@@ -31,11 +31,13 @@ const show = (s: ArpSettings) => `arp_ignore=${s.arpIgnore} arp_announce=${s.arp
 export function planStrictArp(strict: boolean, current: ArpSettings, saved: ArpSettings | undefined): ArpPlan {
   if (strict) {
     if (same(current, STRICT)) return { dropSaved: false };
-    return { save: saved ?? current, write: { ...STRICT }, dropSaved: false, note: `strictARP on: ${show(STRICT)} (was ${show(current)})` };
+    return { save: saved ?? current, write: { ...STRICT }, dropSaved: false,
+      note: `strictARP on: ${show(STRICT)} (was ${show(current)})` };
   }
   if (!saved) return { dropSaved: false };
   if (!same(current, STRICT)) {
-    return { dropSaved: true, note: `strictARP off: ${show(current)} was changed by someone else since it was set; left as it is` };
+    return { dropSaved: true,
+      note: `strictARP off: ${show(current)} was changed by someone else since it was set; left as it is` };
   }
   return { write: saved, dropSaved: true, note: `strictARP off: ${show(saved)} restored` };
 }
@@ -69,7 +71,8 @@ async function readSaved(path: string): Promise<ArpSettings | undefined> {
  * Applies strictARP on or off (see the file comment); resolves with the log line of what was
  * done, if anything. Throws when the sysctls cannot be read or written (the caller logs it).
  */
-export async function applyStrictArp(strict: boolean, stateDir: string, sysctlDir = SYSCTL_DIR): Promise<string | undefined> {
+export async function applyStrictArp(strict: boolean, stateDir: string,
+  sysctlDir = SYSCTL_DIR): Promise<string | undefined> {
   const path = savedArpPath(stateDir);
   const plan = planStrictArp(strict, readCurrent(sysctlDir), await readSaved(path));
   if (plan.save) {

@@ -25,10 +25,14 @@ export async function nodeSetup(o: NodeSetupOptions): Promise<{ lines: string[];
   }
   const loaded = await probeSchedulers(o.schedulers);
   const missing = o.schedulers.filter((s) => !loaded.has(s));
-  lines.push(`schedulers: ${[...loaded].sort().join(' ') || 'none'}${missing.length ? `; missing: ${missing.join(' ')}` : ''}`);
+  const missingText = missing.length ? `; missing: ${missing.join(' ')}` : '';
+  lines.push(`schedulers: ${[...loaded].sort().join(' ') || 'none'}${missingText}`);
   const wanted = ipvsSysctls(release());
   const problems = applySysctls(wanted);
-  for (const s of wanted) if (!problems.some((p) => p.startsWith(`sysctl ${s.path.replace(/\//g, '.')}=`))) lines.push(`sysctl ${s.path.replace(/\//g, '.')}=${s.value}`);
+  for (const s of wanted) {
+    const name = s.path.replace(/\//g, '.');
+    if (!problems.some((p) => p.startsWith(`sysctl ${name}=`))) lines.push(`sysctl ${name}=${s.value}`);
+  }
   for (const p of problems) lines.push(`${p}`);
   if (problems.length) ok = false;
   if (o.strictArp) {

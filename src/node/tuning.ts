@@ -63,11 +63,13 @@ export class NodeTuning {
   }
 
   private writeSysctls(): void {
-    for (const p of applySysctls(ipvsSysctls(this.o.kernelRelease))) this.o.log('warn', 'sysctl not set', { problem: p });
+    for (const p of applySysctls(ipvsSysctls(this.o.kernelRelease))) this.o.log('warn', 'sysctl not set',
+      { problem: p });
   }
 
   private async setTimeouts(t: IpvsTimeouts): Promise<void> {
-    await this.o.ipvs.setTimeouts(t).catch((err: unknown) => this.o.log('warn', 'IPVS timeouts not set', { error: (err as Error).message }));
+    await this.o.ipvs.setTimeouts(t).catch((err: unknown) => this.o.log('warn', 'IPVS timeouts not set',
+      { error: (err as Error).message }));
   }
 
   private async syncStrictArp(): Promise<void> {

@@ -2,11 +2,7 @@
 // its text and its objects in the form they are sent. Services and EndpointSlices are trimmed as
 // the kube source keeps them (trim.ts); the Node and the config are kept whole. Nothing else of
 // the file stays: not its text, not the parsed YAML, not a fingerprint per object (whether a
-// re-parsed object says something new is asked of the object itself, when it is re-parsed:
-// sameContent). That takes a copy of every kept string: V8 keeps a string cut from a longer one
-// (13 characters or more, such as an EndpointSlice's "discovery.k8s.io/v1") as a view into it, so
-// one value kept as the YAML parser returned it keeps its whole file's text alive (about 270 KB a
-// file of 100 Services and their slices). pure: no I/O.
+// re-parsed object says something new is asked of the object itself: sameContent). pure: no I/O.
 import { createHash } from 'node:crypto';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { trimEndpointSlice, trimService } from './trim.js';
@@ -55,7 +51,12 @@ export interface ParsedEntries {
 /** A digest of a text (SHA-1, base64): identity of file and document texts. */
 export const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
 
-/** A copy of a JSON value that shares no string with the original (see the file comment). */
+/**
+ * A copy of a JSON value that shares no string with the original. V8 keeps a string cut from a
+ * longer one (13 characters or more, such as an EndpointSlice's "discovery.k8s.io/v1") as a view
+ * into it, so one value kept as the YAML parser returned it keeps its whole file's text alive
+ * (about 270 KB a file of 100 Services and their slices).
+ */
 const detach = <T>(v: T): T => JSON.parse(JSON.stringify(v)) as T;
 
 const NONE: readonly string[] = Object.freeze([]);
@@ -89,7 +90,8 @@ export const configIdentity = (o: Record<string, unknown>): string => contentOf(
 
 function buildDoc(digest: string, manifests: readonly Manifest[], skipped: readonly string[]): Doc {
   if (manifests.length === 1 && skipped.length === 0) return buildEntry(manifests[0]!, digest);
-  return { digest, objects: manifests.map((m) => buildEntry(m, digest)), skipped: skipped.length ? detach(skipped) : NONE };
+  return { digest, objects: manifests.map((m) => buildEntry(m, digest)),
+    skipped: skipped.length ? detach(skipped) : NONE };
 }
 
 const skippedOf = (d: Doc): readonly string[] => ('objects' in d ? d.skipped : NONE);

@@ -4,7 +4,9 @@
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import type { Problem } from '../desired/types.js';
 import type { ConfigGate } from './config-gate.js';
-import { type Doc, type Entry, configIdentity, digestOf, docObjects, parseEntries, sameContent } from './file-entries.js';
+import {
+  type Doc, type Entry, configIdentity, digestOf, docObjects, parseEntries, sameContent,
+} from './file-entries.js';
 import type { Manifest } from './manifests.js';
 import type { SourceEvent } from './types.js';
 
@@ -36,27 +38,32 @@ export function parseFile(name: string, text: string, last: FileEntry | undefine
   { same: true } | { entry: FileEntry; skipped: string[] } | { problem: Problem } {
   if (text.trim() === '' && hasObjects(last)) {
     // An editor's save in two steps, or `cmd > file.yaml` before cmd wrote: never a delete.
-    return { problem: { service: '', reason: 'EmptyManifestFile', message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` } };
+    return { problem: { service: '', reason: 'EmptyManifestFile',
+      message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` } };
   }
   const digest = digestOf(text);
   if (last?.digest === digest) return { same: true }; // the same bytes: the same objects
   const parsed = parseEntries(text, last?.docs);
   if (parsed.errors.length) {
-    return { problem: { service: '', reason: 'InvalidManifestFile', message: `${name}: ${parsed.errors.join('; ')}${last ? ' (keeping its last good objects)' : ''}` } };
+    return { problem: { service: '', reason: 'InvalidManifestFile',
+      message: `${name}: ${parsed.errors.join('; ')}${last ? ' (keeping its last good objects)' : ''}` } };
   }
   return { entry: { digest, docs: parsed.docs }, skipped: parsed.skipped };
 }
 
 /** The problem of a file that could not be read (not one that is gone: that deletes its objects). */
 export function unreadableFile(name: string, error: string, hasLast: boolean): Problem {
-  return { service: '', reason: 'UnreadableManifestFile', message: `${name}: cannot be read: ${error}${hasLast ? ' (keeping its last good objects)' : ''}` };
+  return { service: '', reason: 'UnreadableManifestFile',
+    message: `${name}: cannot be read: ${error}${hasLast ? ' (keeping its last good objects)' : ''}` };
 }
 
 /**
  * The objects to send, by key, from the files in name order: Nodes other than `nodeName` left
  * out; configs other than "default" and the second copy of an object left out with a problem.
  */
-export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: string, problems: Problem[]): Map<string, Selected> {
+export function selectObjects(
+  files: ReadonlyMap<string, FileEntry>, nodeName: string, problems: Problem[],
+): Map<string, Selected> {
   const next = new Map<string, Selected>();
   for (const file of [...files.keys()].sort()) {
     for (const doc of files.get(file)!.docs) {
@@ -64,12 +71,14 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
         const name = (entry.object.metadata as { name: string }).name;
         if (entry.kind === 'Node' && name !== nodeName) continue;
         if (entry.kind === 'IPVSProxyConfig' && entry.key !== CONFIG_KEY) {
-          problems.push({ service: '', reason: 'IgnoredConfig', message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
+          problems.push({ service: '', reason: 'IgnoredConfig',
+            message: `${file}: IPVSProxyConfig ${name} is ignored: only the one named "default" is read` });
           continue;
         }
         const first = next.get(entry.key);
         if (first) {
-          problems.push({ service: '', reason: 'DuplicateObject', message: `${file}: ${entry.key} is also in ${first.file}; using the one in ${first.file}` });
+          problems.push({ service: '', reason: 'DuplicateObject',
+            message: `${file}: ${entry.key} is also in ${first.file}; using the one in ${first.file}` });
           continue;
         }
         next.set(entry.key, { file, entry });
@@ -82,7 +91,10 @@ export function selectObjects(files: ReadonlyMap<string, FileEntry>, nodeName: s
 /** What the source remembers of what it sent. */
 export interface SentState {
   readonly gate: ConfigGate;
-  /** What was sent, by key: the entry whose object went out (entries of later reads share it while they say the same). */
+  /**
+   * What was sent, by key: the entry whose object went out (entries of later reads share it while
+   * they say the same).
+   */
   readonly sent: Map<string, Entry>;
   /** The next of the source's own resourceVersions. */
   readonly nextVersion: () => number;
@@ -100,7 +112,9 @@ export function diffObjects(next: ReadonlyMap<string, Selected>, state: SentStat
     // The object's content tells configs apart: an edit of the file's config is sent.
     const v = state.gate.upsert(config.entry.object, configIdentity(config.entry.object));
     if (!v.ok) {
-      problems.push({ service: '', reason: 'InvalidConfig', message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: ${v.errors}` });
+      problems.push({ service: '', reason: 'InvalidConfig',
+        message: `${config.file}: IPVSProxyConfig default is invalid, the last valid configuration stays in force: `
+          + `${v.errors}` });
     } else if (v.event) {
       events.push(v.event);
     }

@@ -4,9 +4,7 @@
 // go out are decided in files-parse.ts (pure).
 // What it reads and when, and its decisions (which Node, which config, a malformed file, the
 // same object twice): docs/hardening.md.
-import { type FSWatcher, watch } from 'node:fs';
-import { constants } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { validateConfig } from '../config/load.js';
 import type { ConfigResult } from '../config/schema.js';
@@ -14,8 +12,12 @@ import { type Problem } from '../desired/types.js';
 import { ConfigGate } from './config-gate.js';
 import { problemKey } from './dedup.js';
 import { type Log, noLog } from '../util/log.js';
-import { type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile } from './files-parse.js';
+import {
+  type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile,
+} from './files-parse.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
+import { MAX_FILE_BYTES, dirId, readRegularFile, yamlFiles } from './manifest-dir.js';
+import { DirWatch } from './dir-watch.js';
 
 export interface FilesSourceOptions {
   dir: string;
@@ -45,15 +47,10 @@ export class FilesSource implements Source {
   private readonly files = new Map<string, FileEntry>();
   /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
   private readonly fileProblems = new Map<string, Problem>();
-  /** Files the watcher named since the last read; `true`: a change it could not name (read all). */
-  private pending: Set<string> | true = new Set();
   private currentProblems: Problem[] = [];
   private onEvent: ((e: SourceEvent) => void) | undefined;
-  private watcher: FSWatcher | undefined;
-  /** The directory the watcher watches (dev:ino): a new directory under the name needs a new watcher. */
-  private watchedId: string | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private rescanTimer: NodeJS.Timeout | undefined;
+  /** When the directory is read again. */
+  private readonly dirWatch: DirWatch;
   private lastError: string | undefined;
   private queue: Promise<void> = Promise.resolve();
   private version = 0;
@@ -62,7 +59,11 @@ export class FilesSource implements Source {
 
   constructor(private readonly opts: FilesSourceOptions) {
     this.log = opts.log ?? noLog;
-    this.sentState = { gate: new ConfigGate(opts.validate ?? validateConfig), sent: new Map(), nextVersion: () => ++this.version };
+    const gate = new ConfigGate(opts.validate ?? validateConfig);
+    this.sentState = { gate, sent: new Map(), nextVersion: () => ++this.version };
+    this.dirWatch = new DirWatch(opts, {
+      log: this.log, rescan: () => this.rescan(), reread: (names) => this.reread(names), stopped: () => this.stopped,
+    });
   }
 
   /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
@@ -70,17 +71,8 @@ export class FilesSource implements Source {
     this.onEvent = onEvent;
     this.stopped = false;
     await this.scan(true);
-    await this.watchDir();
-    this.armRescan();
-  }
-
-  /** The safety net: the directory read again every rescanMs, whatever the watcher saw. */
-  private armRescan(): void {
-    if (this.stopped) return;
-    this.rescanTimer = setTimeout(() => {
-      void this.rescan().finally(() => this.armRescan());
-    }, this.opts.rescanMs ?? 30_000);
-    this.rescanTimer.unref?.();
+    await this.dirWatch.watchDir();
+    this.dirWatch.armRescan();
   }
 
   private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
@@ -103,10 +95,7 @@ export class FilesSource implements Source {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.rescanTimer);
-    this.watcher?.close();
-    this.watcher = undefined;
+    this.dirWatch.stop();
     await this.queue;
   }
 
@@ -127,49 +116,6 @@ export class FilesSource implements Source {
     return this.queue;
   }
 
-  /** Watches DIR (again, when it is a new directory under the same name). */
-  private async watchDir(): Promise<void> {
-    if (this.stopped) return;
-    const id = await dirId(this.opts.dir);
-    if (this.watcher && id === this.watchedId) return;
-    this.watcher?.close();
-    this.watcher = undefined;
-    if (id === undefined) return; // gone: the rescan watches it again when it is back
-    try {
-      this.watcher = watch(this.opts.dir, { persistent: false }, (_event, name) => this.changed(name));
-      this.watcher.on('error', (e) => this.watchFailed(e));
-      this.watchedId = id;
-    } catch (e) {
-      this.watchFailed(e as Error);
-    }
-  }
-
-  private watchFailed(e: Error): void {
-    this.log('error', 'watching the manifest directory failed; retrying', { dir: this.opts.dir, error: e.message });
-    this.watcher?.close();
-    this.watcher = undefined;
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.watchDir();
-      this.changed(null);
-    }, this.opts.retryMs ?? 1000);
-  }
-
-  /** A watcher event: the file it names is read again after the quiet time (all of DIR when unnamed or hidden). */
-  private changed(name: string | Buffer | null): void {
-    if (this.stopped) return;
-    const n = typeof name === 'string' ? name : undefined;
-    if (n === undefined || n.startsWith('.')) this.pending = true;
-    else if (!isManifestName(n)) return; // an editor's backup or swap file: nothing the source reads
-    else if (this.pending !== true) this.pending.add(n);
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      const pending = this.pending;
-      this.pending = new Set();
-      void (pending === true ? this.rescan() : this.reread([...pending]));
-    }, this.opts.debounceMs ?? 100);
-  }
-
   private async scan(initial: boolean): Promise<void> {
     if (this.stopped) return;
     let names: string[];
@@ -178,13 +124,14 @@ export class FilesSource implements Source {
     } catch (e) {
       const error = (e as Error).message;
       if (initial) throw new Error(`cannot read manifest directory ${this.opts.dir}: ${error}`);
-      await this.watchDir(); // a directory that is gone: its watcher goes with it
+      await this.dirWatch.watchDir(); // a directory that is gone: its watcher goes with it
       // Send nothing: what was programmed stays until the directory can be read again.
-      if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', { dir: this.opts.dir, error });
+      const fields = { dir: this.opts.dir, error };
+      if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', fields);
       this.setOk(false, `cannot read ${this.opts.dir}: ${error}`);
       return;
     }
-    if (!initial) await this.watchDir();
+    if (!initial) await this.dirWatch.watchDir();
     const listed = new Set(names);
     for (const name of [...this.files.keys()]) if (!listed.has(name)) this.files.delete(name);
     for (const name of [...this.fileProblems.keys()]) if (!listed.has(name)) this.fileProblems.delete(name);
@@ -196,7 +143,7 @@ export class FilesSource implements Source {
     if (this.stopped) return;
     // Files vanish with their directory too: that is not a deletion of their objects. The full
     // scan tells the two apart (an unreadable directory keeps every last object).
-    if (await dirId(this.opts.dir) !== this.watchedId) return this.scan(false);
+    if (await dirId(this.opts.dir) !== this.dirWatch.id) return this.scan(false);
     await this.readFiles(names, true);
   }
 
@@ -209,7 +156,9 @@ export class FilesSource implements Source {
         const path = join(this.opts.dir, name);
         if (seam) {
           const st = await stat(path);
-          if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: checkType ? 'ENOENT' : 'ENOTREG' });
+          if (!st.isFile()) {
+            throw Object.assign(new Error('not a regular file'), { code: checkType ? 'ENOENT' : 'ENOTREG' });
+          }
           text = await seam(path);
         } else {
           // The full scan lists regular files (symlinks followed); a named change may be anything.
@@ -230,7 +179,9 @@ export class FilesSource implements Source {
         continue;
       }
       if ('entry' in r) {
-        if (r.skipped.length) this.log('debug', 'skipping objects of kinds not read', { file: name, objects: r.skipped });
+        if (r.skipped.length) {
+          this.log('debug', 'skipping objects of kinds not read', { file: name, objects: r.skipped });
+        }
         this.files.set(name, r.entry);
       }
       this.fileProblems.delete(name);
@@ -254,65 +205,10 @@ export class FilesSource implements Source {
     if (!changed) return;
     // Reported once: to onProblems (which logs or posts them) when given, else here.
     if (this.opts.onProblems) this.opts.onProblems(problems);
-    else for (const p of problems) if (!before.has(problemKey(p))) this.log('warn', p.message, { reason: p.reason, dir: this.opts.dir });
-  }
-}
-
-/** Files larger than this are refused unread (a manifest directory holds YAML, not data). */
-const MAX_FILE_BYTES = 16 << 20;
-
-/**
- * Reads a regular file through one descriptor, opened non-blocking (a FIFO put in its place
- * never blocks the process), checked with fstat on that descriptor (no stat-then-open race) and
- * read at most `max` bytes (a file swapped for a bigger one is refused on what was read). Not a
- * regular file: ENOENT when `skipOthers` (the scan lists files only), else an error.
- */
-export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
-  const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
-  try {
-    const st = await fh.stat();
-    if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: skipOthers ? 'ENOENT' : 'ENOTREG' });
-    if (st.size > max) throw new Error(`larger than ${max} bytes`);
-    const chunks: Buffer[] = [];
-    let total = 0;
-    for (;;) {
-      const buf = Buffer.allocUnsafe(Math.min(1 << 20, max + 1 - total));
-      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
-      if (bytesRead === 0) break;
-      total += bytesRead;
-      if (total > max) throw new Error(`larger than ${max} bytes`);
-      chunks.push(buf.subarray(0, bytesRead));
-    }
-    return Buffer.concat(chunks, total).toString('utf8');
-  } finally {
-    await fh.close();
-  }
-}
-
-/**
- * The *.yaml / *.yml entries of `dir` that are not directories, following symlinks, sorted; hidden
- * ones skipped. A FIFO or device under such a name is listed so that reading it is refused as a
- * problem (its file's last good objects stay) rather than taken for a deleted file.
- */
-async function yamlFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const d of await readdir(dir, { withFileTypes: true })) {
-    if (d.name.startsWith('.') || !/\.ya?ml$/.test(d.name)) continue;
-    if (d.isFile() || d.isFIFO() || d.isSocket() || d.isCharacterDevice() || d.isBlockDevice()) out.push(d.name);
-    else if (d.isSymbolicLink()) {
-      // A ConfigMap volume's files are symlinks into ..data; a dangling one is a file that is gone.
-      const target = await stat(join(dir, d.name)).catch(() => undefined);
-      if (target?.isFile()) out.push(d.name);
+    else {
+      for (const p of problems) {
+        if (!before.has(problemKey(p))) this.log('warn', p.message, { reason: p.reason, dir: this.opts.dir });
+      }
     }
   }
-  return out.sort();
-}
-
-/**
- * The directory's identity (device, inode, birth time: a directory created again may get the
- * inode number of the one removed), undefined when it does not exist.
- */
-async function dirId(dir: string): Promise<string | undefined> {
-  const s = await stat(dir).catch(() => undefined);
-  return s?.isDirectory() ? `${s.dev}:${s.ino}:${s.birthtimeMs}` : undefined;
 }

@@ -125,7 +125,9 @@ function collect(value: unknown, where: string, out: ParsedFile): void {
     o.items.forEach((item, j) => collect(item, `${where} item ${j + 1}`, out));
     return;
   }
-  const meta = typeof o.metadata === 'object' && o.metadata !== null && !Array.isArray(o.metadata) ? o.metadata as Record<string, unknown> : undefined;
+  const meta = typeof o.metadata === 'object' && o.metadata !== null && !Array.isArray(o.metadata)
+    ? o.metadata as Record<string, unknown>
+    : undefined;
   const name = meta?.name;
   // Own properties only: `kind: constructor` or `kind: toString` must not find Object's members.
   if (!Object.hasOwn(API_VERSIONS, kind)) {
@@ -138,7 +140,8 @@ function collect(value: unknown, where: string, out: ParsedFile): void {
     return;
   }
   if (o.apiVersion !== undefined && !API_VERSIONS[k].includes(o.apiVersion as string)) {
-    out.errors.push(`${where}: ${kind} ${name}: apiVersion ${JSON.stringify(o.apiVersion)} is not read (use ${API_VERSIONS[k].join(' or ')})`);
+    const use = API_VERSIONS[k].join(' or ');
+    out.errors.push(`${where}: ${kind} ${name}: apiVersion ${JSON.stringify(o.apiVersion)} is not read (use ${use})`);
     return;
   }
   let namespace = '';

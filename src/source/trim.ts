@@ -26,7 +26,8 @@ export function plain(v: unknown): unknown {
     if (v[k] === undefined) continue;
     // A "__proto__" key (JSON.parse and the YAML parser make it an own property) is data:
     // assigning it would set the copy's prototype, and its fields would show through.
-    if (k === '__proto__') Object.defineProperty(out, k, { value: plain(v[k]), enumerable: true, writable: true, configurable: true });
+    if (k === '__proto__') Object.defineProperty(out, k, { value: plain(v[k]), enumerable: true, writable: true,
+      configurable: true });
     else out[k] = plain(v[k]);
   }
   return out;
@@ -36,7 +37,9 @@ export function plain(v: unknown): unknown {
 export function trimMeta(meta: unknown): Rec | undefined {
   if (!isRec(meta)) return meta as undefined;
   const out: Rec = {};
-  for (const k of ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp'] as const) if (meta[k] !== undefined) out[k] = plain(meta[k]);
+  for (const k of ['name', 'namespace', 'uid', 'resourceVersion', 'labels', 'deletionTimestamp'] as const) {
+    if (meta[k] !== undefined) out[k] = plain(meta[k]);
+  }
   const a = meta.annotations;
   if (isRec(a)) {
     const keep = Object.keys(a).filter((k) => !DROPPED_ANNOTATIONS.has(k) && a[k] !== undefined);
@@ -50,7 +53,9 @@ export function trimService(s: V1Service): V1Service {
   if (!isRec(s)) return s;
   const metadata = trimMeta(s.metadata);
   const status = (s as Rec).status;
-  const lb = isRec(status) && status.loadBalancer !== undefined ? { loadBalancer: plain(status.loadBalancer) } : undefined;
+  const lb = isRec(status) && status.loadBalancer !== undefined
+    ? { loadBalancer: plain(status.loadBalancer) }
+    : undefined;
   if (s.spec === undefined) return (lb ? { metadata, status: lb } : { metadata }) as V1Service;
   const spec = plain(s.spec);
   return (lb ? { metadata, spec, status: lb } : { metadata, spec }) as V1Service;
@@ -62,7 +67,8 @@ const sharedConditions = new Map<string, Readonly<Rec>>();
 function conditions(c: unknown): unknown {
   if (!isRec(c)) return c;
   const keys = Object.keys(c).filter((k) => c[k] !== undefined);
-  if (!keys.every((k) => (k === 'ready' || k === 'serving' || k === 'terminating') && typeof c[k] === 'boolean')) return plain(c);
+  const known = (k: string) => (k === 'ready' || k === 'serving' || k === 'terminating') && typeof c[k] === 'boolean';
+  if (!keys.every(known)) return plain(c);
   const key = `${String(c.ready)}/${String(c.serving)}/${String(c.terminating)}`;
   let shared = sharedConditions.get(key);
   if (!shared) {
@@ -92,7 +98,8 @@ function trimEndpoint(e: unknown): unknown {
   const addresses = plain(e.addresses);
   const cond = e.conditions !== undefined ? conditions(e.conditions) : undefined;
   const ref = trimTargetRef(e.targetRef);
-  if (cond !== undefined && e.nodeName !== undefined && ref !== undefined && e.hostname === undefined && e.hints === undefined) {
+  if (cond !== undefined && e.nodeName !== undefined && ref !== undefined && e.hostname === undefined
+    && e.hints === undefined) {
     const nodeName = plain(e.nodeName);
     return e.zone === undefined ? { addresses, conditions: cond, nodeName, targetRef: ref }
       : { addresses, conditions: cond, nodeName, zone: plain(e.zone), targetRef: ref };

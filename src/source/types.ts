@@ -45,7 +45,10 @@ export interface ServiceRef {
   uid?: string;
 }
 
-/** Turns problems into Kubernetes Events (or log lines), deduplicated: the same reason+message for the same object is posted once. */
+/**
+ * Turns problems into Kubernetes Events (or log lines), deduplicated: the same reason+message for
+ * the same object is posted once.
+ */
 export interface EventSink {
   /** Posts Events for problems not already posted; problems that went away may be posted again later. */
   report(problems: readonly Problem[], services: ReadonlyMap<string, ServiceRef>): Promise<void>;

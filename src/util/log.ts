@@ -14,7 +14,8 @@ export const noLog: Log = () => undefined;
 /** A logger writing to stderr in `format` from `level` up. */
 export function createLog(format: 'json' | 'text', level: LogLevel = 'info'): Log {
   const text = winston.format.printf(({ level: l, message, timestamp, ...rest }) => {
-    const extra = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+    const extra = Object.entries(rest)
+      .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
     return `${String(timestamp)} ${l.toUpperCase().padEnd(5)} ${String(message)}${extra ? ` ${extra}` : ''}`;
   });
   const logger = winston.createLogger({
@@ -25,9 +26,12 @@ export function createLog(format: 'json' | 'text', level: LogLevel = 'info'): Lo
   return (l, message, fields) => logger.log(l, message, fields ?? {});
 }
 
+/** One entry a memoryLog kept. */
+export interface LogEntry { level: LogLevel; message: string; fields?: Record<string, unknown> }
+
 /** A Log that keeps entries in memory (tests). */
-export function memoryLog(): Log & { entries: Array<{ level: LogLevel; message: string; fields?: Record<string, unknown> }> } {
-  const entries: Array<{ level: LogLevel; message: string; fields?: Record<string, unknown> }> = [];
+export function memoryLog(): Log & { entries: LogEntry[] } {
+  const entries: LogEntry[] = [];
   const log = ((level: LogLevel, message: string, fields?: Record<string, unknown>) => {
     entries.push({ level, message, ...(fields ? { fields } : {}) });
   }) as Log & { entries: typeof entries };

@@ -10,7 +10,8 @@ export interface RunResult {
 }
 
 /** Runs a program to completion, capturing its output. Never throws for a non-zero exit. */
-export function run(cmd: string, args: readonly string[], opts: SpawnOptions & { input?: string } = {}): Promise<RunResult> {
+export function run(cmd: string, args: readonly string[],
+  opts: SpawnOptions & { input?: string } = {}): Promise<RunResult> {
   return new Promise((resolvePromise, reject) => {
     const { input, ...spawnOpts } = opts;
     const child = spawn(cmd, args, { ...spawnOpts, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });

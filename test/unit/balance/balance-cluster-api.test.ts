@@ -6,7 +6,8 @@
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { ClusterWeights } from '../../../src/balance/cluster-view.js';
 import type { RejectReason } from '../../../src/balance/estimate.js';
-import { ClusterView, LEASE_NAME, VIEW_AT_ANNOTATION } from '../../../src/kube/cluster-view.js';
+import { ClusterView } from '../../../src/kube/cluster-view.js';
+import { LEASE_NAME, VIEW_AT_ANNOTATION } from '../../../src/kube/cluster-view-options.js';
 import { pickReporters } from '../../../src/balance/reporting.js';
 import { BACKENDS, KEY, VIEW, kernelStub, table } from '../../support/cluster-view.js';
 import { Metrics } from '../../../src/metrics/metrics.js';

@@ -10,7 +10,9 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KubeApiError, KubeClient, inClusterCredentials, kubeconfigCredentials, loadKubeClient, pager, readSmallFile } from '../../../src/kube/client.js';
+import { KubeClient, loadKubeClient, pager } from '../../../src/kube/client.js';
+import { inClusterCredentials, kubeconfigCredentials, readSmallFile } from '../../../src/kube/credentials.js';
+import { KubeApiError } from '../../../src/kube/transport.js';
 import { describeError, httpStatus, retryAfterMs } from '../../../src/kube/informer.js';
 import { makeSelfSignedCert } from '../../../lab/cluster/tls.js';
 

@@ -8,7 +8,8 @@ import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Problem } from '../../../src/desired/types.js';
-import { FilesSource, type FilesSourceOptions, readRegularFile } from '../../../src/source/files.js';
+import { FilesSource, type FilesSourceOptions } from '../../../src/source/files.js';
+import { readRegularFile } from '../../../src/source/manifest-dir.js';
 import type { LogLevel } from '../../../src/util/log.js';
 import { parseManifests } from '../../../src/source/manifests.js';
 import type { SourceEvent } from '../../../src/source/types.js';

@@ -1,0 +1,65 @@
+// The manifest directory as the files source reads it (files.ts): which names are listed, the
+// directory's identity (a new directory under the same name), and one file read through one
+// descriptor within a size bound. Why each guard: docs/hardening.md.
+import { constants } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** Files larger than this are refused unread (a manifest directory holds YAML, not data). */
+export const MAX_FILE_BYTES = 16 << 20;
+
+/**
+ * Reads a regular file through one descriptor, opened non-blocking (a FIFO put in its place
+ * never blocks the process), checked with fstat on that descriptor (no stat-then-open race) and
+ * read at most `max` bytes (a file swapped for a bigger one is refused on what was read). Not a
+ * regular file: ENOENT when `skipOthers` (the scan lists files only), else an error.
+ */
+export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
+  try {
+    const st = await fh.stat();
+    if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: skipOthers ? 'ENOENT' : 'ENOTREG' });
+    if (st.size > max) throw new Error(`larger than ${max} bytes`);
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const buf = Buffer.allocUnsafe(Math.min(1 << 20, max + 1 - total));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      if (total > max) throw new Error(`larger than ${max} bytes`);
+      chunks.push(buf.subarray(0, bytesRead));
+    }
+    return Buffer.concat(chunks, total).toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The *.yaml / *.yml entries of `dir` that are not directories, following symlinks, sorted; hidden
+ * ones skipped. A FIFO or device under such a name is listed so that reading it is refused as a
+ * problem (its file's last good objects stay) rather than taken for a deleted file.
+ */
+export async function yamlFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const d of await readdir(dir, { withFileTypes: true })) {
+    if (d.name.startsWith('.') || !/\.ya?ml$/.test(d.name)) continue;
+    if (d.isFile() || d.isFIFO() || d.isSocket() || d.isCharacterDevice() || d.isBlockDevice()) out.push(d.name);
+    else if (d.isSymbolicLink()) {
+      // A ConfigMap volume's files are symlinks into ..data; a dangling one is a file that is gone.
+      const target = await stat(join(dir, d.name)).catch(() => undefined);
+      if (target?.isFile()) out.push(d.name);
+    }
+  }
+  return out.sort();
+}
+
+/**
+ * The directory's identity (device, inode, birth time: a directory created again may get the
+ * inode number of the one removed), undefined when it does not exist.
+ */
+export async function dirId(dir: string): Promise<string | undefined> {
+  const s = await stat(dir).catch(() => undefined);
+  return s?.isDirectory() ? `${s.dev}:${s.ino}:${s.birthtimeMs}` : undefined;
+}
