@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../support/net.js';
 import { formatHostPort, parseHostPort } from '../../../src/model/host-port.js';
 import { serveHttp } from '../../../src/healthcheck/http.js';
 import { Metrics } from '../../../src/metrics/metrics.js';
@@ -122,8 +123,9 @@ describe('a plugin whose top-level await never settles', () => {
   });
 
   it('`run` fails with exit code 1 and says which file (it used to exit 0 silently)', async () => {
+    const metricsAddr = `127.0.0.1:${await freePort()}`;
     await withDir({ 'a-hangs.mjs': HANG }, (dir) => {
-      const r = cli(['run', '--source', 'files:examples/lab', '--dry-run', '--metrics-addr', '127.0.0.1:19252',
+      const r = cli(['run', '--source', 'files:examples/lab', '--dry-run', '--metrics-addr', metricsAddr,
         '--plugins-dir', dir, '--plugin-load-timeout', '0.3']);
       expect(r.status).toBe(1);
       expect(r.stderr).toContain(`ipvs-operator run: plugin ${join(dir, 'a-hangs.mjs')} did not finish loading within 0.3 s`);

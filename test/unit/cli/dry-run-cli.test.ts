@@ -5,6 +5,7 @@ import { describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { freePort } from '../../support/net.js';
 
 const root = fileURLToPath(new URL('../../../..', import.meta.url));
 const CLI = fileURLToPath(new URL('../../../src/cli/main.js', import.meta.url));
@@ -32,7 +33,7 @@ function dryRun(args: string[]): Promise<{ stdout: string; stderr: string; code:
 describe('run --dry-run on a machine without IPVS', () => {
   it('prints the whole first plan of examples/lab (IPVS ops, VIPs, iptables/ipset payloads) and writes nothing', async () => {
     const hasIpvs = existsSync('/proc/net/ip_vs');
-    const { stdout, stderr, code } = await dryRun(['--source', 'files:examples/lab', '--node-name', 'lab-node', '--metrics-addr', '127.0.0.1:19251']);
+    const { stdout, stderr, code } = await dryRun(['--source', 'files:examples/lab', '--node-name', 'lab-node', '--metrics-addr', `127.0.0.1:${await freePort()}`]);
     expect(stderr).toMatch(/"message":"synced"/);
     expect(code).toBe(0);
     const lines = stdout.split('\n');
