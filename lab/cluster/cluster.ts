@@ -119,7 +119,7 @@ export interface ApiServerProcess {
 
 /**
  * Starts etcd (Debian's, etcd.ts) and the API server inside the control-plane node's netns: etcd
- * on 127.0.0.1:2379 of that netns with its data under /run/lab-cluster/etcd, the API server on
+ * on the node's address, port 2379, with its data under /run/lab-cluster/etcd, the API server on
  * 0.0.0.0:6443 over HTTPS (a self-signed certificate for the node's address), with two tokens: an
  * admin (system:masters) for the cluster's own writes and kubectl, and the ipvs-operator
  * ServiceAccount's, authorized by manifests/clusterrole.yaml + clusterrolebinding.yaml. Resolves
@@ -130,7 +130,9 @@ export async function startApiServer(controlPlane: NodePlan): Promise<ApiServerP
   mkdirSync(dir, { recursive: true });
   const { makeSelfSignedCert } = await import('./tls.js');
   const { EtcdProcess } = await import('./etcd.js');
-  const etcd = await EtcdProcess.start({ dir: join(CLUSTER_RUN_DIR, 'etcd'), client: 'http://127.0.0.1:2379', peer: 'http://127.0.0.1:2380', netns: controlPlane.name });
+  // On the node's address, as kubeadm's etcd also listens: this process (the VM's root netns)
+  // checks it is up from outside the node's netns, where its 127.0.0.1 is not reachable.
+  const etcd = await EtcdProcess.start({ dir: join(CLUSTER_RUN_DIR, 'etcd'), client: `http://${controlPlane.ipv4}:2379`, peer: 'http://127.0.0.1:2380', netns: controlPlane.name });
   const cert = makeSelfSignedCert(dir, { ips: [controlPlane.ipv4, '127.0.0.1'], dns: ['kubernetes', 'kubernetes.default', 'localhost'] });
   const adminToken = randomBytes(16).toString('hex');
   const operatorToken = randomBytes(16).toString('hex');
