@@ -81,14 +81,16 @@ export const COMMANDS: Record<string, LabCommand> = {
   },
   cluster: {
     summary: 'a kind-like cluster in the VM: nodes, pods, the operator on each from its DaemonSet (lab/cluster/)',
-    usage: 'cluster up [--nodes N] [--kube-proxy] [--prometheus] | cluster down | cluster status | cluster exec <node|pod|external> -- <cmd...> | cluster kubectl -- <args...>',
+    usage: 'cluster up [--nodes N] [--kube-proxy] [--prometheus] | cluster down | cluster status | cluster apiserver restart | cluster exec <node|pod|external> -- <cmd...> | cluster kubectl -- <args...>',
     help: 'up: boots one long-lived VM (detached) whose agent builds N node netns (default 4: myk8s-control-plane and\n' +
       'myk8s-worker..3) on the bridge 172.18.0.0/16, pods 10.10.<node>.0/24, the external client netns, the API\n' +
       'server and the operator on every node from manifests/daemonset.yaml; it prints the boot-to-ready time.\n' +
       '--kube-proxy: the coexistence install: kube-proxy\'s iptables mode on every node, following the API, owns the\n' +
       'unlabelled Services; the operator only those labelled service-proxy-name=ipvs-operator.\n' +
       '--prometheus: Debian\'s prometheus on 172.18.0.1:9090 scraping every node\'s operator every 2 s.\n' +
-      'status/exec/kubectl are answered by that agent (requests through .cache/lab/cluster/); down stops it all\n' +
+      'apiserver restart: stops the API server and starts it again over its etcd (Debian\'s etcd-server), same\n' +
+      'port and certificate: objects, resourceVersions and Events are kept, watches resume (docs/lab-cluster.md).\n' +
+      'status/exec/kubectl/apiserver are answered by that agent (requests through .cache/lab/cluster/); down stops it all\n' +
       'and powers the VM off. Build first (npm run build).',
     async run(args) {
       const { clusterCommand } = await import('./cluster/cli.js');

@@ -13,8 +13,8 @@ import { run, runInherit, runOk } from './proc.js';
 /** Host packages: qemu + what the guest uses from the host root (shared read-only over 9p). */
 export const HOST_PACKAGES = [
   'qemu-system-x86', 'busybox-static', 'cpio', 'kmod', 'ipvsadm', 'ipset', 'iptables', 'iproute2', 'curl', 'conntrack', 'iputils-arping', 'wrk', 'nftables',
-  // the lab cluster's Prometheus (lab/cluster/prometheus.ts)
-  'prometheus',
+  // the lab cluster's Prometheus (lab/cluster/prometheus.ts) and its API server's store (lab/cluster/etcd.ts)
+  'prometheus', 'etcd-server',
 ] as const;
 
 const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };

@@ -18,6 +18,8 @@ export interface Writes {
   remove(resource: ResourceName, name: string, namespace?: string): boolean;
   get(resource: ResourceName, name: string, namespace?: string): Obj | undefined;
   list(resource: ResourceName): Obj[];
+  /** When an object was last written (ms), or undefined. */
+  writtenAt(resource: ResourceName, name: string, namespace?: string): number | undefined;
 }
 
 export class LabControlPlane {
@@ -32,12 +34,36 @@ export class LabControlPlane {
     this.lbPool = lab.loadBalancerPool ? poolAddresses(lab.loadBalancerPool) : [];
   }
 
-  /** The usual namespaces and the `kubernetes` Service, the server listening on `port`. */
+  /**
+   * The usual namespaces and the `kubernetes` Service, the server listening on `port`: written
+   * when missing or different, so a restart over a persistent store writes nothing when nothing
+   * changed. What the store kept is picked up again: each Event's expiry (from its last write),
+   * each terminating Pod's grace timer, and the controllers run once (as controllers resync at
+   * start) for changes written to the store while this server was down.
+   */
   bootstrap(port: number): void {
     for (const name of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
-      this.api.put('namespaces', { metadata: { name }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } });
+      if (!this.api.get('namespaces', name)) this.api.put('namespaces', { metadata: { name }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } });
     }
     this.putKubernetesService(port);
+    const ttl = this.lab.eventTtlMs ?? 3_600_000;
+    for (const resource of (Object.keys(RESOURCES) as ResourceName[]).filter((r) => RESOURCES[r].kind === 'Event')) {
+      for (const o of this.api.list(resource)) {
+        const at = this.api.writtenAt(resource, o.metadata.name, o.metadata.namespace) ?? (this.lab.clock ?? Date.now)();
+        this.eventExpiry.set(`${resource}/${objectKey(o.metadata.namespace, o.metadata.name)}`, at + ttl);
+      }
+    }
+    for (const pod of this.api.list('pods')) {
+      if (pod.metadata.deletionTimestamp) this.graceTimer(pod.metadata.name, pod.metadata.namespace, Date.parse(pod.metadata.deletionTimestamp) - Date.now());
+    }
+    this.reconcile('services');
+  }
+
+  /** Writes `o` unless the stored object has the same `fields` already. */
+  private putUnlessSame(resource: ResourceName, o: Obj, fields: readonly string[]): void {
+    const cur = this.api.get(resource, o.metadata.name, o.metadata.namespace);
+    const pick = (x: Obj) => JSON.stringify(fields.map((f) => x[f]));
+    if (!cur || pick(cur) !== pick(o) || JSON.stringify(cur.metadata.labels) !== JSON.stringify(o.metadata.labels)) this.api.put(resource, o);
   }
 
   /**
@@ -49,20 +75,20 @@ export class LabControlPlane {
   private putKubernetesService(port: number): void {
     const range = parseCidr((this.lab.alloc ?? DEFAULT_ALLOC).serviceCIDRs[0]!);
     const ip = formatIp(range.family, range.base + 1n);
-    this.api.put('services', {
+    this.putUnlessSame('services', {
       metadata: { name: 'kubernetes', namespace: 'default', labels: { component: 'apiserver', provider: 'kubernetes' } },
       spec: {
         type: 'ClusterIP', clusterIP: ip, clusterIPs: [ip], ipFamilies: [range.family], ipFamilyPolicy: 'SingleStack',
         ports: [{ name: 'https', port: 443, protocol: 'TCP', targetPort: port }], sessionAffinity: 'None', internalTrafficPolicy: 'Cluster',
       },
-    });
+    }, ['spec']);
     if (!this.lab.advertiseAddress) return;
-    this.api.put('endpointslices', {
+    this.putUnlessSame('endpointslices', {
       metadata: { name: 'kubernetes', namespace: 'default', labels: { 'kubernetes.io/service-name': 'kubernetes' } },
       addressType: this.lab.advertiseAddress.includes(':') ? 'IPv6' : 'IPv4',
       endpoints: [{ addresses: [this.lab.advertiseAddress], conditions: { ready: true } }],
       ports: [{ name: 'https', port, protocol: 'TCP' }],
-    });
+    }, ['addressType', 'endpoints', 'ports']);
   }
 
   /** Defaulting and validation of a write: Services get their allocations; throws HttpError 422. */
@@ -114,15 +140,20 @@ export class LabControlPlane {
     next.metadata.deletionTimestamp = new Date(end).toISOString().replace(/\.\d+Z$/, 'Z');
     next.metadata.deletionGracePeriodSeconds = grace;
     const stored = this.api.put('pods', next);
+    this.graceTimer(name, namespace, grace * 1000);
+    return stored;
+  }
+
+  /** Removes a terminating Pod after `ms` (at once when it is past). */
+  private graceTimer(name: string, namespace: string | undefined, ms: number): void {
     const timerKey = `pods/${objectKey(namespace, name)}`;
     clearTimeout(this.graceTimers.get(timerKey));
     const timer = setTimeout(() => {
       this.graceTimers.delete(timerKey);
       this.api.remove('pods', name, namespace);
-    }, grace * 1000);
+    }, Math.max(0, ms));
     timer.unref();
     this.graceTimers.set(timerKey, timer);
-    return stored;
   }
 
   /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers). */

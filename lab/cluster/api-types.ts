@@ -71,4 +71,6 @@ export interface LabApiServerOptions {
   tls?: { cert: string; key: string };
   auth?: AuthOptions;
   lab?: LabOptions;
+  /** An etcd client URL (http://host:port): objects, resourceVersions, history and compaction persist there (etcd.ts); none: in memory. */
+  etcd?: string;
 }

@@ -5,8 +5,12 @@
 //     [--service-cidr 10.200.1.0/24,fd00:10:200::/108] [--node-port-range 30000-32767] [--seed F.yaml ...]
 //     [--advertise-address IP]  (the `kubernetes` Service's endpoint)
 //     [--load-balancer-pool CIDR]  (IPv4: LoadBalancer ingress IPs, loadbalancer.ts)
+//     [--etcd-servers http://127.0.0.1:2379]  (the persistent store, etcd.ts; none: in memory)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
-// (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing.
+// (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing (every
+// change written to etcd first). Started again over the same etcd, it serves what it served:
+// objects, resourceVersions, the watch history since the last compaction; --seed objects that
+// exist already are left as they are.
 // Without --tokens every request is allowed (no authentication); without --cert it serves HTTP.
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -21,6 +25,7 @@ import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from '.
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
   serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string;
+  etcd?: string;
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -43,6 +48,10 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
       case '--tokens': out.tokens = value; break;
       case '--rbac': out.rbac.push(value); break;
       case '--seed': out.seed.push(value); break;
+      case '--etcd-servers':
+        if (!/^http:\/\/[^/,]+$/.test(value)) throw new Error(`--etcd-servers: expected one http://host:port, got "${value}"`);
+        out.etcd = value;
+        break;
       case '--advertise-address':
         if (!parseIp(value)) throw new Error(`--advertise-address: expected an IP address, got "${value}"`);
         out.advertiseAddress = value;
@@ -88,14 +97,16 @@ async function main(): Promise<void> {
     },
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
+    ...(args.etcd ? { etcd: args.etcd } : {}),
   };
   const server = await LabApiServer.start(opts);
   for (const file of args.seed) {
     for (const d of parseAllDocuments(readFileSync(file, 'utf8'))) {
-      const o = d.toJS() as { apiVersion?: string; kind?: string; metadata?: { name?: string } } | null;
+      const o = d.toJS() as { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string } } | null;
       if (!o?.apiVersion || !o.kind) continue;
       const r = resourceOfDocument(o.apiVersion, o.kind);
       if (!r) throw new Error(`--seed ${file}: ${o.apiVersion} ${o.kind} is not served`);
+      if (o.metadata?.name && server.get(r, o.metadata.name, RESOURCES[r].namespaced ? o.metadata.namespace ?? 'default' : undefined)) continue;
       server.create(r, o);
     }
   }

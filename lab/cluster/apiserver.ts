@@ -10,6 +10,7 @@ import type { Socket } from 'node:net';
 import { KubeClient } from '../../src/kube/client.js';
 import { LabControlPlane } from './admission.js';
 import type { Change, Fault, LabApiServerOptions, Obj, RecordedRequest } from './api-types.js';
+import { EtcdStore, type StoredState } from './etcd.js';
 import { type ApiCore, Faults, createFrom, handleRequest } from './http.js';
 import { ObjectStore } from './objects.js';
 import { type RbacPolicy, parseRbac, withStored } from './rbac.js';
@@ -33,8 +34,10 @@ export class LabApiServer implements ApiCore {
   private readonly sockets = new Set<Socket>();
   private isDown = false;
 
-  private constructor(private readonly server: Server, readonly opts: LabApiServerOptions) {
-    this.store = new ObjectStore((c: Change) => this.watches.publish(c));
+  private constructor(private readonly server: Server, readonly opts: LabApiServerOptions, private readonly etcd?: { store: EtcdStore; state: StoredState }) {
+    this.store = new ObjectStore((c: Change) => this.watches.publish(c), {
+      ...(etcd ? { persisted: { state: etcd.state, sink: etcd.store } } : {}), ...(opts.lab?.clock ? { clock: opts.lab.clock } : {}),
+    });
     this.watches = new WatchHub(this.store, opts.goneAs);
     this.staticRbac = parseRbac(opts.auth?.rbacYaml ?? []);
     this.controlPlane = opts.lab ? new LabControlPlane(opts.lab, this) : undefined;
@@ -60,14 +63,22 @@ export class LabApiServer implements ApiCore {
     this.controlPlane?.bootstrap(a && typeof a !== 'string' ? a.port : 443);
   }
 
-  /** Starts a server on `host` (default 127.0.0.1) and `port` (default a free one); rejects when it cannot listen. */
+  /**
+   * Starts a server on `host` (default 127.0.0.1) and `port` (default a free one), with `etcd`
+   * from what etcd holds; rejects when it cannot listen or etcd cannot be read.
+   */
   static async start(opts: LabApiServerOptions = {}): Promise<LabApiServer> {
+    let etcd: { store: EtcdStore; state: StoredState } | undefined;
+    if (opts.etcd) {
+      const store = new EtcdStore(opts.etcd);
+      etcd = { store, state: await store.load() };
+    }
     const server = (opts.tls ? createHttpsServer({ cert: opts.tls.cert, key: opts.tls.key }) : createServer()) as Server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
     });
-    return new LabApiServer(server, opts);
+    return new LabApiServer(server, opts, etcd);
   }
 
   /** The base URL (http or https, the listen address; 127.0.0.1 when listening on any address). */
@@ -192,11 +203,22 @@ export class LabApiServer implements ApiCore {
     this.watches.unstall(resource);
   }
 
-  /** Stops listening and resets every connection; pending pod grace timers are dropped. */
+  /** When an object was last written (ms), or undefined when it does not exist. */
+  writtenAt(resource: ResourceName, name: string, namespace?: string): number | undefined {
+    return this.store.writtenAt(resource, name, namespace);
+  }
+
+  /** Resolves once every change so far is in etcd (at once without etcd). */
+  async flushed(): Promise<void> {
+    await this.etcd?.store.flush();
+  }
+
+  /** Stops listening and resets every connection; pending pod grace timers are dropped; every change is in etcd before it resolves. */
   async close(): Promise<void> {
     this.controlPlane?.stop();
     this.down();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await this.etcd?.store.close();
   }
 
   /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers); run before every request. */

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `ipvs-operator lab cluster up|down|status|exec|kubectl` (lab/commands.ts) and the agent that
+// `ipvs-operator lab cluster up|down|status|apiserver restart|exec|kubectl` (lab/commands.ts) and the agent that
 // keeps a cluster alive inside the lab VM between those commands.
 //
 // How a cluster outlives one command: `up` starts, detached, one lab VM whose guest command is
@@ -34,7 +34,12 @@ export function demoPods(nodes: readonly string[]): Array<{ name: string; node: 
   ];
 }
 
-export interface AgentState { cluster: LabCluster; api: ApiAccess; kubeconfig: string; prometheus?: LabPrometheus | undefined; stop: () => Promise<void> }
+export interface AgentState {
+  cluster: LabCluster; api: ApiAccess; kubeconfig: string; prometheus?: LabPrometheus | undefined;
+  /** Stops the API server and starts it again over the same etcd (`apiserver restart`). */
+  restartApiServer: () => Promise<void>;
+  stop: () => Promise<void>;
+}
 
 export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy = false, operatorArgs: readonly string[] = [], prometheus = false): Promise<AgentState> {
   const t0 = Date.now();
@@ -66,7 +71,10 @@ export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy
     targets: cluster.nodes.map((n) => ({ node: n.name, address: `${n.ipv4}:${OPERATOR_METRICS_PORT}` })),
   }) : undefined;
   if (prom) log(`Prometheus ${prom.url} scraping ${cluster.nodes.length} operators in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  return { cluster, api: apiServer.access, kubeconfig, prometheus: prom, stop: async () => { await prom?.stop(); await cluster.down(); await apiServer.stop(); } };
+  return {
+    cluster, api: apiServer.access, kubeconfig, prometheus: prom, restartApiServer: () => apiServer.restart(),
+    stop: async () => { await prom?.stop(); await cluster.down(); await apiServer.stop(); },
+  };
 }
 
 function statusText(s: AgentState): string {
@@ -100,6 +108,16 @@ export function wantsStdin(argv: readonly string[]): boolean {
 async function serve(s: AgentState, argv: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   const [cmd, ...rest] = argv;
   if (cmd === 'status') return { code: 0, stdout: statusText(s), stderr: '' };
+  if (cmd === 'apiserver') {
+    if (rest.length !== 1 || rest[0] !== 'restart') return { code: 2, stdout: '', stderr: 'usage: apiserver restart\n' };
+    const t0 = Date.now();
+    try {
+      await s.restartApiServer();
+    } catch (e) {
+      return { code: 1, stdout: '', stderr: `${(e as Error).message}\n` };
+    }
+    return { code: 0, stdout: `lab cluster: API server restarted over its etcd in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`, stderr: '' };
+  }
   if (cmd === 'exec') {
     const [target, ...command] = rest;
     if (!target || command.length === 0) return { code: 2, stdout: '', stderr: 'usage: exec <node|pod> -- <command...>\n' };
@@ -256,7 +274,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
       return up(n, values['kube-proxy'] === true, values.prometheus === true);
     }
     case 'down': return down();
-    case 'status': case 'exec': case 'kubectl': {
+    case 'status': case 'exec': case 'kubectl': case 'apiserver': {
       const argv = sub === 'exec' ? [sub, rest[0] ?? '', ...afterDashes(rest.slice(1))] : [sub, ...afterDashes(rest)];
       // The host's stdin goes with the request when the command reads it and it is not a terminal.
       const input = wantsStdin(argv) && !process.stdin.isTTY ? await readStdin() : undefined;
@@ -265,7 +283,7 @@ export async function clusterCommand(args: string[]): Promise<number> {
       process.stderr.write(r.stderr);
       return r.code;
     }
-    default: throw new Error(`cluster takes up, down, status, exec <node|pod> -- <cmd...> or kubectl -- <args...>; got ${JSON.stringify(sub ?? '')}`);
+    default: throw new Error(`cluster takes up, down, status, apiserver restart, exec <node|pod> -- <cmd...> or kubectl -- <args...>; got ${JSON.stringify(sub ?? '')}`);
   }
 }
 

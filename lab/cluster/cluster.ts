@@ -107,19 +107,32 @@ export function apiRequest(api: ApiAccess, method: string, path: string, body?: 
   });
 }
 
-/** The lab API server process (lab/cluster/apiserver-main.ts) and how to reach it. */
-export interface ApiServerProcess { access: ApiAccess; child: ChildProcess; stop(): Promise<void> }
+/** The lab API server process (lab/cluster/apiserver-main.ts) over its etcd, and how to reach it. */
+export interface ApiServerProcess {
+  access: ApiAccess;
+  child: ChildProcess;
+  /** Stops the API server (SIGTERM: it writes what etcd lacks and exits) and starts it again on the same etcd, port and certificate; resolves once it listens. */
+  restart(): Promise<void>;
+  /** Stops the API server, then etcd. */
+  stop(): Promise<void>;
+}
 
 /**
- * Starts the API server inside the control-plane node's netns, on 0.0.0.0:6443 over HTTPS (a
- * self-signed certificate for the node's address), with two tokens: an admin (system:masters)
- * for the cluster's own writes and kubectl, and the ipvs-operator ServiceAccount's, authorized by
- * manifests/clusterrole.yaml + clusterrolebinding.yaml. Resolves once it listens.
+ * Starts etcd (Debian's, etcd.ts) and the API server inside the control-plane node's netns: etcd
+ * on the node's address, port 2379, with its data under /run/lab-cluster/etcd, the API server on
+ * 0.0.0.0:6443 over HTTPS (a self-signed certificate for the node's address), with two tokens: an
+ * admin (system:masters) for the cluster's own writes and kubectl, and the ipvs-operator
+ * ServiceAccount's, authorized by manifests/clusterrole.yaml + clusterrolebinding.yaml. Resolves
+ * once it listens.
  */
 export async function startApiServer(controlPlane: NodePlan): Promise<ApiServerProcess> {
   const dir = join(CLUSTER_RUN_DIR, 'apiserver');
   mkdirSync(dir, { recursive: true });
   const { makeSelfSignedCert } = await import('./tls.js');
+  const { EtcdProcess } = await import('./etcd.js');
+  // On the node's address, as kubeadm's etcd also listens: this process (the VM's root netns)
+  // checks it is up from outside the node's netns, where its 127.0.0.1 is not reachable.
+  const etcd = await EtcdProcess.start({ dir: join(CLUSTER_RUN_DIR, 'etcd'), client: `http://${controlPlane.ipv4}:2379`, peer: 'http://127.0.0.1:2380', netns: controlPlane.name });
   const cert = makeSelfSignedCert(dir, { ips: [controlPlane.ipv4, '127.0.0.1'], dns: ['kubernetes', 'kubernetes.default', 'localhost'] });
   const adminToken = randomBytes(16).toString('hex');
   const operatorToken = randomBytes(16).toString('hex');
@@ -127,11 +140,36 @@ export async function startApiServer(controlPlane: NodePlan): Promise<ApiServerP
   writeFileSync(tokens, `${adminToken},kubernetes-admin,uid-admin,"system:masters"
 ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-operator
 `, { mode: 0o600 });
-  const child = spawn('ip', ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
+  const argv = ['netns', 'exec', controlPlane.name, process.execPath, APISERVER,
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
     '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4,
-    '--load-balancer-pool', LB_POOL], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--load-balancer-pool', LB_POOL, '--etcd-servers', etcd.url];
+  let child: ChildProcess;
+  try {
+    child = await spawnApiServer(argv);
+  } catch (e) {
+    await etcd.stop();
+    throw e;
+  }
+  const p: ApiServerProcess = {
+    access: { url: `https://${controlPlane.ipv4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), operatorToken, adminToken },
+    get child() { return child; },
+    restart: async () => {
+      await stopChild(child, 30_000);
+      child = await spawnApiServer(argv);
+    },
+    stop: async () => {
+      await stopChild(child, 30_000);
+      await etcd.stop();
+    },
+  };
+  return p;
+}
+
+/** `ip ...argv` (the API server in a netns); resolves with the process once it reports ready. */
+async function spawnApiServer(argv: readonly string[]): Promise<ChildProcess> {
+  const child = spawn('ip', argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   child.unref();
   let err = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => { err = (err + d).slice(-4000); });
@@ -145,11 +183,7 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`lab cluster: the API server exited (${code}): ${err}`)); });
   });
   child.stdout!.destroy();
-  return {
-    access: { url: `https://${controlPlane.ipv4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), operatorToken, adminToken },
-    child,
-    stop: () => stopChild(child),
-  };
+  return child;
 }
 
 /** Runs `ip -batch -` (in netns `ns` when given); `force` keeps going past errors. */

@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
+import type { LabApiServerOptions } from '../../lab/cluster/api-types.js';
+import { EtcdProcess } from '../../lab/cluster/etcd.js';
 import { LabPrometheus, OPERATOR_METRICS_PORT, type Sample } from '../../lab/cluster/prometheus.js';
 import { parseTokenFile } from '../../lab/cluster/rbac.js';
 import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
@@ -29,6 +31,9 @@ if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab V
 const UDP_QUERY = new URL('../../lab/cluster/udp-query.js', import.meta.url).pathname;
 const POD_SERVER = new URL('../../lab/pod-server.js', import.meta.url).pathname;
 let api: FakeApiServer;
+/** The API server's store (Debian's etcd on 127.0.0.1 of the VM's root netns), and the options it is started again with. */
+let etcd: EtcdProcess;
+let apiOptions: LabApiServerOptions;
 let forwarder: Server;
 const forwarded = new Set<Socket>();
 let cluster: LabCluster;
@@ -163,10 +168,13 @@ beforeAll(async () => {
   const adminToken = randomBytes(16).toString('hex');
   const operatorToken = randomBytes(16).toString('hex');
   const rbacYaml = ['clusterrole.yaml', 'clusterrolebinding.yaml'].map((f) => readFileSync(join(projectRoot, 'manifests', f), 'utf8'));
-  api = await FakeApiServer.start({
+  etcd = await EtcdProcess.start({ dir: join(tlsDir, 'etcd'), client: 'http://127.0.0.1:2379', peer: 'http://127.0.0.1:2380' });
+  apiOptions = {
     tls: { cert: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') },
     auth: { tokens: parseTokenFile(`${adminToken},kubernetes-admin,uid-admin,"system:masters"\n${operatorToken},${OPERATOR_USER},uid-ipvs-operator\n`), rbacYaml },
-  });
+    etcd: etcd.url,
+  };
+  api = await FakeApiServer.start(apiOptions);
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
   cluster = await LabCluster.up({ nodes: 4, api: access });
   timings.network = Date.now() - t0;
@@ -217,6 +225,7 @@ afterAll(async () => {
   for (const c of forwarded) c.destroy(); // a keep-alive connection would hold close() open
   await new Promise((r) => (forwarder ? forwarder.close(r) : r(undefined)));
   await api?.close();
+  await etcd?.stop();
   process.stderr.write(`lab cluster: down in ${down} ms, API server closed after ${Date.now() - t} ms\n`);
 }, 600_000);
 
@@ -680,6 +689,68 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     const syncs = cluster.operatorLog(node).slice(logFrom).split('\n').filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.message === 'synced');
     expect(syncs[0]).toMatchObject({ ops: 0, full: true });
+  }, 600_000);
+
+  it('the API server restarted over its etcd: no IPVS op on the unchanged cluster; changes made while it was down and after it converge', async () => {
+    /** Closes the API server (resets every connection), runs `whileDown`, starts it again on the same etcd and port; the record of requests goes on. */
+    const restart = async (whileDown?: () => Promise<void>) => {
+      const port = Number(new URL(api.url).port);
+      const old = api;
+      await old.close();
+      await whileDown?.();
+      api = await FakeApiServer.start({ ...apiOptions, port });
+      api.requests.push(...old.requests);
+    };
+    const synced = (node: string, from: number) => cluster.operatorLog(node).slice(from).split('\n').filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.message === 'synced');
+    const strip = (t: string) => t.replace(/( +\d+){2} *$/gm, '');
+
+    // 1. Nothing changes: every operator's watches resume from their resourceVersions (replayed
+    // from etcd's history), a sync after that (the periodic one, syncPeriod 30 s, re-reads the
+    // kernel) finds nothing to do, and no sync since the restart issued an op.
+    const webpod = api.get('services', 'webpod', 'default')!;
+    const watches = api.openWatches;
+    const tables = await Promise.all(cluster.nodes.map(async (n) => strip(await ipvsOn(n.name))));
+    const logFrom = new Map(cluster.nodes.map((n) => [n.name, cluster.operatorLog(n.name).length]));
+    const t0 = Date.now();
+    await restart();
+    const restartMs = Date.now() - t0;
+    expect(api.get('services', 'webpod', 'default')).toEqual(webpod);
+    await waitFor(`the operators' ${watches} watches back`, async () => api.openWatches >= watches, 120_000, 200);
+    const back = Date.now();
+    await Promise.all(cluster.nodes.map((n) => waitFor(`a sync on ${n.name} after the watches came back`,
+      async () => synced(n.name, logFrom.get(n.name)!).some((l) => Date.parse(String(l.timestamp)) >= back), 120_000, 500)));
+    process.stderr.write(`API server restart: down and up in ${restartMs} ms, ${watches} watches back after ${back - t0} ms; syncs since (ops/full): ` +
+      `${cluster.nodes.map((n) => `${n.name} ${synced(n.name, logFrom.get(n.name)!).map((l) => `${String(l.ops)}/${String(l.full)}`).join(' ')}`).join(', ')}\n`);
+    for (const n of cluster.nodes) {
+      expect({ node: n.name, withOps: synced(n.name, logFrom.get(n.name)!).filter((l) => l.ops !== 0) }).toEqual({ node: n.name, withOps: [] });
+    }
+    expect(await Promise.all(cluster.nodes.map(async (n) => strip(await ipvsOn(n.name))))).toEqual(tables);
+
+    // 2. Changes around a restart: a Service programmed before it; while it is down, another API
+    // server over the same etcd (an HA control plane's other replica) shrinks its endpoints and
+    // adds a second Service; after it, the second goes. Every node follows each change.
+    api.put('services', service('restart-a', '10.200.1.70'));
+    api.put('endpointslices', endpointSlice('restart-a', WEBPODS));
+    await programmedEverywhere('10.200.1.70:80', 3);
+    await restart(async () => {
+      const replica = await FakeApiServer.start({ etcd: etcd.url });
+      try {
+        replica.put('endpointslices', endpointSlice('restart-a', ['webpod-1']));
+        replica.put('services', service('restart-b', '10.200.1.71'));
+        replica.put('endpointslices', endpointSlice('restart-b', ['webpod-2', 'webpod-3']));
+      } finally {
+        await replica.close();
+      }
+    });
+    await programmedEverywhere('10.200.1.70:80', 1);
+    await programmedEverywhere('10.200.1.71:80', 2);
+    api.remove('services', 'restart-b', 'default');
+    api.remove('endpointslices', 'restart-b-lab', 'default');
+    await goneEverywhere('10.200.1.71:80');
+    api.remove('services', 'restart-a', 'default');
+    api.remove('endpointslices', 'restart-a-lab', 'default');
+    await goneEverywhere('10.200.1.70:80');
   }, 600_000);
 
   it('a rolling replacement of a pod under steady traffic: the terminating endpoint drains, 0 failed requests', async () => {
