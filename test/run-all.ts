@@ -1,5 +1,5 @@
-// `npm test`: the unit tests on the host, then the kernel tests in the lab VM, then the lab
-// cluster's scenarios in a second VM boot, then one plain
+// `npm test`: the lab's host packages (`lab prepare`), the unit tests on the host, then the
+// kernel tests in the lab VM, then the lab cluster's scenarios in a second VM boot, then one plain
 // closing line `tests: N passed, N failed, N skipped` summed from the jest runs' JSON results.
 // Exits non-zero when any test failed or either run did not complete.
 import { spawnSync } from 'node:child_process';
@@ -22,6 +22,12 @@ function run(name: string, cmd: string[]): { code: number; json?: JestJson } {
 }
 
 const only = process.argv[2];
+// The host packages first (lab/host.ts): the unit project's etcd tests need Debian's etcd, which
+// a fresh machine has only after `lab prepare`; without it they would be counted as skipped.
+if (!only || only === 'unit') {
+  const prep = spawnSync(process.execPath, ['dist/lab/cli.js', 'prepare'], { cwd: root, stdio: 'inherit' });
+  if (prep.status !== 0) console.error(`lab prepare exited ${prep.status ?? prep.signal}: tests that need the lab's host packages will say so`);
+}
 const runs: Array<[string, string[]]> = [
   ['unit', [process.execPath, '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'unit']],
   ['kernel', [process.execPath, 'dist/lab/cli.js', 'test']],
