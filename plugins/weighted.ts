@@ -2,7 +2,7 @@
 import type { SchemaObject } from 'ajv';
 import { type WeightedOptions, optionsSchema, persistenceOf, weightOf } from './options.js';
 import type { ClusterViewInput, PluginEndpoint, SchedulerPlugin, WeighedEndpoint } from './types.js';
-import { clusterWeight } from '../src/balance/cluster-view.js';
+import { clusterWeight } from '../src/balance/weigh.js';
 import { DEFAULT_DAMPING } from '../src/balance/damping.js';
 import { formatHostPort } from '../src/model/ipvs.js';
 
