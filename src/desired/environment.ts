@@ -1,0 +1,67 @@
+// What every Service is built in (BuildEnv): the configuration, this node's addresses and zone,
+// the kernel's schedulers and the default scheduler, with the problems found making it. pure.
+import type { V1Node } from './kube.js';
+import type { PluginRegistry } from '../../plugins/index.js';
+import type { PluginContext } from '../../plugins/types.js';
+import { obj, str } from './fields.js';
+import { chooseDefault } from './scheduler.js';
+import { type BuildEnv, nodePortAddressesOf } from './service-parse.js';
+import type { KernelContext, Problem } from './types.js';
+import type { ProxyConfig } from '../config/types.js';
+
+const ZONE_LABEL = 'topology.kubernetes.io/zone';
+
+/** The build environment; `onMade` is called each time it is made again (its problems may change). */
+export class BuildEnvironment {
+  private node: V1Node | undefined;
+  env: BuildEnv;
+  problems: Problem[] = [];
+
+  constructor(
+    private cfg: ProxyConfig,
+    private readonly registry: PluginRegistry,
+    private readonly nodeName: string,
+    private readonly kernel: KernelContext,
+    private readonly onMade: () => void,
+  ) {
+    this.env = this.make();
+  }
+
+  get config(): ProxyConfig {
+    return this.cfg;
+  }
+
+  /** A new configuration (remakes the environment). */
+  setConfig(config: ProxyConfig): void {
+    this.cfg = config;
+    this.env = this.make();
+  }
+
+  /** This node's Node object; true when what Services read from it (addresses, zone) changed. */
+  setNode(node: V1Node | undefined): boolean {
+    this.node = node;
+    const next = this.make();
+    const a = next.context;
+    const b = this.env.context;
+    const schedulers = (c: PluginContext) => [...(c.availableSchedulers ?? [])].sort().join(',');
+    const same = next.nodeAddresses.join(',') === this.env.nodeAddresses.join(',')
+      && a.nodeZone === b.nodeZone
+      && a.kernelVersion === b.kernelVersion
+      && schedulers(a) === schedulers(b)
+      && (a.availableSchedulers === undefined) === (b.availableSchedulers === undefined);
+    if (same) return false;
+    this.env = next;
+    return true;
+  }
+
+  private make(): BuildEnv {
+    const problems: Problem[] = [];
+    const zone = str(obj(obj(this.node?.metadata)?.labels)?.[ZONE_LABEL]);
+    const context: PluginContext = { nodeName: this.nodeName, ...this.kernel, ...(zone ? { nodeZone: zone } : {}) };
+    const nodeAddresses = nodePortAddressesOf(this.node, this.cfg, problems);
+    const fallback = chooseDefault(this.registry, this.cfg.defaultScheduler, context, problems);
+    this.problems = problems;
+    this.onMade();
+    return { config: this.cfg, registry: this.registry, context, nodeAddresses, fallback };
+  }
+}
