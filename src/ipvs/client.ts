@@ -1,7 +1,7 @@
 // NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by requests.ts (attributes in attrs.ts), checked
 // by validate.ts, and exchanged by socket.ts; this file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
-import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './attrs.js';
+import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './decode.js';
 import {
   type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
   opRequest, setTimeoutsRequest, zeroRequest,
