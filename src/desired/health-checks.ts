@@ -1,17 +1,8 @@
 // Health-check NodePorts, the pure half (kube-proxy pkg/proxy/healthcheck/service_health.go and the
 // proxier's use of it): which Services want one, on which port, with how many local endpoints, and
 // the wanted set of HTTP health servers (port -> Service, count) that the edge module
-// (src/healthcheck/health-servers.ts) opens and closes. pure: no I/O.
-//
-// kube-proxy's rules followed:
-// - a Service needs a health check when it is `type: LoadBalancer` with `externalTrafficPolicy:
-//   Local` (apiservice.NeedsHealthCheck); its port is spec.healthCheckNodePort; a missing or zero
-//   port is an error on the Service and no server (serviceport.go: "Service has no healthcheck
-//   nodeport");
-// - the count is EndpointsMap.LocalReadyEndpoints: the distinct addresses of this node's *ready*
-//   endpoints over all ports of the Service (a serving-but-terminating endpoint does not count:
-//   the load balancer should move new flows away from a node whose pods are all terminating);
-// - 200 when the count is not 0 and the proxy is healthy, else 503 (the handler: service_health.go).
+// (src/healthcheck/health-servers.ts) opens and closes. pure: no I/O. kube-proxy's rules it
+// follows: docs/semantics.md ("Health-check NodePorts").
 import type { Problem } from './types.js';
 
 /** One Service's health-check NodePort as the desired state computed it. */

@@ -2,25 +2,8 @@
 // VIPs to bind, set entries for the iptables path and problems. This is the unit of incremental
 // work: DesiredState (state.ts) calls it only for Services whose inputs changed. Parse, then
 // build: service-parse.ts reads and checks the Service and its slices, and the build here maps
-// that value to the entry. pure: no I/O.
-//
-// kube-proxy's IPVS-mode semantics (pkg/proxy/ipvs/proxier.go syncProxyRules):
-// - a virtual server per Service port per clusterIPs entry (dual-stack), per externalIPs entry, per
-//   status.loadBalancer.ingress[].ip (not for ipMode Proxy), and per node address for NodePorts;
-// - ClusterIP uses Local endpoints when internalTrafficPolicy is Local; external IPs, LB IPs and
-//   NodePorts use them when externalTrafficPolicy is Local and the Service is externally reachable
-//   (pkg/proxy/serviceport.go externalPolicyLocal = apiservice.ExternallyAccessible && Local:
-//   NodePort, LoadBalancer, or ClusterIP with externalIPs). With no usable endpoint the virtual
-//   server stays, empty: traffic is dropped, never sent off-node;
-// - a Service without selector and without EndpointSlices still gets its (empty) virtual servers:
-//   kube-proxy's ServiceChangeTracker ignores the selector, so the VIP drops rather than leaks;
-// - sessionAffinity ClientIP makes it persistent for timeoutSeconds (default 10800);
-// - real servers are masqueraded, as kube-proxy does; with `ipvs-operator.io/forwarding: tunnel`
-//   (forwarding.ts) those of external IPs and LB IPs are ipip tunnel destinations (direct server
-//   return), and those virtual servers are listed in the *-LOCAL sets so the iptables path never
-//   marks their packets for masquerading (the client IP must reach the pod). IPVS does not
-//   rewrite the port in tunnel mode: a Service port whose endpoints listen on another port stays
-//   masqueraded, with a TunnelUnsupported problem.
+// that value to the entry. pure: no I/O. The kube-proxy semantics it follows are listed in
+// docs/semantics.md ("How a Service maps to IPVS").
 import type { V1EndpointSlice, V1Service } from './kube.js';
 import type { PluginEndpoint, Resolution } from '../../plugins/types.js';
 import {

@@ -1,29 +1,8 @@
 // The iptables + ipset path as text: iptables-restore payloads (nat + filter, per family) and an
 // ipset-restore payload. pure: no I/O (a lint rule keeps it so); restore.ts runs the payloads.
-//
-// Semantics follow kube-proxy's IPVS mode (pkg/proxy/ipvs/proxier.go writeIptablesRules), in our
-// own chains. The rules depend only on the configuration, never on the Services: every Service
-// lives in a set, so the rule count is constant and a big cluster grows only the sets.
-//
-//   nat PREROUTING, OUTPUT -> SERVICES
-//     ClusterIP:port (CLUSTER-IP)        -> CLUSTER: sources in clusterCIDRs RETURN, others marked
-//                                           (masqueradeAll: all marked; no CIDRs: none marked)
-//     externalIP:port, LB IP:port        -> EXTERNAL: Local policy RETURN (client IP kept), else marked
-//                                           (tunnel-forwarded ones are in the *-LOCAL sets too: the
-//                                           pod must see the client, and answers it directly)
-//     dst-type LOCAL, not a VIP          -> NODE-PORT: Local NodePorts RETURN, NodePorts marked
-//   nat POSTROUTING -> POSTROUTING
-//     hairpin (LOOP-BACK dst,dst,src)    -> MASQUERADE
-//     marked                             -> clear the bit, MASQUERADE --random-fully
-//   filter INPUT -> INPUT
-//     LB IP:port with source ranges      -> SOURCE-RANGES: listed CIDRs (and the node) RETURN, else DROP
-//     a VIP on a Service port            -> RETURN
-//     a new connection to any other port of a VIP -> REJECT (kube-proxy's KUBE-IPVS-FILTER)
-//   filter FORWARD -> FORWARD: marked, and replies of tracked connections, ACCEPT
-//
-// The NodePort rule skips VIPs: a Local LB IP whose port equals some NodePort must not be marked
-// (kube-proxy reaches that rule for LB IPs too and relies on ACCEPTs in nat; RETURN keeps other
-// software's nat rules after our jump working).
+// Semantics follow kube-proxy's IPVS mode (writeIptablesRules), in our own chains; the rules
+// depend only on the configuration, every Service lives in a set. The chain layout and why the
+// NodePort rule skips VIPs: docs/semantics.md ("The iptables path").
 import type { Desired, SetEntry } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import { type Family, parseCidr } from '../model/addr.js';
