@@ -2,25 +2,8 @@
 // request for one entry. Only what the operator's UDP cleanup needs: the two tuples, the id and
 // the zone (a delete must name the entry exactly, so a flow that ended and was made again under
 // the same tuple is not deleted by mistake: the kernel answers ENOENT when CTA_ID differs).
-//
-//   nlmsghdr (16)   type = NFNL_SUBSYS_CTNETLINK << 8 | IPCTNL_MSG_CT_*
-//   nfgenmsg (4)    family (AF_INET / AF_INET6: a dump lists that family only), version 0, res_id 0
-//   attributes      CTA_TUPLE_ORIG ─┬─ CTA_TUPLE_IP ──── CTA_IP_V4_SRC / _DST (4 bytes each)
-//                                   │                    or CTA_IP_V6_SRC / _DST (16 bytes each)
-//                                   └─ CTA_TUPLE_PROTO ─ CTA_PROTO_NUM (u8),
-//                                                        CTA_PROTO_SRC_PORT / _DST_PORT (be16)
-//                   CTA_TUPLE_REPLY   the same layout (the reply direction: after NAT, its source
-//                                     is the real server IPVS picked)
-//                   CTA_ID (be32), CTA_ZONE (be16), CTA_STATUS, CTA_TIMEOUT, ... (not read)
-//
-// A dump for one protocol asks the kernel to filter (Linux >= 5.8):
-//   CTA_TUPLE_ORIG ── CTA_TUPLE_PROTO ── CTA_PROTO_NUM (u8)
-//   CTA_FILTER ────── CTA_FILTER_ORIG_FLAGS (u32, host order) = CTA_FILTER_F_CTA_PROTO_NUM
-// Kernels before 5.8 skip the unknown CTA_FILTER and dump everything (the client filters again).
-//
-// The kernel nests with NLA_F_NESTED set (parseAttrs masks it); we send nests with it set too,
-// which ctnetlink accepts either way. A delete request WITHOUT a tuple flushes the whole table in
-// ctnetlink_del_conntrack: encodeDelete refuses to build one.
+// Message layout, the protocol filter (Linux >= 5.8) and nesting: docs/ipvs-client.md
+// ("ctnetlink messages").
 import { formatHostPort } from '../model/ipvs.js';
 import { type Family, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
 import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST } from '../netlink/constants.js';
@@ -96,6 +79,7 @@ function header(msg: number, flags: number, family: Family, seq: number, port: n
   return b;
 }
 
+// ctnetlink accepts nests with or without NLA_F_NESTED; the kernel sets it (parseAttrs masks it).
 const nested = (type: number, children: Buffer[]): Buffer => nla(type | NLA_F_NESTED, Buffer.concat(children));
 
 /** A u32 in host byte order, as nla_get_u32 reads it. */
@@ -135,7 +119,8 @@ function encodeTuple(type: number, family: Family, proto: number, t: FlowTuple):
 /**
  * The delete request for exactly this entry: its original tuple, its zone, and its id when known
  * (then the kernel deletes only that entry: ENOENT when the tuple now belongs to another one).
- * Only for protocols with ports (UDP, TCP, SCTP): anything else is refused before sending.
+ * Only for protocols with ports (UDP, TCP, SCTP): anything else is refused before sending. It never
+ * goes without a tuple: ctnetlink_del_conntrack flushes the whole table then.
  */
 export function encodeDelete(f: Flow, seq: number, port: number): Buffer {
   if (!PROTO_NAMES.has(f.proto)) throw ConntrackError.invalidArgument('delete', `protocol ${f.proto} has no ports; refusing to build its tuple`);
