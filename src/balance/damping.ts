@@ -1,16 +1,10 @@
 // Cluster load view, the weights: from the nodes' reports to one set of integer weights per
-// Service, damped (issue 27).
-//
-// Each period the aggregator checks the reports (estimate.ts), keeps every node's last good sample
-// (a node reports only when its values moved, so silence means "unchanged" until its baseline is
-// stale), sums them per backend, and smooths Σ active (L) and Σ rate (λ) with an EWMA; the
-// estimate is W = L̄ / λ̄ (a ratio of averages, steadier than an average of ratios). The target
-// weight is inversely proportional to W, the fastest backend at maxWeight, never below
-// minWeight (so no backend starves and every backend keeps being measured), except that a
-// backend the estimate cannot tell from the fastest (within its noise: the dead zone) gets
-// maxWeight too. The published
-// weight moves towards the target by at most maxStep per period, and nothing is written unless
-// some weight moves by at least `threshold`, or by `relThreshold` of itself (hysteresis). pure: no I/O, the clock is passed in.
+// Service, damped (issue 27). Each period the aggregator keeps every node's last good sample, sums
+// them per backend, smooths Σ active (L) and Σ rate (λ) with an EWMA and estimates W = L̄ / λ̄.
+// The target weight is inversely proportional to W (the fastest, and any backend within its dead
+// zone, at maxWeight; never below minWeight); the published weight moves by at most maxStep per
+// period, with hysteresis. docs/balance.md ("Cluster load view") has the parameters and why.
+// pure: no I/O, the clock is passed in.
 import { type NodeReport, type Rejection, type ReportLimits, type Sample, checkReport, sumSamples, timeInSystem } from './estimate.js';
 
 /** How the estimate becomes weights. */

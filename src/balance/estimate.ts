@@ -1,13 +1,8 @@
 // Cluster load view, the estimate: per-backend reports from nodes, checked, combined into one
-// estimate of each backend's mean time in system (issue 27).
-//
-// A node reports, for one Service, what IPVS keeps per destination: active and inactive
-// connections (gauges) and the cumulative new connections and bytes (counters, ip_vs_stats). The
-// aggregator keeps each node's previous accepted report as a baseline: a counter's delta over the
-// time between the two reports is the node's new-connection rate to that backend. Summed over the
-// nodes, Little's law gives the mean time in system: W = L / λ = Σ active / Σ rate. A node that is
-// dropped takes both its L and its λ out of the sums, so the ratio stays an estimate from the
-// nodes that remain. pure: no I/O, the clock is passed in.
+// estimate of each backend's mean time in system (issue 27). Each node's previous accepted report
+// is a baseline: a counter's delta over time is its new-connection rate to a backend; summed over
+// the nodes, Little's law gives W = L / λ = Σ active / Σ rate, and a dropped node takes both its L
+// and its λ out. docs/balance.md ("Cluster load view"). pure: no I/O, the clock is passed in.
 
 /** What IPVS keeps for one destination of one virtual server on one node. */
 export interface BackendCounters {

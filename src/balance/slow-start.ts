@@ -1,24 +1,9 @@
 // Slow start: a real server that joins a Service's table ramps its weight up over a window
-// (`ipvs-operator.io/slow-start: 30s`), as Envoy's and HAProxy's slow start do, so a cold pod
-// is not handed a full share of new connections the moment it turns ready. The weight changes go
-// through SET_DEST (update-dest), which keeps every established connection where it is.
-//
-// Which schedulers it applies to (Linux net/netfilter/ipvs/ip_vs_*.c): wrr, wlc, sed, nq and twos
-// use weights as shares, compared as ratios, so ramping one weight ramps that server's share of
-// new connections, and multiplying all weights by RAMP_RESOLUTION changes nothing else. rr, lc and
-// dh ignore weights except 0 (skip the server); sh and mh hash clients onto servers by weight, so
-// a ramp would remap clients at every step; lblc, lblcr and ovf compare weights with connection
-// counts (overload thresholds), so scaling them changes what they do; fo sends everything to the
-// highest weight, so there is no share to ramp. Those get a Problem instead.
-//
-// First seen: the operator's memory, per virtual server and real server. The real servers of a
-// virtual server seen for the first time (operator start, a new Service, slow start just turned
-// on) count as established and take their full weight at once, as Envoy does for a new cluster;
-// only real servers that appear later in a known virtual server ramp. A restart therefore ends
-// any ramp under way (the weight jumps to full): the alternatives, persisting a timestamp per
-// endpoint in the API or guessing one from the kernel's weight, cost writes or trust a value
-// another writer may have set, for a window of seconds. A real server that leaves (not ready,
-// deleted) and comes back ramps again. pure: no I/O; time is an argument.
+// (`ipvs-operator.io/slow-start: 30s`), as Envoy's and HAProxy's slow start do, through SET_DEST
+// (update-dest), which keeps every established connection where it is. Only for schedulers that
+// use weights as shares (wrr, wlc, sed, nq, twos); others get a Problem. Real servers of a virtual
+// server seen for the first time take their full weight at once, so a restart ends any ramp.
+// Why each: docs/balance.md ("Slow start"). pure: no I/O; time is an argument.
 import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
 import { type RealServer, realServerKey } from '../model/ipvs.js';
 import { MAX_WEIGHT, RAMP_RESOLUTION, composeWeight } from './weights.js';
