@@ -1,16 +1,5 @@
-// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c), as the
-// contract table test/support/ipvs-contract.ts checks against NetlinkIpvs on the real kernel:
-//   an op the clients' validation refuses (validate.ts checkOp: bad port, weight, a real server of
-//   another family without tunnel forwarding, ...) -> the same EINVALARG error NetlinkIpvs gives
-//   NEW_SERVICE on an existing key            -> EEXIST
-//   NEW_SERVICE / SET_SERVICE, unknown sched  -> ENOENT  (ip_vs_scheduler_get fails)
-//   SET/DEL_SERVICE, any *_DEST on a missing virtual server -> ESRCH
-//   NEW_DEST on an existing destination       -> EEXIST
-//   SET_DEST / DEL_DEST on a missing one      -> ENOENT
-//   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
-// The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
-// `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
-// key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
+// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c) as the
+// contract table test/support/ipvs-contract.ts checks on the real kernel; FakeIpvs lists them. pure.
 import { type Family, prefixToMask } from '../model/addr.js';
 import {
   FORWARD_METHODS, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
@@ -34,7 +23,21 @@ export interface FakeIpvsOptions {
   schedulers?: ReadonlySet<string>;
 }
 
-/** An in-memory IpvsClient with the kernel's semantics; see the file comment. */
+/**
+ * An in-memory IpvsClient with the kernel's semantics, as the contract table
+ * test/support/ipvs-contract.ts checks against NetlinkIpvs on the real kernel:
+ *   an op the clients' validation refuses (validate.ts checkOp: bad port, weight, a real server of
+ *   another family without tunnel forwarding, ...) -> the same EINVALARG error NetlinkIpvs gives
+ *   NEW_SERVICE on an existing key            -> EEXIST
+ *   NEW_SERVICE / SET_SERVICE, unknown sched  -> ENOENT  (ip_vs_scheduler_get fails)
+ *   SET/DEL_SERVICE, any *_DEST on a missing virtual server -> ESRCH
+ *   NEW_DEST on an existing destination       -> EEXIST
+ *   SET_DEST / DEL_DEST on a missing one      -> ENOENT
+ *   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
+ * The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
+ * `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
+ * key, so a dump can be compared with a literal and fed back to `seed()`.
+ */
 export class FakeIpvs implements IpvsClient {
   private readonly table: MutableIpvsTable = new Map();
   private readonly schedulers: ReadonlySet<string>;
