@@ -3,9 +3,10 @@
 import type { V1Node } from './kube.js';
 import type { PluginRegistry } from '../../plugins/index.js';
 import type { PluginContext } from '../../plugins/types.js';
-import { obj, str } from './fields.js';
+import { arr, obj, str } from './fields.js';
+import { cidrContains, formatIp, parseCidr, parseIp } from '../model/addr.js';
 import { chooseDefault } from './scheduler.js';
-import { type BuildEnv, nodePortAddressesOf } from './service-parse.js';
+import type { BuildEnv } from './service-parse.js';
 import type { KernelContext, Problem } from './types.js';
 import type { ProxyConfig } from '../config/types.js';
 
@@ -64,4 +65,31 @@ export class BuildEnvironment {
     this.onMade();
     return { config: this.cfg, registry: this.registry, context, nodeAddresses, fallback };
   }
+}
+
+/**
+ * Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config
+ * problems appended. Per IP family, as kube-proxy (one proxier per family; pkg/proxy/util/
+ * nodeport_addresses.go NewNodePortAddresses keeps the CIDRs of its family and, when none is
+ * left, matches all of that family): an IPv4-only list leaves every IPv6 address serving.
+ */
+export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfig, problems: Problem[]): string[] {
+  const cidrs = config.nodePortAddresses.flatMap((text) => {
+    const c = parseCidr(text);
+    if (!c) {
+      problems.push({ service: '', reason: 'InvalidConfig', message: `nodePortAddresses: "${text}" is not a CIDR` });
+    }
+    return c ? [c] : [];
+  });
+  const out = new Set<string>();
+  for (const raw of arr(obj(obj(node)?.status)?.addresses) ?? []) {
+    const a = obj(raw);
+    if (a?.type !== 'InternalIP' && a?.type !== 'ExternalIP') continue;
+    const ip = parseIp(str(a.address) ?? '');
+    if (!ip) continue;
+    const ofFamily = cidrs.filter((c) => c.family === ip.family);
+    if (ofFamily.length && !ofFamily.some((c) => cidrContains(c, ip))) continue;
+    out.add(formatIp(ip));
+  }
+  return [...out].sort();
 }
