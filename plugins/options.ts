@@ -79,7 +79,8 @@ export function weightOf(ep: PluginEndpoint, w: WeightOptions | undefined, defau
   if (!w) return defaultWeight;
   if (w.byPod && ep.podName) {
     const pod = ep.podName;
-    const rule = w.byPod.find((r) => (r.name !== undefined && r.name === pod) || (r.prefix !== undefined && pod.startsWith(r.prefix)));
+    const rule = w.byPod.find((r) =>
+      (r.name !== undefined && r.name === pod) || (r.prefix !== undefined && pod.startsWith(r.prefix)));
     if (rule) return rule.weight;
   }
   if (w.bySliceLabel) {

@@ -23,18 +23,23 @@ export const BALANCE_ANNOTATION = 'ipvs-operator.io/balance';
 export const BALANCE_MODES = ['local', 'cluster'] as const;
 
 /** The Service's balance mode; an invalid value is an InvalidBalance problem and means `local`. */
-export function chooseBalance(serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[]): 'local' | 'cluster' {
+export function chooseBalance(
+  serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[],
+): 'local' | 'cluster' {
   const raw = annotations?.[BALANCE_ANNOTATION];
   if (raw === undefined || raw === null || raw === '') return 'local';
   if (raw === 'local' || raw === 'cluster') return raw;
-  problems.push({ service: serviceId, reason: 'InvalidBalance', message: `${BALANCE_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${BALANCE_MODES.join(', ')}; balancing locally` });
+  const message = `${BALANCE_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${BALANCE_MODES.join(', ')}; `
+    + 'balancing locally';
+  problems.push({ service: serviceId, reason: 'InvalidBalance', message });
   return 'local';
 }
 
 /** Why cluster weights do not apply to a kernel scheduler (the same schedulers as slow start: weights as shares). */
 export function clusterBalanceInapplicable(scheduler: string): string | undefined {
   return RAMPABLE_SCHEDULERS.has(scheduler) ? undefined
-    : `scheduler ${scheduler} does not use weights as shares (use wrr, wlc, sed, nq or twos), so cluster weights cannot steer it`;
+    : `scheduler ${scheduler} does not use weights as shares (use wrr, wlc, sed, nq or twos), `
+      + 'so cluster weights cannot steer it';
 }
 
 /** One Service port across nodes: `namespace/name/portName`. */
@@ -52,7 +57,9 @@ export interface KernelDest {
  * Sums the kernel's per-destination counters over every virtual server of a Service port on this
  * node (ClusterIP, NodePort, external and LB IPs of one port reach the same backends).
  */
-export function countersByView(read: Iterable<{ viewKey: string; dests: readonly KernelDest[] }>): Map<string, BackendCounters[]> {
+export function countersByView(
+  read: Iterable<{ viewKey: string; dests: readonly KernelDest[] }>,
+): Map<string, BackendCounters[]> {
   const out = new Map<string, Map<string, BackendCounters>>();
   for (const { viewKey, dests } of read) {
     const m = out.get(viewKey) ?? new Map<string, BackendCounters>();
@@ -219,7 +226,8 @@ export class ClusterWeights {
         const message = `the published IPVSServiceWeights was refused: ${invalid}; local weights`;
         problems.push({ service, reason: 'ClusterWeightsInvalid', message });
       } else if (this.missingSince !== undefined && now - this.missingSince >= staleMs) {
-        const message = `no live cluster load view for ${Math.round((now - this.missingSince) / 1000)} s; local weights`;
+        const seconds = Math.round((now - this.missingSince) / 1000);
+        const message = `no live cluster load view for ${seconds} s; local weights`;
         problems.push({ service, reason: 'ClusterViewStale', message });
       }
     }

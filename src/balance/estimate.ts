@@ -100,29 +100,36 @@ export function checkReport(report: NodeReport, prev: NodeReport | undefined, ba
     || report.backends.some((b) => typeof b !== 'object' || b === null || typeof b.backend !== 'string')) {
     return drop('malformed', 'report is not { node, at, backends: [{ backend, ... }] }');
   }
-  if (typeof report.at !== 'number' || !Number.isFinite(report.at)) return drop('non-finite', `report time ${String(report.at)}`);
+  if (typeof report.at !== 'number' || !Number.isFinite(report.at)) {
+    return drop('non-finite', `report time ${String(report.at)}`);
+  }
   if (now - report.at > limits.stalePeriods * limits.periodMs) {
     return drop('stale', `report is ${now - report.at} ms old, more than ${limits.stalePeriods} periods`);
   }
   if (report.at - now > limits.maxSkewMs) return drop('future', `report is ${report.at - now} ms in the future`);
   if (prev && report.at <= prev.at) {
     // Not a baseline reset: the same report delivered twice is harmless, so keep the old baseline.
-    return { samples: new Map(), baseline: prev, rejections: [{ node, reason: 'not-newer', message: `report time ${report.at} ≤ previous ${prev.at}` }] };
+    const message = `report time ${report.at} ≤ previous ${prev.at}`;
+    return { samples: new Map(), baseline: prev, rejections: [{ node, reason: 'not-newer', message }] };
   }
   const rejections: Rejection[] = [];
   const entries = new Map<string, BackendCounters>();
   for (const b of report.backends) {
     if (!backends.has(b.backend)) {
-      rejections.push({ node, reason: 'unknown-backend', backend: b.backend, message: `backend ${b.backend} is not in the Service` });
+      const message = `backend ${b.backend} is not in the Service`;
+      rejections.push({ node, reason: 'unknown-backend', backend: b.backend, message });
       continue;
     }
     if (entries.has(b.backend)) return drop('duplicate-backend', `backend ${b.backend} reported twice`, b.backend);
     for (const k of COUNTERS) {
-      if (typeof b[k] !== 'number' || !Number.isFinite(b[k])) return drop('non-finite', `${b.backend} ${k}=${String(b[k])}`, b.backend);
+      if (typeof b[k] !== 'number' || !Number.isFinite(b[k])) {
+        return drop('non-finite', `${b.backend} ${k}=${String(b[k])}`, b.backend);
+      }
       if (b[k] < 0) return drop('negative', `${b.backend} ${k}=${b[k]}`, b.backend);
     }
     if (b.active + b.inactive > limits.maxConns) {
-      return drop('absurd-conns', `${b.backend} has ${b.active + b.inactive} connections, cap ${limits.maxConns}`, b.backend);
+      const conns = b.active + b.inactive;
+      return drop('absurd-conns', `${b.backend} has ${conns} connections, cap ${limits.maxConns}`, b.backend);
     }
     entries.set(b.backend, b);
   }
@@ -141,7 +148,8 @@ export function checkReport(report: NodeReport, prev: NodeReport | undefined, ba
     if (rate > limits.maxConnRate) {
       return drop('absurd-rate', `${b.backend} ${rate.toFixed(0)} new conn/s, cap ${limits.maxConnRate}`, b.backend);
     }
-    samples.set(b.backend, { active: b.active, rate, byteRate: (b.inBytes - p.inBytes + b.outBytes - p.outBytes) / seconds });
+    const byteRate = (b.inBytes - p.inBytes + b.outBytes - p.outBytes) / seconds;
+    samples.set(b.backend, { active: b.active, rate, byteRate });
   }
   return { samples, baseline, rejections };
 }

@@ -28,7 +28,9 @@ export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMa
   const exact = backends.map(([b, w]) => ({ b, w, q: (sorted.length * w) / total }));
   const quota = new Map(exact.map((x) => [x.b, Math.floor(x.q)]));
   let left = sorted.length - [...quota.values()].reduce((s, q) => s + q, 0);
-  for (const x of [...exact].sort((a, b) => (b.q - Math.floor(b.q)) - (a.q - Math.floor(a.q)) || b.w - a.w || (a.b < b.b ? -1 : 1))) {
+  const byRemainder = (a: typeof exact[number], b: typeof exact[number]) =>
+    (b.q - Math.floor(b.q)) - (a.q - Math.floor(a.q)) || b.w - a.w || (a.b < b.b ? -1 : 1);
+  for (const x of [...exact].sort(byRemainder)) {
     if (left-- <= 0) break;
     quota.set(x.b, quota.get(x.b)! + 1);
   }
@@ -54,7 +56,9 @@ export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMa
  * wins), so backend b is chosen with probability w_b / Σw, and the same inputs give the same
  * choice on every run. Undefined without a node name or a backend of positive weight.
  */
-export function localFirstChoice(node: string, viewKey: string, weights: ReadonlyMap<string, number>): string | undefined {
+export function localFirstChoice(
+  node: string, viewKey: string, weights: ReadonlyMap<string, number>,
+): string | undefined {
   if (!node) return undefined;
   let best: string | undefined;
   let bestScore = Infinity;
@@ -92,7 +96,9 @@ export function tiltFirstChoice(weights: readonly number[], chosen: number, cap:
 }
 
 /** Two assignments alike (the aggregator writes only when something moved). */
-export function sameChoices(a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined): boolean {
+export function sameChoices(
+  a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined,
+): boolean {
   if ((a?.size ?? 0) !== (b?.size ?? 0)) return false;
   for (const [n, c] of a ?? []) if (b?.get(n) !== c) return false;
   return true;

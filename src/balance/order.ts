@@ -57,6 +57,7 @@ export function chooseEndpointOrder(serviceId: string, annotations: Record<strin
   if (value === '') return 'node-seeded';
   if (value !== undefined && (ENDPOINT_ORDERS as readonly string[]).includes(value)) return value as EndpointOrder;
   problems.push({ service: serviceId, reason: 'InvalidEndpointOrder',
-    message: `${ENDPOINT_ORDER_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${ENDPOINT_ORDERS.join(', ')}; using node-seeded` });
+    message: `${ENDPOINT_ORDER_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${ENDPOINT_ORDERS.join(', ')}; ` +
+      `using node-seeded` });
   return 'node-seeded';
 }

@@ -53,7 +53,8 @@ export function slowStartInapplicable(scheduler: string): string | undefined {
     case 'sh': case 'mh':
       return `scheduler ${scheduler} hashes clients onto servers by weight; ramping would remap clients at every step`;
     case 'lblc': case 'lblcr': case 'ovf':
-      return `scheduler ${scheduler} compares weights with connection counts (overload thresholds); a ramp would change what it does`;
+      return `scheduler ${scheduler} compares weights with connection counts (overload thresholds); a ramp would ` +
+        `change what it does`;
     case 'fo':
       return 'scheduler fo sends everything to the highest weight, so there is no share to ramp';
     default:
@@ -99,7 +100,8 @@ export interface RampResult {
  * call; virtual servers without slow start pass through untouched.
  */
 /** A plugin's ramp() (plugins/types.ts), as SlowStartTracker calls it. */
-export type Ramp = (endpoints: readonly { address: string; port: number; weight: number; factor: number }[]) => number[];
+export type Ramp = (endpoints: readonly { address: string; port: number; weight: number; factor: number }[]) =>
+  number[];
 
 export class SlowStartTracker {
   /** Per virtual server key, the problem of a plugin ramp() that failed there. */
@@ -170,19 +172,27 @@ export class SlowStartTracker {
    * composeWeight of each base weight and ramp factor.
    */
   private ramped(key: string, e: DesiredVirtualServer, factors: readonly number[]): RealServer[] {
-    const byDefault = () => e.dests.map((rs, i) => ({ ...rs, weight: composeWeight({ base: rs.weight, slowStart: factors[i]! }) }));
+    const byDefault = () =>
+      e.dests.map((rs, i) => ({ ...rs, weight: composeWeight({ base: rs.weight, slowStart: factors[i]! }) }));
     const ramp = this.rampOf(e.origin.plugin);
     this.failed.delete(key);
     if (!ramp) return byDefault();
     try {
-      const answer: unknown = ramp(Object.freeze(e.dests.map((rs, i) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight, factor: factors[i]! }))));
-      if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
-        throw new Error(`ramp() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
+      const answer: unknown = ramp(
+        Object.freeze(
+          e.dests.map((rs, i) =>
+            Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight, factor: factors[i]! }))));
+      if (!Array.isArray(answer) || answer.length !== e.dests.length
+        || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
+        throw new Error(
+          `ramp() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ` +
+          `${JSON.stringify(answer)?.slice(0, 120)}`);
       }
       return e.dests.map((rs, i) => ({ ...rs, weight: answer[i] as number }));
     } catch (err) {
       this.failed.set(key, { service: `${e.origin.namespace}/${e.origin.name}`, reason: 'PluginRampFailed',
-        message: `plugin ${e.origin.plugin}: ${(err as Error).message}; the default ramp (weight × ${RAMP_RESOLUTION} × progress)` });
+        message: `plugin ${e.origin.plugin}: ${(err as Error).message}; the default ramp (weight × ` +
+          `${RAMP_RESOLUTION} × progress)` });
       return byDefault();
     }
   }

@@ -53,7 +53,8 @@ function weighed(
     const bad = (x: unknown) => !Number.isInteger(x) || (x as number) < 0 || (x as number) > MAX_WEIGHT;
     if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some(bad)) {
       throw new Error(
-        `weigh() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
+        `weigh() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ` +
+        `${JSON.stringify(answer)?.slice(0, 120)}`);
     }
     return e.dests.map((rs, i) => ({ ...rs, weight: answer[i] as number }));
   } catch (err) {

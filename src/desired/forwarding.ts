@@ -19,14 +19,19 @@ export type ServiceForwarding = (typeof SERVICE_FORWARDINGS)[number];
  * The forwarding the Service's annotations ask for: `masq` when absent or empty; anything but
  * `masq`/`tunnel` (surrounding blanks ignored) is an InvalidForwarding problem and `masq`.
  */
-export function chooseForwarding(serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[]): ServiceForwarding {
+export function chooseForwarding(
+  serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[],
+): ServiceForwarding {
   const raw = annotations?.[FORWARDING_ANNOTATION];
   if (raw === undefined || raw === null) return 'masq';
   const value = str(raw)?.trim();
   if (value === '') return 'masq';
-  if (value !== undefined && (SERVICE_FORWARDINGS as readonly string[]).includes(value)) return value as ServiceForwarding;
+  if (value !== undefined && (SERVICE_FORWARDINGS as readonly string[]).includes(value)) {
+    return value as ServiceForwarding;
+  }
   problems.push({ service: serviceId, reason: 'InvalidForwarding',
-    message: `${FORWARDING_ANNOTATION}: ${describe(raw)} is not one of ${SERVICE_FORWARDINGS.join(', ')}; using masq` });
+    message: `${FORWARDING_ANNOTATION}: ${describe(raw)} is not one of ${SERVICE_FORWARDINGS.join(', ')}; using ` +
+      `masq` });
   return 'masq';
 }
 

@@ -36,7 +36,9 @@ export interface IptablesState {
  * or one member swapped for another, is not seen until the next change, configuration change or
  * failed sync re-applies everything.
  */
-export function iptablesDrift(desired: Pick<Desired, 'sets' | 'vips'>, config: ProxyConfig, state: IptablesState, prefix?: string): string | undefined {
+export function iptablesDrift(
+  desired: Pick<Desired, 'sets' | 'vips'>, config: ProxyConfig, state: IptablesState, prefix?: string,
+): string | undefined {
   const names = makeNames(prefix);
   const families = Object.keys(state.saved) as Family[];
   // Members per set: the restore payload's `add <set>-tmp` lines.
@@ -66,7 +68,8 @@ export function iptablesDrift(desired: Pick<Desired, 'sets' | 'vips'>, config: P
         if (have !== rendered) return `${family} ${table} chain ${chain} has ${have} rules, not ${rendered}`;
       }
       for (const h of HOOKS.filter((x) => x.table === table)) {
-        const jump = t?.rules.some((l) => l.startsWith(`-A ${h.builtin} `) && new RegExp(`-j ${names.chain(h.target)}( |$)`).test(l));
+        const jump = t?.rules.some((l) =>
+          l.startsWith(`-A ${h.builtin} `) && new RegExp(`-j ${names.chain(h.target)}( |$)`).test(l));
         if (!jump) return `${family} ${table} jump ${jumpKey(table, h.builtin, names.chain(h.target))} is missing`;
       }
     }

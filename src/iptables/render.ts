@@ -37,7 +37,9 @@ export function renderIptables(config: ProxyConfig, opts: RenderOptions = {}): {
   };
 }
 
-function renderFamily(family: Family, config: ProxyConfig, names: Names, opts: RenderOptions, present: ReadonlySet<string>): string {
+function renderFamily(
+  family: Family, config: ProxyConfig, names: Names, opts: RenderOptions, present: ReadonlySet<string>,
+): string {
   const mark = markOf(config.masqueradeBit);
   const c = names.chain;
   const s = (suffix: string) => names.set(family, suffix);
@@ -93,7 +95,10 @@ function renderFamily(family: Family, config: ProxyConfig, names: Names, opts: R
 /** How to render the ipset payload. */
 export interface IpsetRenderOptions {
   prefix?: string;
-  /** Set names that exist now (`ipset list -n`): live sets are created only when missing, stale `-tmp` ones destroyed first. */
+  /**
+   * Set names that exist now (`ipset list -n`): live sets are created only when missing, stale
+   * `-tmp` ones destroyed first.
+   */
   existing?: ReadonlySet<string>;
   /** Families to render; default both. */
   families?: readonly Family[];
@@ -159,7 +164,9 @@ function members(spec: SetSpec, e: SetEntry): string[] {
     case 'hash:ip,port,net': {
       const cidr = e.cidr ?? '';
       if (parseCidr(cidr)?.prefix !== 0) return [`${ipPort},${cidr}`];
-      return e.family === 'IPv6' ? [`${ipPort},::/1`, `${ipPort},8000::/1`] : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
+      return e.family === 'IPv6'
+        ? [`${ipPort},::/1`, `${ipPort},8000::/1`]
+        : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
     }
   }
 }
@@ -178,7 +185,8 @@ export function renderCleanup(saved: Saved, prefix?: string): string {
       .flatMap((h) => jumps.get(jumpKey(t, h.builtin, names.chain(h.target))) ?? [])
       .map((r) => `-D ${r.slice(3)}`);
     if (!dels.length && !chains[t].length) continue;
-    out.push(`*${t}`, ...dels, ...chains[t].map((ch) => `:${ch} - [0:0]`), ...chains[t].map((ch) => `-X ${ch}`), 'COMMIT');
+    out.push(`*${t}`, ...dels, ...chains[t].map((ch) => `:${ch} - [0:0]`), ...chains[t].map((ch) => `-X ${ch}`),
+      'COMMIT');
   }
   return out.length ? `${out.join('\n')}\n` : '';
 }

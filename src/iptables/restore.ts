@@ -82,7 +82,8 @@ export class IptablesRestore implements IptablesSync {
       const existing = await listSetNames(this.run);
       const ipset = renderIpsets(desired, { prefix: this.prefix, existing, families });
       await restoreSets(this.run, ipset);
-      const present = async (save: string) => new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
+      const present = async (save: string) =>
+        new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
       const presentJumps = { v4: await present(b.save), ...(this.ipv6 ? { v6: await present(b.save6) } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
       await this.restore(b.restore, payload.v4);

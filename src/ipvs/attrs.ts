@@ -5,7 +5,9 @@
 import type { ForwardMethod, Protocol, RealServer, TunnelType, VirtualServer } from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
 import { type Family, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { AF_INET, AF_INET6, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, SvcAttr, TunType } from './constants.js';
+import {
+  AF_INET, AF_INET6, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, SvcAttr, TunType,
+} from './constants.js';
 import { IpvsError } from './errors.js';
 import { NLA_HDRLEN } from '../netlink/constants.js';
 import { NlaWriter, nlaSize } from '../netlink/framing.js';

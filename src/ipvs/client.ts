@@ -182,7 +182,8 @@ export class NetlinkIpvs implements IpvsClient {
 function explain(op: IpvsOp, errno: number): string | undefined {
   if (errno !== Errno.ENOENT || (op.kind !== 'add-service' && op.kind !== 'update-service')) return undefined;
   const pe = op.vs.peName ? ` or persistence engine ${JSON.stringify(op.vs.peName)} (ip_vs_pe_${op.vs.peName})` : '';
-  return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} (ENOENT)`;
+  return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} ` +
+    `(ENOENT)`;
 }
 
 /** Compile-time check that the real client is an IpvsClient. */

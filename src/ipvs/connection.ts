@@ -50,7 +50,8 @@ export class IpvsLink {
 
   /** Whether the socket works (see SocketHealth). */
   health(): SocketHealth {
-    return this.failing ? { ok: false, since: this.failing.since, reason: this.failing.reason } : { ok: true, since: this.okSince };
+    return this.failing
+      ? { ok: false, since: this.failing.since, reason: this.failing.reason } : { ok: true, since: this.okSince };
   }
 
   /** The working connection: the current one, or a new one after a failure (see the class comment). */
@@ -65,7 +66,8 @@ export class IpvsLink {
     }
     const f = this.failing!;
     if (Date.now() < f.retryAt) {
-      throw IpvsError.malformed('reopen', `the IPVS socket failed (${f.reason}); next try in ${f.retryAt - Date.now()} ms`);
+      throw IpvsError.malformed('reopen',
+        `the IPVS socket failed (${f.reason}); next try in ${f.retryAt - Date.now()} ms`);
     }
     try {
       this.conn = await connect(this.openSocket);
@@ -86,7 +88,9 @@ export class IpvsLink {
       replies = await c.sock.exchange(make(c));
     } catch (e) {
       // The socket is done for: unhealthy from now until a request succeeds on a new one.
-      if (c.sock.failed) this.failing ??= { since: Date.now(), reason: c.sock.failed.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+      if (c.sock.failed) {
+        this.failing ??= { since: Date.now(), reason: c.sock.failed.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+      }
       throw e;
     }
     if (this.failing) {
@@ -105,7 +109,8 @@ export class IpvsLink {
     let now: number | undefined;
     try {
       const seq = c.sock.nextSeq();
-      const [reply] = await c.sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, c.sock.port), dump: false }]);
+      const [reply] = await c.sock.exchange(
+        [{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, c.sock.port), dump: false }]);
       now = reply && !reply.errno && reply.messages[0] ? decodeFamily(reply.messages[0], IpvsError).id : undefined;
     } catch {
       now = undefined;

@@ -2,7 +2,9 @@
 // pure: bytes in, values out (layout: docs/ipvs-client.md, "Message layout"). Every decoder throws
 // only IpvsError, so garbage from the kernel (or a fuzzer) is a typed error, never a RangeError
 // escaping from a Buffer read.
-import type { IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer } from '../model/ipvs.js';
+import type {
+  IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
+} from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
 import { type Family, formatIPv4, formatIPv6 } from '../model/addr.js';
 import {
@@ -26,7 +28,9 @@ function decodeNetmask(b: Buffer | undefined, family: Family): number {
 function need(attrs: Map<number, Buffer>, type: number, size: number, what: string): Buffer {
   const v = attrs.get(type);
   if (!v) throw IpvsError.malformed('decode', `${what}: attribute ${type} missing`);
-  if (v.length < size) throw IpvsError.malformed('decode', `${what}: attribute ${type} has ${v.length} bytes, needs ${size}`);
+  if (v.length < size) {
+    throw IpvsError.malformed('decode', `${what}: attribute ${type} has ${v.length} bytes, needs ${size}`);
+  }
   return v;
 }
 function optU32(attrs: Map<number, Buffer>, type: number, what: string): number {
@@ -111,7 +115,9 @@ export function decodeService(buf: Buffer): VirtualServer {
     port = need(a, SvcAttr.PORT, 2, what).readUInt16BE(0);
   }
   const flagsAttr = a.get(SvcAttr.FLAGS);
-  if (flagsAttr && flagsAttr.length < 4) throw IpvsError.malformed('decode', `${what}: flags of ${flagsAttr.length} bytes`);
+  if (flagsAttr && flagsAttr.length < 4) {
+    throw IpvsError.malformed('decode', `${what}: flags of ${flagsAttr.length} bytes`);
+  }
   const vs: VirtualServer = {
     family,
     protocol,

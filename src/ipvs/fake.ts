@@ -71,8 +71,12 @@ export class FakeIpvs implements IpvsClient {
   async updateVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'update-service', vs }); }
   async deleteVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'delete-service', vs }); }
   async addRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'add-dest', vs, rs }); }
-  async updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'update-dest', vs, rs }); }
-  async deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'delete-dest', vs, rs }); }
+  async updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    this.must({ kind: 'update-dest', vs, rs });
+  }
+  async deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    this.must({ kind: 'delete-dest', vs, rs });
+  }
 
   async getTimeouts(): Promise<IpvsTimeouts> {
     this.checkOpen('get-config');
@@ -127,12 +131,17 @@ export class FakeIpvs implements IpvsClient {
     if (op.kind === 'add-service' || op.kind === 'update-service') return { ...op, vs: stripService(op.vs) };
     if (op.kind !== 'add-dest' && op.kind !== 'update-dest') return op;
     // SET_DEST keeps the connection counters: they belong to the kernel, not the request.
-    const old = op.kind === 'update-dest' ? this.table.get(virtualServerKey(op.vs))?.dests.get(realServerKey(op.rs)) : undefined;
-    return { ...op, rs: { ...stripDest(op.rs), activeConns: old?.activeConns ?? 0, inactiveConns: old?.inactiveConns ?? 0, persistentConns: old?.persistentConns ?? 0 } };
+    const old = op.kind === 'update-dest'
+      ? this.table.get(virtualServerKey(op.vs))?.dests.get(realServerKey(op.rs)) : undefined;
+    return { ...op,
+      rs: { ...stripDest(op.rs), activeConns: old?.activeConns ?? 0, inactiveConns: old?.inactiveConns ?? 0,
+        persistentConns: old?.persistentConns ?? 0 } };
   }
 
   /** Sets a destination's connection counters, as traffic would; false when it does not exist. */
-  setConnections(vs: VirtualServer, rs: Pick<RealServer, 'address' | 'port'>, active: number, inactive: number): boolean {
+  setConnections(
+    vs: VirtualServer, rs: Pick<RealServer, 'address' | 'port'>, active: number, inactive: number,
+  ): boolean {
     const d = this.table.get(virtualServerKey(vs))?.dests.get(realServerKey(makeRealServer(rs)));
     if (!d) return false;
     d.activeConns = active;
@@ -142,7 +151,8 @@ export class FakeIpvs implements IpvsClient {
 
   /** The table as sorted `add-service` / `add-dest` lines (formatTable); dests show `conns=A/I` when non-zero. */
   dump(): string {
-    return formatTable(this.table, (rs) => ((rs.activeConns ?? 0) || (rs.inactiveConns ?? 0) ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : ''));
+    return formatTable(this.table, (rs) => ((rs.activeConns ?? 0) || (rs.inactiveConns ?? 0)
+      ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : ''));
   }
 
   /** Loads lines in `dump()`'s form (blank lines and `#` comments ignored); throws on a bad line. */

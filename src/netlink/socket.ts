@@ -100,7 +100,8 @@ export class NetlinkSocket {
       // What the chunk waits for: the last message's ACK, and every dump's DONE (a dump in the middle
       // of a datagram may end after the messages behind it). Others answer only when they fail.
       let left = 0;
-      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)), REPLY_TIMEOUT_MS);
+      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)),
+        REPLY_TIMEOUT_MS);
       const finish = (err?: NetlinkError) => {
         clearTimeout(timer);
         for (const o of chunk) this.pending.delete(o.seq);
@@ -177,7 +178,8 @@ export class NetlinkSocket {
     if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
-      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E) : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
+      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E)
+        : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
       this.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {

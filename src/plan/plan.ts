@@ -66,12 +66,15 @@ export function planVirtualServers(keys: Iterable<string>, input: PlanInput): Pl
       if (nextDeadline === undefined || deadline < nextDeadline) nextDeadline = deadline;
     }
   }
-  const ops = [...phases.addService, ...phases.updateService, ...phases.dest, ...phases.deleteDest, ...phases.deleteService];
+  const ops = [...phases.addService, ...phases.updateService, ...phases.dest, ...phases.deleteDest,
+    ...phases.deleteService];
   return nextDeadline === undefined ? { ops, draining } : { ops, draining, nextDeadline };
 }
 
 /** Plans one virtual server into `phases`, updating `draining` for it. */
-export function planVirtualServer(key: string, input: PlanInput, phases: Phases, draining: Map<string, ReadonlyMap<string, number>>): void {
+export function planVirtualServer(
+  key: string, input: PlanInput, phases: Phases, draining: Map<string, ReadonlyMap<string, number>>,
+): void {
   const want = input.desired.get(key);
   const have = input.actual.get(key);
   if (!want) {
@@ -104,7 +107,8 @@ export function planVirtualServer(key: string, input: PlanInput, phases: Phases,
   const still = new Map<string, number>();
   for (const [rkey, cur] of have.dests) {
     if (wanted.has(rkey)) continue;
-    const conns = cur.activeConns === undefined || cur.inactiveConns === undefined ? undefined : cur.activeConns + cur.inactiveConns;
+    const conns = cur.activeConns === undefined || cur.inactiveConns === undefined
+      ? undefined : cur.activeConns + cur.inactiveConns;
     const since = before?.get(rkey) ?? input.now;
     const graceful = vs.protocol === 'TCP' || vs.fwmark !== 0;
     if (!graceful || conns === 0 || input.now - since >= input.gracePeriodMs) {
@@ -135,7 +139,8 @@ export function serviceSettingsEqual(a: VirtualServer, b: VirtualServer): boolea
 export function destSettingsEqual(a: RealServer, b: RealServer): boolean {
   return a.weight === b.weight && a.forward === b.forward
     && a.upperThreshold === b.upperThreshold && a.lowerThreshold === b.lowerThreshold
-    && (a.forward !== 'tunnel' || (a.tunnelType === b.tunnelType && a.tunnelPort === b.tunnelPort && a.tunnelFlags === b.tunnelFlags));
+    && (a.forward !== 'tunnel'
+      || (a.tunnelType === b.tunnelType && a.tunnelPort === b.tunnelPort && a.tunnelFlags === b.tunnelFlags));
 }
 
 function stripCounters(rs: RealServer): RealServer {

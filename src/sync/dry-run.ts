@@ -144,14 +144,16 @@ export class DryRunVipLink implements VipLink {
   async addMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
     await this.addresses(name); // a link that cannot be read fails the whole batch, as the real one's ENODEV
     const out: VipResult[] = [];
-    for (const a of addresses) out.push(await this.add(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    for (const a of addresses) out.push(
+      await this.add(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
     return out;
   }
 
   async removeMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
     await this.addresses(name);
     const out: VipResult[] = [];
-    for (const a of addresses) out.push(await this.remove(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    for (const a of addresses) out.push(
+      await this.remove(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
     return out;
   }
 

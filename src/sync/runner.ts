@@ -95,7 +95,9 @@ export class BoundedFrequencyRunner {
   run(): void {
     if (this.stopped) return;
     this.requested = true;
-    if (!this.running) this.schedule(Math.max(this.clock.now(), this.lastStart + this.opts.minIntervalMs, this.notBefore));
+    if (!this.running) {
+      this.schedule(Math.max(this.clock.now(), this.lastStart + this.opts.minIntervalMs, this.notBefore));
+    }
   }
 
   /** Stops timers; resolves when a sync in progress has ended. */
