@@ -4,7 +4,8 @@ import type { PluginContext, SchedulerPlugin } from './types.js';
 /** Why the kernel cannot run the plugin's scheduler, or undefined when it can (or we cannot tell). */
 export function unavailableReason(plugin: SchedulerPlugin, context: PluginContext): string | undefined {
   if (plugin.minKernel && context.kernelVersion && compareKernel(context.kernelVersion, plugin.minKernel) < 0) {
-    return `scheduler "${plugin.kernelScheduler}" needs kernel >= ${plugin.minKernel}, this node runs ${context.kernelVersion}`;
+    return `scheduler "${plugin.kernelScheduler}" needs kernel >= ${plugin.minKernel}, this node runs ` +
+      `${context.kernelVersion}`;
   }
   if (context.availableSchedulers && !context.availableSchedulers.has(plugin.kernelScheduler)) {
     return `the kernel has no "${plugin.kernelScheduler}" scheduler (module ${plugin.kernelModule} missing)`;

@@ -1,12 +1,9 @@
 // `fo`: weighted failover. The kernel sends every new connection to the available server with the
 // highest weight (the first one listed among equals), so what users want to say is an order:
-//
-//   {"prefer": [{"zone": "zone-a"}, {"local": true}], "others": 1}
-//
-// means "zone a first, then this node, then anything". Group i of n gets weight n - i + 1, endpoints
-// matching no group get `others` (default 1; 0 never uses them). An endpoint belongs to the first
-// group it matches. Without `prefer`, `weights` (options.ts) set the order directly; giving both is
-// an error. pure: no I/O.
+// `{"prefer": [{"zone": "zone-a"}, {"local": true}], "others": 1}` means "zone a first, then this
+// node, then anything". Group i of n gets weight n - i + 1, endpoints matching no group get
+// `others` (default 1; 0 never uses them); an endpoint belongs to the first group it matches.
+// Without `prefer`, `weights` (options.ts) set the order directly; giving both is an error. pure.
 import type { SchemaObject } from 'ajv';
 import type { WeightedOptions } from './options.js';
 import { MAX_WEIGHT, weightOf } from './options.js';

@@ -23,7 +23,9 @@ export type { PluginContext, PluginEndpoint, Resolution, SchedulerPlugin } from 
 export { unavailableReason } from './availability.js';
 
 /** Every built-in scheduler plugin. */
-export const builtinPlugins: readonly SchedulerPlugin[] = [rr, wrr, lc, wlc, sed, nq, sh, dh, mh, lblc, lblcr, fo, ovf, twos];
+export const builtinPlugins: readonly SchedulerPlugin[] = [
+  rr, wrr, lc, wlc, sed, nq, sh, dh, mh, lblc, lblcr, fo, ovf, twos,
+];
 
 /** A plugin that could not be registered: where it came from and why. */
 export interface PluginProblem {
@@ -44,7 +46,8 @@ interface Entry {
 
 /** Plugins by annotation name, with compiled option validators. Build it once at startup. */
 export class PluginRegistry {
-  private readonly ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true });
+  private readonly ajv = new Ajv(
+    { allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true });
   private readonly entries = new Map<string, Entry>();
 
   constructor(plugins: readonly SchedulerPlugin[] = builtinPlugins) {
@@ -61,18 +64,24 @@ export class PluginRegistry {
     if (shapeError) return { source, reason: 'InvalidPlugin', message: `${source}: ${shapeError}` };
     const plugin = candidate as SchedulerPlugin;
     if (this.entries.has(plugin.name)) {
-      return { source, reason: 'DuplicatePlugin', message: `${source}: a plugin named "${plugin.name}" is already registered` };
+      return { source, reason: 'DuplicatePlugin',
+        message: `${source}: a plugin named "${plugin.name}" is already registered` };
     }
     const unsafe = findUnsafePattern(plugin.optionsSchema);
-    if (unsafe) return { source, reason: 'InvalidPlugin', message: `${source}: options schema refused: ${unsafe} could backtrack without bound on a user's value` };
+    if (unsafe) {
+      return { source, reason: 'InvalidPlugin',
+        message: `${source}: options schema refused: ${unsafe} could backtrack without bound on a user's value` };
+    }
     let validate: ValidateFunction;
     try {
       validate = this.ajv.compile(plugin.optionsSchema);
     } catch (e) {
-      return { source, reason: 'InvalidPlugin', message: `${source}: options schema does not compile: ${(e as Error).message}` };
+      return { source, reason: 'InvalidPlugin',
+        message: `${source}: options schema does not compile: ${(e as Error).message}` };
     }
     if (!validate({})) {
-      return { source, reason: 'InvalidPlugin', message: `${source}: "{}" must be valid options (it is what users get by default)` };
+      return { source, reason: 'InvalidPlugin',
+        message: `${source}: "{}" must be valid options (it is what users get by default)` };
     }
     this.entries.set(plugin.name, { plugin, validate });
     return undefined;
@@ -96,7 +105,9 @@ export class PluginRegistry {
   validateOptions(name: string, options: unknown): OptionsResult {
     const entry = this.entries.get(name);
     if (!entry) return { ok: false, errors: `no plugin "${name}"` };
-    if (nestingExceeds(options, MAX_OPTIONS_NESTING)) return { ok: false, errors: `options nested deeper than ${MAX_OPTIONS_NESTING} levels` };
+    if (nestingExceeds(options, MAX_OPTIONS_NESTING)) {
+      return { ok: false, errors: `options nested deeper than ${MAX_OPTIONS_NESTING} levels` };
+    }
     try {
       const copy = structuredClone(options);
       if (entry.validate(copy)) return { ok: true, options: copy };

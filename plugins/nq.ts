@@ -1,4 +1,5 @@
-// `nq`: never queue: an idle server if any, else shortest expected delay. Weights from the `weights` option (see options.ts). pure: no I/O.
+// `nq`: never queue: an idle server if any, else shortest expected delay. Weights from the
+// `weights` option (see options.ts). pure: no I/O.
 import { makeWeightedPlugin } from './weighted.js';
 
 /** never queue: an idle server if any, else shortest expected delay (kernel scheduler `nq`). */

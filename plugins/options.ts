@@ -1,21 +1,8 @@
-// Options shared by the built-in plugins, and the one place that turns them into weights.
-//
-// Weights users can express without us watching Pods (EndpointSlices carry nodeName, zone, the
-// target Pod's name and the slice's own labels, but not the Pod's labels):
-//
-//   {"weights": {"default": 1,
-//                "byNode": {"node-a": 3},
-//                "byZone": {"zone-a": 2},
-//                "local": 4,
-//                "byPod": [{"prefix": "web-v2-", "weight": 5}],
-//                "bySliceLabel": [{"selector": {"track": "canary"}, "weight": 1}]}}
-//
-// The most specific rule wins: byPod (first match), bySliceLabel (first match), byNode, local (this
-// node's endpoints), byZone, default. Weight 0 keeps an endpoint programmed but idle.
-//
-//   {"affinityNetmask": {"ipv4": 24, "ipv6": 64}}
-//
-// groups clients by subnet for sessionAffinity: ClientIP (ignored without affinity). pure: no I/O.
+// Options shared by the built-in plugins, and the one place that turns them into weights:
+// `weights` (default, byNode, byZone, local, byPod, bySliceLabel; the most specific rule wins,
+// weight 0 keeps an endpoint programmed but idle) and `affinityNetmask` (groups clients by subnet
+// for sessionAffinity: ClientIP). Only what EndpointSlices carry can select endpoints, not Pod
+// labels. Their JSON forms and examples: plugins/README.md. pure: no I/O.
 import type { SchemaObject } from 'ajv';
 import type { PluginEndpoint, Resolution } from './types.js';
 
@@ -92,7 +79,8 @@ export function weightOf(ep: PluginEndpoint, w: WeightOptions | undefined, defau
   if (!w) return defaultWeight;
   if (w.byPod && ep.podName) {
     const pod = ep.podName;
-    const rule = w.byPod.find((r) => (r.name !== undefined && r.name === pod) || (r.prefix !== undefined && pod.startsWith(r.prefix)));
+    const rule = w.byPod.find((r) =>
+      (r.name !== undefined && r.name === pod) || (r.prefix !== undefined && pod.startsWith(r.prefix)));
     if (rule) return rule.weight;
   }
   if (w.bySliceLabel) {

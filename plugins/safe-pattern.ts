@@ -28,12 +28,17 @@ export function unsafePattern(source: string): string | undefined {
     const quantified = (j: number) => {
       const q = source[j];
       if (q === '*' || q === '+') return true;
-      if (q === '{') return /^\{\d+,\d*\}/.test(source.slice(j)) && !/^\{(\d+),\1\}/.test(source.slice(j)) && !/^\{[01],1\}/.test(source.slice(j));
+      if (q === '{') {
+        const rest = source.slice(j);
+        return /^\{\d+,\d*\}/.test(rest) && !/^\{(\d+),\1\}/.test(rest) && !/^\{[01],1\}/.test(rest);
+      }
       return false;
     };
     if (c === ')') {
       const g = stack.pop();
-      if (g?.risky && quantified(i + 1)) return `a quantified group with a quantifier or alternation inside (${source})`;
+      if (g?.risky && quantified(i + 1)) {
+        return `a quantified group with a quantifier or alternation inside (${source})`;
+      }
       if (g?.risky || quantified(i + 1)) { if (stack.length) stack[stack.length - 1]!.risky = true; }
       continue;
     }

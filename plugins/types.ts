@@ -58,7 +58,10 @@ export interface Resolution {
 
 /** What the cluster load view says of one Service port, read-only (docs/balance.md). */
 export interface ClusterViewInput {
-  /** The published weight (1..20) per backend `ip:port` (`[ip]:port` for IPv6); a backend not named is new to the view. */
+  /**
+   * The published weight (1..20) per backend `ip:port` (`[ip]:port` for IPv6); a backend not named
+   * is new to the view.
+   */
   readonly weights: ReadonlyMap<string, number>;
   /**
    * The backend the aggregator dealt this node (nodes are dealt over the backends in proportion to

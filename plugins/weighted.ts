@@ -2,7 +2,7 @@
 import type { SchemaObject } from 'ajv';
 import { type WeightedOptions, optionsSchema, persistenceOf, weightOf } from './options.js';
 import type { ClusterViewInput, PluginEndpoint, SchedulerPlugin, WeighedEndpoint } from './types.js';
-import { clusterWeight } from '../src/balance/cluster-view.js';
+import { clusterWeight } from '../src/balance/weigh.js';
 import { DEFAULT_DAMPING } from '../src/balance/damping.js';
 import { formatHostPort } from '../src/model/ipvs.js';
 
@@ -42,7 +42,8 @@ export function makeWeightedPlugin<O extends WeightedOptions>(spec: WeightedSpec
         ? spec.weights(o, endpoints, defaultWeight)
         : endpoints.map((ep) => weightOf(ep, o.weights, defaultWeight));
       const persistence = persistenceOf(o);
-      return { scheduler: kernelScheduler, flags: spec.flags?.(o) ?? 0, weights, ...(persistence ? { persistence } : {}) };
+      return { scheduler: kernelScheduler, flags: spec.flags?.(o) ?? 0, weights,
+        ...(persistence ? { persistence } : {}) };
     },
     // The view's weights come from the estimate of each backend's time in system (Little's law):
     // they scale what the options gave, so per-node or per-zone weights keep their proportions.
@@ -50,7 +51,10 @@ export function makeWeightedPlugin<O extends WeightedOptions>(spec: WeightedSpec
   };
 }
 
-/** An endpoint's weight × the view's weight for it (the view's top weight, 20, when it does not name it yet); 0 stays 0. */
+/**
+ * An endpoint's weight × the view's weight for it (the view's top weight, 20, when it does not name
+ * it yet); 0 stays 0.
+ */
 export function scaleByView(e: WeighedEndpoint, view: ClusterViewInput): number {
   return clusterWeight(e.weight, view.weights.get(formatHostPort(e.address, e.port)) ?? DEFAULT_DAMPING.maxWeight);
 }
@@ -65,7 +69,8 @@ export function makeUnweightedPlugin(spec: { name: string; description: string }
     optionsSchema: optionsSchema({}),
     resolve(options, endpoints) {
       const persistence = persistenceOf(options as WeightedOptions);
-      return { scheduler: spec.name, flags: 0, weights: endpoints.map(() => 1), ...(persistence ? { persistence } : {}) };
+      return { scheduler: spec.name, flags: 0, weights: endpoints.map(() => 1),
+        ...(persistence ? { persistence } : {}) };
     },
   };
 }

@@ -1,17 +1,13 @@
 // Cluster load view, the weights: from the nodes' reports to one set of integer weights per
-// Service, damped (issue 27).
-//
-// Each period the aggregator checks the reports (estimate.ts), keeps every node's last good sample
-// (a node reports only when its values moved, so silence means "unchanged" until its baseline is
-// stale), sums them per backend, and smooths Σ active (L) and Σ rate (λ) with an EWMA; the
-// estimate is W = L̄ / λ̄ (a ratio of averages, steadier than an average of ratios). The target
-// weight is inversely proportional to W, the fastest backend at maxWeight, never below
-// minWeight (so no backend starves and every backend keeps being measured), except that a
-// backend the estimate cannot tell from the fastest (within its noise: the dead zone) gets
-// maxWeight too. The published
-// weight moves towards the target by at most maxStep per period, and nothing is written unless
-// some weight moves by at least `threshold`, or by `relThreshold` of itself (hysteresis). pure: no I/O, the clock is passed in.
-import { type NodeReport, type Rejection, type ReportLimits, type Sample, checkReport, sumSamples, timeInSystem } from './estimate.js';
+// Service, damped (issue 27). Each period the aggregator keeps every node's last good sample, sums
+// them per backend, smooths Σ active (L) and Σ rate (λ) with an EWMA and estimates W = L̄ / λ̄.
+// The target weight is inversely proportional to W (the fastest, and any backend within its dead
+// zone, at maxWeight; never below minWeight); the published weight moves by at most maxStep per
+// period, with hysteresis. docs/balance.md ("Cluster load view") has the parameters and why.
+// pure: no I/O, the clock is passed in.
+import {
+  type NodeReport, type Rejection, type ReportLimits, type Sample, checkReport, sumSamples, timeInSystem,
+} from './estimate.js';
 
 /** How the estimate becomes weights. */
 export interface DampingConfig {
@@ -68,7 +64,10 @@ export interface NodeMemory {
 /** The aggregator's memory for one Service. */
 export interface ViewState {
   nodes: Map<string, NodeMemory>;
-  /** Smoothed Σ active and Σ rate per backend, and the smoothed deviation of each period's own time in system from the estimate. */
+  /**
+   * Smoothed Σ active and Σ rate per backend, and the smoothed deviation of each period's own time
+   * in system from the estimate.
+   */
   smoothed: Map<string, Smoothed>;
   /** The weights last published. */
   weights: Map<string, number>;
@@ -156,12 +155,15 @@ const ROUNDING_BAND = 0.75;
  * differ by chance (20-40 % in the lab under load, more at a few connections per node), and `sed`
  * sends every idle node to the highest weight, so noise turned into weights herds (docs/balance.md).
  */
-export function deadZoneWidth(estimate: ReadonlyMap<string, number | undefined>, smoothed: ReadonlyMap<string, Smoothed>,
-  damping: DampingConfig): Map<string, number> {
+export function deadZoneWidth(
+  estimate: ReadonlyMap<string, number | undefined>, smoothed: ReadonlyMap<string, Smoothed>, damping: DampingConfig,
+): Map<string, number> {
   const { z, min, max } = damping.deadZone;
   const out = new Map<string, number>();
   let fastest: string | undefined;
-  for (const [b, w] of estimate) if (w !== undefined && (fastest === undefined || w < estimate.get(fastest)!)) fastest = b;
+  for (const [b, w] of estimate) {
+    if (w !== undefined && (fastest === undefined || w < estimate.get(fastest)!)) fastest = b;
+  }
   if (fastest === undefined) return out;
   const wf = estimate.get(fastest)!;
   const scale = 1.25 * Math.sqrt(damping.alpha / (2 - damping.alpha));
@@ -180,7 +182,8 @@ export function deadZoneWidth(estimate: ReadonlyMap<string, number | undefined>,
  * `before` it (RFC 6298's RTTVAR, with the EWMA's α): the first reading with no estimate yet
  * starts it at own / 2, as RFC 6298 starts RTTVAR at R / 2.
  */
-function nextDeviation(own: number | undefined, before: number | undefined, dev: number | undefined, alpha: number): number | undefined {
+function nextDeviation(own: number | undefined, before: number | undefined, dev: number | undefined,
+  alpha: number): number | undefined {
   if (own === undefined) return dev;
   if (before === undefined) return dev ?? own / 2;
   return dev === undefined ? Math.abs(own - before) : (1 - alpha) * dev + alpha * Math.abs(own - before);
@@ -214,7 +217,8 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
   const smoothed = new Map<string, Smoothed>();
   const estimate = new Map<string, number | undefined>();
   const a = damping.alpha;
-  const timeOf = (load: number, rate: number, minLoad: number): number | undefined => timeInSystem(load, rate, damping.minSeconds, minLoad);
+  const timeOf = (load: number, rate: number, minLoad: number): number | undefined =>
+    timeInSystem(load, rate, damping.minSeconds, minLoad);
   for (const b of backends) {
     const s = sums.get(b);
     const prev = state.smoothed.get(b);
@@ -243,7 +247,10 @@ export function stepView(state: ViewState, reports: readonly NodeReport[], backe
     const p = state.weights.get(b);
     const moves = p === undefined || Math.abs(exact.get(b)! - p) > ROUNDING_BAND;
     const w = p === undefined ? t : !moves ? p : p + Math.max(-damping.maxStep, Math.min(damping.maxStep, t - p));
-    if (p !== undefined && w !== p && (Math.abs(w - p) >= damping.threshold || Math.abs(w - p) >= damping.relThreshold * Math.max(w, p))) write = true;
+    const step = p === undefined ? 0 : Math.abs(w - p);
+    if (p !== undefined && w !== p && (step >= damping.threshold || step >= damping.relThreshold * Math.max(w, p))) {
+      write = true;
+    }
     stepped.set(b, w);
   }
   const weights = write ? stepped : new Map(state.weights);
@@ -261,7 +268,8 @@ export function checkWeights(weights: Record<string, unknown>, backends: readonl
   for (const b of backends) {
     const w = weights[b];
     if (typeof w !== 'number' || !Number.isInteger(w) || w < damping.minWeight || w > damping.maxWeight) {
-      problems.push(`weight of ${b} is ${JSON.stringify(w)}, want an integer in ${damping.minWeight}..${damping.maxWeight}`);
+      problems.push(
+        `weight of ${b} is ${JSON.stringify(w)}, want an integer in ${damping.minWeight}..${damping.maxWeight}`);
     }
   }
   for (const b of Object.keys(weights)) if (!backends.includes(b)) problems.push(`weight for unknown backend ${b}`);

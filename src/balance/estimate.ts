@@ -1,13 +1,8 @@
 // Cluster load view, the estimate: per-backend reports from nodes, checked, combined into one
-// estimate of each backend's mean time in system (issue 27).
-//
-// A node reports, for one Service, what IPVS keeps per destination: active and inactive
-// connections (gauges) and the cumulative new connections and bytes (counters, ip_vs_stats). The
-// aggregator keeps each node's previous accepted report as a baseline: a counter's delta over the
-// time between the two reports is the node's new-connection rate to that backend. Summed over the
-// nodes, Little's law gives the mean time in system: W = L / λ = Σ active / Σ rate. A node that is
-// dropped takes both its L and its λ out of the sums, so the ratio stays an estimate from the
-// nodes that remain. pure: no I/O, the clock is passed in.
+// estimate of each backend's mean time in system (issue 27). Each node's previous accepted report
+// is a baseline: a counter's delta over time is its new-connection rate to a backend; summed over
+// the nodes, Little's law gives W = L / λ = Σ active / Σ rate, and a dropped node takes both its L
+// and its λ out. docs/balance.md ("Cluster load view"). pure: no I/O, the clock is passed in.
 
 /** What IPVS keeps for one destination of one virtual server on one node. */
 export interface BackendCounters {
@@ -105,29 +100,36 @@ export function checkReport(report: NodeReport, prev: NodeReport | undefined, ba
     || report.backends.some((b) => typeof b !== 'object' || b === null || typeof b.backend !== 'string')) {
     return drop('malformed', 'report is not { node, at, backends: [{ backend, ... }] }');
   }
-  if (typeof report.at !== 'number' || !Number.isFinite(report.at)) return drop('non-finite', `report time ${String(report.at)}`);
+  if (typeof report.at !== 'number' || !Number.isFinite(report.at)) {
+    return drop('non-finite', `report time ${String(report.at)}`);
+  }
   if (now - report.at > limits.stalePeriods * limits.periodMs) {
     return drop('stale', `report is ${now - report.at} ms old, more than ${limits.stalePeriods} periods`);
   }
   if (report.at - now > limits.maxSkewMs) return drop('future', `report is ${report.at - now} ms in the future`);
   if (prev && report.at <= prev.at) {
     // Not a baseline reset: the same report delivered twice is harmless, so keep the old baseline.
-    return { samples: new Map(), baseline: prev, rejections: [{ node, reason: 'not-newer', message: `report time ${report.at} ≤ previous ${prev.at}` }] };
+    const message = `report time ${report.at} ≤ previous ${prev.at}`;
+    return { samples: new Map(), baseline: prev, rejections: [{ node, reason: 'not-newer', message }] };
   }
   const rejections: Rejection[] = [];
   const entries = new Map<string, BackendCounters>();
   for (const b of report.backends) {
     if (!backends.has(b.backend)) {
-      rejections.push({ node, reason: 'unknown-backend', backend: b.backend, message: `backend ${b.backend} is not in the Service` });
+      const message = `backend ${b.backend} is not in the Service`;
+      rejections.push({ node, reason: 'unknown-backend', backend: b.backend, message });
       continue;
     }
     if (entries.has(b.backend)) return drop('duplicate-backend', `backend ${b.backend} reported twice`, b.backend);
     for (const k of COUNTERS) {
-      if (typeof b[k] !== 'number' || !Number.isFinite(b[k])) return drop('non-finite', `${b.backend} ${k}=${String(b[k])}`, b.backend);
+      if (typeof b[k] !== 'number' || !Number.isFinite(b[k])) {
+        return drop('non-finite', `${b.backend} ${k}=${String(b[k])}`, b.backend);
+      }
       if (b[k] < 0) return drop('negative', `${b.backend} ${k}=${b[k]}`, b.backend);
     }
     if (b.active + b.inactive > limits.maxConns) {
-      return drop('absurd-conns', `${b.backend} has ${b.active + b.inactive} connections, cap ${limits.maxConns}`, b.backend);
+      const conns = b.active + b.inactive;
+      return drop('absurd-conns', `${b.backend} has ${conns} connections, cap ${limits.maxConns}`, b.backend);
     }
     entries.set(b.backend, b);
   }
@@ -146,7 +148,8 @@ export function checkReport(report: NodeReport, prev: NodeReport | undefined, ba
     if (rate > limits.maxConnRate) {
       return drop('absurd-rate', `${b.backend} ${rate.toFixed(0)} new conn/s, cap ${limits.maxConnRate}`, b.backend);
     }
-    samples.set(b.backend, { active: b.active, rate, byteRate: (b.inBytes - p.inBytes + b.outBytes - p.outBytes) / seconds });
+    const byteRate = (b.inBytes - p.inBytes + b.outBytes - p.outBytes) / seconds;
+    samples.set(b.backend, { active: b.active, rate, byteRate });
   }
   return { samples, baseline, rejections };
 }

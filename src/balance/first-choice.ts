@@ -1,25 +1,10 @@
 // Cluster load view, first choices: which backend each node takes when its own counters cannot
-// tell the backends apart (issue 27). pure: no I/O.
-//
-// A node with one request in flight at a time finds every backend idle when it chooses, so `sed`
-// sends it to the highest weight and, among equal highest weights, to the first in the kernel's
-// list, every time; `wrr` starts its cycle there too. So at low concurrency per node, `sed`'s
-// share of a backend is not its weight but the number of nodes whose idle choice it is:
-// winner-take-all per node. Node-seeded order (order.ts) spreads ties by a hash, and a hash
-// collides: with 4 nodes and 3 equal pods, two or three nodes landed on one pod in the lab; and
-// weights a little apart from noise (20/15/15) sent every idle node to the one at 20.
-//
-// The aggregator sees every node that reports a Service, so it deals the nodes out over the
-// backends in proportion to the published weights (largest remainder: each backend gets ⌊q⌋ or
-// ⌈q⌉ of q = N × w / Σw nodes), keeping each node's previous choice while its backend's quota
-// allows, placing the others by rendezvous score. The idle choice of the cluster then follows the
-// weights as a share does. How a node applies its choice depends on its scheduler (tiltFirstChoice).
-//
-// The published map grows with the nodes (about 60 bytes each per Service port), and is exact
-// where exactness matters: a few nodes, where a random choice collides. Above DEAL_MAX_NODES the
-// aggregator publishes none and each node takes its own choice by weighted rendezvous hashing
-// (localFirstChoice): each backend with probability w / Σw, independently per node, which over
-// that many nodes is proportional within a few per cent, at no API cost.
+// tell the backends apart (issue 27). The aggregator deals the nodes out over the backends in
+// proportion to the published weights (largest remainder, keeping each node's previous choice
+// while its quota allows); above DEAL_MAX_NODES each node takes its own by weighted rendezvous
+// hashing (localFirstChoice). How a node applies its choice depends on its scheduler
+// (tiltFirstChoice). Why (`sed` at low concurrency is winner-take-all per node): docs/balance.md
+// ("First choices"). pure: no I/O.
 import { fnv1a32 } from './order.js';
 import { mix32, rendezvousScore } from './reporting.js';
 
@@ -43,7 +28,9 @@ export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMa
   const exact = backends.map(([b, w]) => ({ b, w, q: (sorted.length * w) / total }));
   const quota = new Map(exact.map((x) => [x.b, Math.floor(x.q)]));
   let left = sorted.length - [...quota.values()].reduce((s, q) => s + q, 0);
-  for (const x of [...exact].sort((a, b) => (b.q - Math.floor(b.q)) - (a.q - Math.floor(a.q)) || b.w - a.w || (a.b < b.b ? -1 : 1))) {
+  const byRemainder = (a: typeof exact[number], b: typeof exact[number]) =>
+    (b.q - Math.floor(b.q)) - (a.q - Math.floor(a.q)) || b.w - a.w || (a.b < b.b ? -1 : 1);
+  for (const x of [...exact].sort(byRemainder)) {
     if (left-- <= 0) break;
     quota.set(x.b, quota.get(x.b)! + 1);
   }
@@ -69,7 +56,9 @@ export function assignFirstChoices(nodes: readonly string[], weights: ReadonlyMa
  * wins), so backend b is chosen with probability w_b / Σw, and the same inputs give the same
  * choice on every run. Undefined without a node name or a backend of positive weight.
  */
-export function localFirstChoice(node: string, viewKey: string, weights: ReadonlyMap<string, number>): string | undefined {
+export function localFirstChoice(
+  node: string, viewKey: string, weights: ReadonlyMap<string, number>,
+): string | undefined {
   if (!node) return undefined;
   let best: string | undefined;
   let bestScore = Infinity;
@@ -107,7 +96,9 @@ export function tiltFirstChoice(weights: readonly number[], chosen: number, cap:
 }
 
 /** Two assignments alike (the aggregator writes only when something moved). */
-export function sameChoices(a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined): boolean {
+export function sameChoices(
+  a: ReadonlyMap<string, string> | undefined, b: ReadonlyMap<string, string> | undefined,
+): boolean {
   if ((a?.size ?? 0) !== (b?.size ?? 0)) return false;
   for (const [n, c] of a ?? []) if (b?.get(n) !== c) return false;
   return true;

@@ -1,16 +1,9 @@
-// Node-seeded order: the order in which one node adds a virtual server's real servers.
-//
-// IPVS schedulers are per node and share no state. The kernel keeps a service's destinations in a
-// list and ip_vs_add_dest puts each new one at its head (list_add_rcu), so the last real server
-// added is the first in the list: rr starts its walk there, and lc, wlc, sed and nq keep the first
-// of equal candidates. When every node adds the same sorted list, every node's first choice (and
-// every tie at zero connections) is the same backend: a herd. Rotating the sorted list by a hash of
-// the node's name and the service spreads the first choices over the backends.
-//
-// What holds: the order is made only when real servers are added. A virtual server created afresh
-// gets the full rotation; real servers added later go to the head of the kernel's list in the
-// order they are added (the kernel offers no other place), after the existing ones; an operator
-// restart keeps the kernel's list as it is (nothing is re-added). pure: no I/O.
+// Node-seeded order: the order in which one node adds a virtual server's real servers. The kernel
+// puts each new real server at the head of its list and the schedulers favour the head, so every
+// node adding the same sorted list herds onto one backend; rotating the sorted list by a hash of
+// the node's name and the service spreads the first choices. The order is made only when real
+// servers are added (a restart re-adds nothing). docs/balance.md ("Node-seeded order") has the
+// kernel details and the lab figures. pure: no I/O.
 
 /** 32-bit FNV-1a of the UTF-8 bytes of `s`: stable across processes, versions and platforms. */
 export function fnv1a32(s: string): number {
@@ -64,6 +57,7 @@ export function chooseEndpointOrder(serviceId: string, annotations: Record<strin
   if (value === '') return 'node-seeded';
   if (value !== undefined && (ENDPOINT_ORDERS as readonly string[]).includes(value)) return value as EndpointOrder;
   problems.push({ service: serviceId, reason: 'InvalidEndpointOrder',
-    message: `${ENDPOINT_ORDER_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${ENDPOINT_ORDERS.join(', ')}; using node-seeded` });
+    message: `${ENDPOINT_ORDER_ANNOTATION}: ${JSON.stringify(raw)} is not one of ${ENDPOINT_ORDERS.join(', ')}; ` +
+      `using node-seeded` });
   return 'node-seeded';
 }

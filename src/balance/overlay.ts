@@ -15,7 +15,8 @@ export function overlayTable(base: DesiredTable, over: ReadonlyMap<string, Desir
     has: (k) => base.has(k),
     get size() { return base.size; },
     keys: () => base.keys(),
-    values: () => (function* () { for (const k of base.keys()) yield get(k)!; })() as unknown as It<DesiredVirtualServer>,
+    values: () =>
+      (function* () { for (const k of base.keys()) yield get(k)!; })() as unknown as It<DesiredVirtualServer>,
     entries,
     forEach(cb, thisArg?) { for (const k of base.keys()) cb.call(thisArg, get(k)!, k, view); },
     [Symbol.iterator]: entries,

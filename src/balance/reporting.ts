@@ -49,7 +49,8 @@ export function shouldReport(sent: Reading | undefined, now: Reading, t: MoveThr
   if (!sent) return true;
   if (now.at - sent.at >= t.maxSilentMs) return true;
   if (sent.active.size !== now.active.size) return true;
-  const moved = (a: number, b: number, min: number): boolean => Math.abs(a - b) >= Math.max(min, t.relative * Math.abs(a));
+  const moved = (a: number, b: number, min: number): boolean =>
+    Math.abs(a - b) >= Math.max(min, t.relative * Math.abs(a));
   for (const [b, a] of now.active) {
     const s = sent.active.get(b);
     if (s === undefined || moved(s, a, t.minActive)) return true;

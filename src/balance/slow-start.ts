@@ -1,24 +1,9 @@
 // Slow start: a real server that joins a Service's table ramps its weight up over a window
-// (`ipvs-operator.io/slow-start: 30s`), as Envoy's and HAProxy's slow start do, so a cold pod
-// is not handed a full share of new connections the moment it turns ready. The weight changes go
-// through SET_DEST (update-dest), which keeps every established connection where it is.
-//
-// Which schedulers it applies to (Linux net/netfilter/ipvs/ip_vs_*.c): wrr, wlc, sed, nq and twos
-// use weights as shares, compared as ratios, so ramping one weight ramps that server's share of
-// new connections, and multiplying all weights by RAMP_RESOLUTION changes nothing else. rr, lc and
-// dh ignore weights except 0 (skip the server); sh and mh hash clients onto servers by weight, so
-// a ramp would remap clients at every step; lblc, lblcr and ovf compare weights with connection
-// counts (overload thresholds), so scaling them changes what they do; fo sends everything to the
-// highest weight, so there is no share to ramp. Those get a Problem instead.
-//
-// First seen: the operator's memory, per virtual server and real server. The real servers of a
-// virtual server seen for the first time (operator start, a new Service, slow start just turned
-// on) count as established and take their full weight at once, as Envoy does for a new cluster;
-// only real servers that appear later in a known virtual server ramp. A restart therefore ends
-// any ramp under way (the weight jumps to full): the alternatives, persisting a timestamp per
-// endpoint in the API or guessing one from the kernel's weight, cost writes or trust a value
-// another writer may have set, for a window of seconds. A real server that leaves (not ready,
-// deleted) and comes back ramps again. pure: no I/O; time is an argument.
+// (`ipvs-operator.io/slow-start: 30s`), as Envoy's and HAProxy's slow start do, through SET_DEST
+// (update-dest), which keeps every established connection where it is. Only for schedulers that
+// use weights as shares (wrr, wlc, sed, nq, twos); others get a Problem. Real servers of a virtual
+// server seen for the first time take their full weight at once, so a restart ends any ramp.
+// Why each: docs/balance.md ("Slow start"). pure: no I/O; time is an argument.
 import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
 import { type RealServer, realServerKey } from '../model/ipvs.js';
 import { MAX_WEIGHT, RAMP_RESOLUTION, composeWeight } from './weights.js';
@@ -68,7 +53,8 @@ export function slowStartInapplicable(scheduler: string): string | undefined {
     case 'sh': case 'mh':
       return `scheduler ${scheduler} hashes clients onto servers by weight; ramping would remap clients at every step`;
     case 'lblc': case 'lblcr': case 'ovf':
-      return `scheduler ${scheduler} compares weights with connection counts (overload thresholds); a ramp would change what it does`;
+      return `scheduler ${scheduler} compares weights with connection counts (overload thresholds); a ramp would ` +
+        `change what it does`;
     case 'fo':
       return 'scheduler fo sends everything to the highest weight, so there is no share to ramp';
     default:
@@ -114,7 +100,8 @@ export interface RampResult {
  * call; virtual servers without slow start pass through untouched.
  */
 /** A plugin's ramp() (plugins/types.ts), as SlowStartTracker calls it. */
-export type Ramp = (endpoints: readonly { address: string; port: number; weight: number; factor: number }[]) => number[];
+export type Ramp = (endpoints: readonly { address: string; port: number; weight: number; factor: number }[]) =>
+  number[];
 
 export class SlowStartTracker {
   /** Per virtual server key, the problem of a plugin ramp() that failed there. */
@@ -185,19 +172,27 @@ export class SlowStartTracker {
    * composeWeight of each base weight and ramp factor.
    */
   private ramped(key: string, e: DesiredVirtualServer, factors: readonly number[]): RealServer[] {
-    const byDefault = () => e.dests.map((rs, i) => ({ ...rs, weight: composeWeight({ base: rs.weight, slowStart: factors[i]! }) }));
+    const byDefault = () =>
+      e.dests.map((rs, i) => ({ ...rs, weight: composeWeight({ base: rs.weight, slowStart: factors[i]! }) }));
     const ramp = this.rampOf(e.origin.plugin);
     this.failed.delete(key);
     if (!ramp) return byDefault();
     try {
-      const answer: unknown = ramp(Object.freeze(e.dests.map((rs, i) => Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight, factor: factors[i]! }))));
-      if (!Array.isArray(answer) || answer.length !== e.dests.length || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
-        throw new Error(`ramp() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ${JSON.stringify(answer)?.slice(0, 120)}`);
+      const answer: unknown = ramp(
+        Object.freeze(
+          e.dests.map((rs, i) =>
+            Object.freeze({ address: rs.address, port: rs.port, weight: rs.weight, factor: factors[i]! }))));
+      if (!Array.isArray(answer) || answer.length !== e.dests.length
+        || answer.some((x) => !Number.isInteger(x) || x < 0 || x > MAX_WEIGHT)) {
+        throw new Error(
+          `ramp() must return ${e.dests.length} integers in 0..${MAX_WEIGHT}, got ` +
+          `${JSON.stringify(answer)?.slice(0, 120)}`);
       }
       return e.dests.map((rs, i) => ({ ...rs, weight: answer[i] as number }));
     } catch (err) {
       this.failed.set(key, { service: `${e.origin.namespace}/${e.origin.name}`, reason: 'PluginRampFailed',
-        message: `plugin ${e.origin.plugin}: ${(err as Error).message}; the default ramp (weight × ${RAMP_RESOLUTION} × progress)` });
+        message: `plugin ${e.origin.plugin}: ${(err as Error).message}; the default ramp (weight × ` +
+          `${RAMP_RESOLUTION} × progress)` });
       return byDefault();
     }
   }

@@ -76,7 +76,8 @@ export class NetlinkConntrack implements ConntrackClient {
     if (r.errno) throw ConntrackError.fromErrno(`list ${family}`, r.errno);
     const all = r.messages.map(decodeFlow);
     const flows = proto === undefined ? all : all.filter((f) => f.proto === proto);
-    const path: ListPath = !filtered ? 'full-dump' : flows.length === all.length ? 'kernel-filter' : 'kernel-ignored-filter';
+    const path: ListPath = !filtered ? 'full-dump' : flows.length === all.length
+      ? 'kernel-filter' : 'kernel-ignored-filter';
     const bytes = r.messages.reduce((n, m) => n + NLMSG_HDRLEN + m.payload.length, 0);
     this.lastList = { family, path, messages: all.length, bytes, kept: flows.length };
     return flows;

@@ -2,33 +2,19 @@
 // request for one entry. Only what the operator's UDP cleanup needs: the two tuples, the id and
 // the zone (a delete must name the entry exactly, so a flow that ended and was made again under
 // the same tuple is not deleted by mistake: the kernel answers ENOENT when CTA_ID differs).
-//
-//   nlmsghdr (16)   type = NFNL_SUBSYS_CTNETLINK << 8 | IPCTNL_MSG_CT_*
-//   nfgenmsg (4)    family (AF_INET / AF_INET6: a dump lists that family only), version 0, res_id 0
-//   attributes      CTA_TUPLE_ORIG ─┬─ CTA_TUPLE_IP ──── CTA_IP_V4_SRC / _DST (4 bytes each)
-//                                   │                    or CTA_IP_V6_SRC / _DST (16 bytes each)
-//                                   └─ CTA_TUPLE_PROTO ─ CTA_PROTO_NUM (u8),
-//                                                        CTA_PROTO_SRC_PORT / _DST_PORT (be16)
-//                   CTA_TUPLE_REPLY   the same layout (the reply direction: after NAT, its source
-//                                     is the real server IPVS picked)
-//                   CTA_ID (be32), CTA_ZONE (be16), CTA_STATUS, CTA_TIMEOUT, ... (not read)
-//
-// A dump for one protocol asks the kernel to filter (Linux >= 5.8):
-//   CTA_TUPLE_ORIG ── CTA_TUPLE_PROTO ── CTA_PROTO_NUM (u8)
-//   CTA_FILTER ────── CTA_FILTER_ORIG_FLAGS (u32, host order) = CTA_FILTER_F_CTA_PROTO_NUM
-// Kernels before 5.8 skip the unknown CTA_FILTER and dump everything (the client filters again).
-//
-// The kernel nests with NLA_F_NESTED set (parseAttrs masks it); we send nests with it set too,
-// which ctnetlink accepts either way. A delete request WITHOUT a tuple flushes the whole table in
-// ctnetlink_del_conntrack: encodeDelete refuses to build one.
+// Message layout, the protocol filter (Linux >= 5.8) and nesting: docs/ipvs-client.md
+// ("ctnetlink messages").
 import { formatHostPort } from '../model/ipvs.js';
 import { type Family, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
-import { NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST } from '../netlink/constants.js';
+import {
+  NLA_F_NESTED, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST,
+} from '../netlink/constants.js';
 import { type NlMessage, be16, nla, parseAttrs } from '../netlink/framing.js';
 import {
-  AF_INET, AF_INET6, CTA_FILTER, CTA_FILTER_F_CTA_PROTO_NUM, CTA_FILTER_ORIG_FLAGS, CTA_ID, CTA_IP_V4_DST, CTA_IP_V4_SRC, CTA_IP_V6_DST, CTA_IP_V6_SRC, CTA_PROTO_DST_PORT, CTA_PROTO_NUM,
-  CTA_PROTO_SRC_PORT, CTA_TIMEOUT, CTA_TUPLE_IP, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, CTA_TUPLE_REPLY, CTA_ZONE, IPCTNL_MSG_CT_DELETE,
-  IPCTNL_MSG_CT_GET, IPCTNL_MSG_CT_NEW, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, NFGENMSG_LEN, NFNETLINK_V0, NFNL_SUBSYS_CTNETLINK,
+  AF_INET, AF_INET6, CTA_FILTER, CTA_FILTER_F_CTA_PROTO_NUM, CTA_FILTER_ORIG_FLAGS, CTA_ID, CTA_IP_V4_DST,
+  CTA_IP_V4_SRC, CTA_IP_V6_DST, CTA_IP_V6_SRC, CTA_PROTO_DST_PORT, CTA_PROTO_NUM, CTA_PROTO_SRC_PORT, CTA_TIMEOUT,
+  CTA_TUPLE_IP, CTA_TUPLE_ORIG, CTA_TUPLE_PROTO, CTA_TUPLE_REPLY, CTA_ZONE, IPCTNL_MSG_CT_DELETE, IPCTNL_MSG_CT_GET,
+  IPCTNL_MSG_CT_NEW, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, NFGENMSG_LEN, NFNETLINK_V0, NFNL_SUBSYS_CTNETLINK,
 } from './constants.js';
 import { ConntrackError } from './errors.js';
 
@@ -65,7 +51,8 @@ export function formatFlow(f: Flow): string {
 export function parseFlow(line: string): Flow | undefined {
   const m = /^(\w+) (\S+) -> (\S+) reply (\S+) -> (\S+) id=(\d+) zone=(\d+)$/.exec(line.trim());
   if (!m) return undefined;
-  const proto = [...PROTO_NAMES].find(([, n]) => n === m[1])?.[0] ?? (/^proto(\d+)$/.exec(m[1]!) ? Number(m[1]!.slice(5)) : undefined);
+  const proto = [...PROTO_NAMES].find(([, n]) => n === m[1])?.[0]
+    ?? (/^proto(\d+)$/.exec(m[1]!) ? Number(m[1]!.slice(5)) : undefined);
   const hp = (s: string): [string, number] | undefined => {
     const x = /^\[([^\]]+)\]:(\d+)$/.exec(s) ?? /^([^:]+):(\d+)$/.exec(s);
     return x ? [x[1]!, Number(x[2])] : undefined;
@@ -96,6 +83,7 @@ function header(msg: number, flags: number, family: Family, seq: number, port: n
   return b;
 }
 
+// ctnetlink accepts nests with or without NLA_F_NESTED; the kernel sets it (parseAttrs masks it).
 const nested = (type: number, children: Buffer[]): Buffer => nla(type | NLA_F_NESTED, Buffer.concat(children));
 
 /** A u32 in host byte order, as nla_get_u32 reads it. */
@@ -108,8 +96,12 @@ function hostU32(v: number): Buffer {
  * `proto`, the kernel is asked to send only entries of that IP protocol (CTA_FILTER, see above).
  */
 export function encodeDump(family: Family, seq: number, port: number, proto?: number): Buffer {
-  if (proto === undefined) return header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, family, seq, port, Buffer.alloc(0));
-  if (!Number.isInteger(proto) || proto < 0 || proto > 0xff) throw ConntrackError.invalidArgument('list', `protocol ${proto} is not 0-255`);
+  if (proto === undefined) {
+    return header(IPCTNL_MSG_CT_GET, NLM_F_REQUEST | NLM_F_DUMP, family, seq, port, Buffer.alloc(0));
+  }
+  if (!Number.isInteger(proto) || proto < 0 || proto > 0xff) {
+    throw ConntrackError.invalidArgument('list', `protocol ${proto} is not 0-255`);
+  }
   const body = Buffer.concat([
     nested(CTA_TUPLE_ORIG, [nested(CTA_TUPLE_PROTO, [nla(CTA_PROTO_NUM, Buffer.from([proto]))])]),
     nested(CTA_FILTER, [nla(CTA_FILTER_ORIG_FLAGS, hostU32(CTA_FILTER_F_CTA_PROTO_NUM))]),
@@ -123,23 +115,32 @@ function encodeTuple(type: number, family: Family, proto: number, t: FlowTuple):
   const dst = parse(t.dst);
   if (!src || !dst) throw ConntrackError.invalidArgument('delete', `tuple ${t.src} -> ${t.dst} is not ${family}`);
   for (const p of [t.sport, t.dport]) {
-    if (!Number.isInteger(p) || p < 0 || p > 0xffff) throw ConntrackError.invalidArgument('delete', `port ${p} is not 0-65535`);
+    if (!Number.isInteger(p) || p < 0 || p > 0xffff) {
+      throw ConntrackError.invalidArgument('delete', `port ${p} is not 0-65535`);
+    }
   }
   const [s, d] = family === 'IPv4' ? [CTA_IP_V4_SRC, CTA_IP_V4_DST] : [CTA_IP_V6_SRC, CTA_IP_V6_DST];
   return nested(type, [
     nested(CTA_TUPLE_IP, [nla(s, src), nla(d, dst)]),
-    nested(CTA_TUPLE_PROTO, [nla(CTA_PROTO_NUM, Buffer.from([proto])), nla(CTA_PROTO_SRC_PORT, be16(t.sport)), nla(CTA_PROTO_DST_PORT, be16(t.dport))]),
+    nested(CTA_TUPLE_PROTO,
+      [nla(CTA_PROTO_NUM, Buffer.from([proto])), nla(CTA_PROTO_SRC_PORT, be16(t.sport)),
+        nla(CTA_PROTO_DST_PORT, be16(t.dport))]),
   ]);
 }
 
 /**
  * The delete request for exactly this entry: its original tuple, its zone, and its id when known
  * (then the kernel deletes only that entry: ENOENT when the tuple now belongs to another one).
- * Only for protocols with ports (UDP, TCP, SCTP): anything else is refused before sending.
+ * Only for protocols with ports (UDP, TCP, SCTP): anything else is refused before sending. It never
+ * goes without a tuple: ctnetlink_del_conntrack flushes the whole table then.
  */
 export function encodeDelete(f: Flow, seq: number, port: number): Buffer {
-  if (!PROTO_NAMES.has(f.proto)) throw ConntrackError.invalidArgument('delete', `protocol ${f.proto} has no ports; refusing to build its tuple`);
-  if (!Number.isInteger(f.zone) || f.zone < 0 || f.zone > 0xffff) throw ConntrackError.invalidArgument('delete', `zone ${f.zone} is not 0-65535`);
+  if (!PROTO_NAMES.has(f.proto)) {
+    throw ConntrackError.invalidArgument('delete', `protocol ${f.proto} has no ports; refusing to build its tuple`);
+  }
+  if (!Number.isInteger(f.zone) || f.zone < 0 || f.zone > 0xffff) {
+    throw ConntrackError.invalidArgument('delete', `zone ${f.zone} is not 0-65535`);
+  }
   const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig), nla(CTA_ZONE, be16(f.zone))];
   if (f.id) {
     const id = Buffer.alloc(4);
@@ -156,7 +157,8 @@ function decodeTuple(buf: Buffer, family: Family, what: string): { proto: number
   const l4 = a.get(CTA_TUPLE_PROTO);
   if (!ip || !l4) throw bad('CTA_TUPLE_IP or CTA_TUPLE_PROTO missing');
   const ips = parseAttrs(ip, ConntrackError);
-  const [s, d, len, fmt] = family === 'IPv4' ? [CTA_IP_V4_SRC, CTA_IP_V4_DST, 4, formatIPv4] : [CTA_IP_V6_SRC, CTA_IP_V6_DST, 16, formatIPv6];
+  const [s, d, len, fmt] = family === 'IPv4'
+    ? [CTA_IP_V4_SRC, CTA_IP_V4_DST, 4, formatIPv4] : [CTA_IP_V6_SRC, CTA_IP_V6_DST, 16, formatIPv6];
   const src = ips.get(s);
   const dst = ips.get(d);
   if (!src || !dst) throw bad(`no ${family} source or destination`);
@@ -170,7 +172,8 @@ function decodeTuple(buf: Buffer, family: Family, what: string): { proto: number
     if (v.length < 2) throw bad(`port attribute ${type} of ${v.length} bytes`);
     return v.readUInt16BE(0);
   };
-  return { proto: num.readUInt8(0), t: { src: fmt(src), dst: fmt(dst), sport: port(CTA_PROTO_SRC_PORT), dport: port(CTA_PROTO_DST_PORT) } };
+  return { proto: num.readUInt8(0),
+    t: { src: fmt(src), dst: fmt(dst), sport: port(CTA_PROTO_SRC_PORT), dport: port(CTA_PROTO_DST_PORT) } };
 }
 
 /**
@@ -178,7 +181,9 @@ function decodeTuple(buf: Buffer, family: Family, what: string): { proto: number
  * message is not a conntrack entry or a tuple is unreadable.
  */
 export function decodeFlow(m: NlMessage): Flow {
-  if (m.type !== ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW)) throw ConntrackError.malformed('list', `message type 0x${m.type.toString(16)} is not a conntrack entry`);
+  if (m.type !== ((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW)) {
+    throw ConntrackError.malformed('list', `message type 0x${m.type.toString(16)} is not a conntrack entry`);
+  }
   if (m.payload.length < NFGENMSG_LEN) throw ConntrackError.malformed('list', 'message shorter than nfgenmsg');
   const af = m.payload.readUInt8(0);
   const family: Family | undefined = af === AF_INET ? 'IPv4' : af === AF_INET6 ? 'IPv6' : undefined;
@@ -200,7 +205,8 @@ export function decodeFlow(m: NlMessage): Flow {
 
 /** The kernel's form of a conntrack entry (what a dump sends), for the fake and tests. */
 export function encodeFlow(f: Flow, seq: number, port: number): Buffer {
-  const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig), encodeTuple(CTA_TUPLE_REPLY, f.family, f.proto, f.reply)];
+  const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig),
+    encodeTuple(CTA_TUPLE_REPLY, f.family, f.proto, f.reply)];
   const id = Buffer.alloc(4);
   id.writeUInt32BE(f.id >>> 0);
   attrs.push(nla(CTA_ID, id));
@@ -214,10 +220,12 @@ export function encodeFlow(f: Flow, seq: number, port: number): Buffer {
  * is taken in that zone (the kernel hashes both directions).
  */
 export function encodeCreate(f: Flow, timeout: number, seq: number, port: number): Buffer {
-  const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig), encodeTuple(CTA_TUPLE_REPLY, f.family, f.proto, f.reply)];
+  const attrs = [encodeTuple(CTA_TUPLE_ORIG, f.family, f.proto, f.orig),
+    encodeTuple(CTA_TUPLE_REPLY, f.family, f.proto, f.reply)];
   const ttl = Buffer.alloc(4);
   ttl.writeUInt32BE(timeout >>> 0);
   attrs.push(nla(CTA_TIMEOUT, ttl));
   if (f.zone) attrs.push(nla(CTA_ZONE, be16(f.zone)));
-  return header(IPCTNL_MSG_CT_NEW, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, f.family, seq, port, Buffer.concat(attrs));
+  return header(IPCTNL_MSG_CT_NEW, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, f.family, seq, port,
+    Buffer.concat(attrs));
 }

@@ -11,7 +11,8 @@ import type { ConntrackClient, ListStats } from './client.js';
 import { ConntrackError } from './errors.js';
 
 type Tuple = Flow['orig'];
-const tupleKey = (f: Flow, t: Tuple = f.orig): string => `${f.family} ${f.proto} ${f.zone} ${t.src} ${t.sport} ${t.dst} ${t.dport}`;
+const tupleKey = (f: Flow, t: Tuple = f.orig): string =>
+  `${f.family} ${f.proto} ${f.zone} ${t.src} ${t.sport} ${t.dst} ${t.dport}`;
 
 /** The fake conntrack table. */
 export class FakeConntrack implements ConntrackClient {
@@ -42,16 +43,19 @@ export class FakeConntrack implements ConntrackClient {
     // The client's refusal of a protocol it cannot ask for, by building its request.
     encodeDump(family, 0, 0, proto);
     if (this.failList) throw this.failList;
-    const flows = [...this.flows.values()].filter((f) => f.family === family && (proto === undefined || f.proto === proto))
+    const flows = [...this.flows.values()].filter((f) =>
+      f.family === family && (proto === undefined || f.proto === proto))
       .map((f) => ({ ...f, orig: { ...f.orig }, reply: { ...f.reply } }));
-    this.lastList = { family, path: proto === undefined ? 'full-dump' : 'kernel-filter', messages: flows.length, bytes: 0, kept: flows.length };
+    this.lastList = { family, path: proto === undefined ? 'full-dump' : 'kernel-filter', messages: flows.length,
+      bytes: 0, kept: flows.length };
     return flows;
   }
 
   async delete(flows: readonly Flow[]): Promise<Array<ConntrackError | undefined>> {
     return flows.map((f) => {
       try {
-        // The client's refusals (no ports, a zone or port out of range, an address of another family), by building its request.
+        // The client's refusals (no ports, a zone or port out of range, an address of another
+        // family), by building its request.
         encodeDelete(f, 0, 0);
       } catch (e) {
         return e as ConntrackError;

@@ -25,7 +25,8 @@ export function collectEndpoints(
     if (obj(slice)?.addressType !== family) continue;
     // Fields are read type-safely (fields.ts): a slice from YAML may hold anything; what is not of
     // the API's type is skipped, as an endpoint without an address is.
-    const port = (arr(slice.ports) ?? []).map(obj).find((p) => p && (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
+    const port = (arr(slice.ports) ?? []).map(obj).find((p) =>
+      p && (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
     const portNumber = intIn(port?.port, 1, 65535);
     if (portNumber === undefined) continue;
     const labels = stringMap(obj(slice.metadata)?.labels);
@@ -83,7 +84,10 @@ export interface Categorized {
    * apply, see topologyMode), or serving+terminating ones when none is ready.
    */
   cluster: PluginEndpoint[];
-  /** For Local policy: local ready endpoints, or local serving+terminating ones when none is ready (hints never apply). */
+  /**
+   * For Local policy: local ready endpoints, or local serving+terminating ones when none is ready
+   * (hints never apply).
+   */
   local: PluginEndpoint[];
   /** The topology mode the Cluster list was filtered with ("" = none). */
   topology: TopologyMode;
@@ -101,22 +105,32 @@ export type TopologyMode = '' | 'PreferSameZone' | 'PreferSameNode';
  * PreferSameZone -> zones, PreferSameNode -> nodes; topology-mode Auto -> zones); like kube-proxy,
  * the proxy follows the hints, not the Service field.
  */
-export function topologyMode(endpoints: readonly PluginEndpoint[], nodeName: string, zone: string | undefined): TopologyMode {
+export function topologyMode(
+  endpoints: readonly PluginEndpoint[], nodeName: string, zone: string | undefined,
+): TopologyMode {
   const ready = endpoints.filter((e) => e.ready);
   if (ready.length === 0) return '';
-  if (ready.every((e) => e.nodeHints?.length) && ready.some((e) => e.nodeHints!.includes(nodeName))) return 'PreferSameNode';
-  if (zone && ready.every((e) => e.zoneHints?.length) && ready.some((e) => e.zoneHints!.includes(zone))) return 'PreferSameZone';
+  if (ready.every((e) => e.nodeHints?.length) && ready.some((e) => e.nodeHints!.includes(nodeName))) {
+    return 'PreferSameNode';
+  }
+  if (zone && ready.every((e) => e.zoneHints?.length) && ready.some((e) => e.zoneHints!.includes(zone))) {
+    return 'PreferSameZone';
+  }
   return '';
 }
 
-function availableForTopology(e: PluginEndpoint, mode: TopologyMode, nodeName: string, zone: string | undefined): boolean {
+function availableForTopology(
+  e: PluginEndpoint, mode: TopologyMode, nodeName: string, zone: string | undefined,
+): boolean {
   if (mode === 'PreferSameNode') return e.nodeHints?.includes(nodeName) ?? false;
   if (mode === 'PreferSameZone') return zone !== undefined && (e.zoneHints?.includes(zone) ?? false);
   return true;
 }
 
 /** Splits endpoints by kube-proxy's rule; each list stays in input order. Without `where`, hints are ignored. */
-export function categorizeEndpoints(endpoints: readonly PluginEndpoint[], where?: { nodeName: string; zone?: string | undefined }): Categorized {
+export function categorizeEndpoints(
+  endpoints: readonly PluginEndpoint[], where?: { nodeName: string; zone?: string | undefined },
+): Categorized {
   const mode = where ? topologyMode(endpoints, where.nodeName, where.zone) : '';
   let cluster = endpoints.filter((e) => e.ready && availableForTopology(e, mode, where?.nodeName ?? '', where?.zone));
   if (cluster.length === 0) cluster = endpoints.filter((e) => e.serving && e.terminating);

@@ -1,13 +1,10 @@
 // The forwarding annotation, a stable user API (kube-router's `kube-router.io/service.dsr=tunnel`):
 //   ipvs-operator.io/forwarding: masq | tunnel      (default: masq)
 // `tunnel` makes the real servers of the Service's external IPs and load-balancer IPs IPVS tunnel
-// (ipip) destinations: the packet reaches the pod unchanged inside an IP-in-IP header and the pod
-// answers the client directly from the VIP (direct server return). ClusterIPs and NodePorts stay
-// masqueraded, as in kube-router: a NodePort's address is the node's own (a pod cannot answer from
-// it), and ClusterIP traffic from the node itself or from pods behind CNIs that drop packets
-// whose source is not the pod's IP cannot take the direct way back.
-// A mistake never takes the Service down: an unknown value is a Problem and the Service stays
-// masqueraded. pure: no I/O.
+// (ipip) destinations: the pod answers the client directly from the VIP (direct server return).
+// ClusterIPs and NodePorts stay masqueraded, as in kube-router (why: docs/dsr.md). A mistake never
+// takes the Service down: an unknown value is a Problem and the Service stays masqueraded.
+// pure: no I/O.
 import { describe, str } from './fields.js';
 import type { Problem, VipKind } from './types.js';
 
@@ -22,14 +19,19 @@ export type ServiceForwarding = (typeof SERVICE_FORWARDINGS)[number];
  * The forwarding the Service's annotations ask for: `masq` when absent or empty; anything but
  * `masq`/`tunnel` (surrounding blanks ignored) is an InvalidForwarding problem and `masq`.
  */
-export function chooseForwarding(serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[]): ServiceForwarding {
+export function chooseForwarding(
+  serviceId: string, annotations: Record<string, unknown> | undefined, problems: Problem[],
+): ServiceForwarding {
   const raw = annotations?.[FORWARDING_ANNOTATION];
   if (raw === undefined || raw === null) return 'masq';
   const value = str(raw)?.trim();
   if (value === '') return 'masq';
-  if (value !== undefined && (SERVICE_FORWARDINGS as readonly string[]).includes(value)) return value as ServiceForwarding;
+  if (value !== undefined && (SERVICE_FORWARDINGS as readonly string[]).includes(value)) {
+    return value as ServiceForwarding;
+  }
   problems.push({ service: serviceId, reason: 'InvalidForwarding',
-    message: `${FORWARDING_ANNOTATION}: ${describe(raw)} is not one of ${SERVICE_FORWARDINGS.join(', ')}; using masq` });
+    message: `${FORWARDING_ANNOTATION}: ${describe(raw)} is not one of ${SERVICE_FORWARDINGS.join(', ')}; using ` +
+      `masq` });
   return 'masq';
 }
 

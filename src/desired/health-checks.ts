@@ -1,17 +1,8 @@
 // Health-check NodePorts, the pure half (kube-proxy pkg/proxy/healthcheck/service_health.go and the
 // proxier's use of it): which Services want one, on which port, with how many local endpoints, and
 // the wanted set of HTTP health servers (port -> Service, count) that the edge module
-// (src/healthcheck/health-servers.ts) opens and closes. pure: no I/O.
-//
-// kube-proxy's rules followed:
-// - a Service needs a health check when it is `type: LoadBalancer` with `externalTrafficPolicy:
-//   Local` (apiservice.NeedsHealthCheck); its port is spec.healthCheckNodePort; a missing or zero
-//   port is an error on the Service and no server (serviceport.go: "Service has no healthcheck
-//   nodeport");
-// - the count is EndpointsMap.LocalReadyEndpoints: the distinct addresses of this node's *ready*
-//   endpoints over all ports of the Service (a serving-but-terminating endpoint does not count:
-//   the load balancer should move new flows away from a node whose pods are all terminating);
-// - 200 when the count is not 0 and the proxy is healthy, else 503 (the handler: service_health.go).
+// (src/healthcheck/health-servers.ts) opens and closes. pure: no I/O. kube-proxy's rules it
+// follows: docs/semantics.md ("Health-check NodePorts").
 import type { Problem } from './types.js';
 
 /** One Service's health-check NodePort as the desired state computed it. */
@@ -47,7 +38,8 @@ export function healthCheckOf(
   const port = typeof raw === 'number' && Number.isInteger(raw) && raw >= 1 && raw <= 65535 ? raw : undefined;
   if (port === undefined) {
     problems.push({ service: id, reason: 'InvalidHealthCheckNodePort',
-      message: `spec.healthCheckNodePort: ${raw === undefined ? 'missing' : JSON.stringify(raw)}; a LoadBalancer Service with externalTrafficPolicy Local needs a port in 1..65535; no health check served` });
+      message: `spec.healthCheckNodePort: ${raw === undefined ? 'missing' : JSON.stringify(raw)}; a LoadBalancer ` +
+        `Service with externalTrafficPolicy Local needs a port in 1..65535; no health check served` });
     return undefined;
   }
   const [namespace = '', name = ''] = id.split('/');
@@ -59,7 +51,9 @@ export function healthCheckOf(
  * allocates that; a files source can): the lexicographically first "namespace/name" keeps it, as
  * for virtual servers, and the other gets a HealthCheckNodePortConflict problem.
  */
-export function wantedHealthServers(checks: Iterable<HealthCheck>): { servers: Map<number, WantedHealthServer>; problems: Problem[] } {
+export function wantedHealthServers(
+  checks: Iterable<HealthCheck>,
+): { servers: Map<number, WantedHealthServer>; problems: Problem[] } {
   const byPort = new Map<number, HealthCheck[]>();
   for (const c of checks) {
     const list = byPort.get(c.port);
@@ -69,11 +63,13 @@ export function wantedHealthServers(checks: Iterable<HealthCheck>): { servers: M
   const servers = new Map<number, WantedHealthServer>();
   const problems: Problem[] = [];
   for (const [port, list] of [...byPort].sort((a, b) => a[0] - b[0])) {
-    const sorted = list.map((c) => ({ c, id: `${c.namespace}/${c.name}` })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const sorted = list.map((c) => ({ c, id: `${c.namespace}/${c.name}` })).sort((a, b) =>
+      (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     const [first, ...rest] = sorted;
     servers.set(port, { namespace: first!.c.namespace, name: first!.c.name, localEndpoints: first!.c.localEndpoints });
     for (const r of rest) {
-      problems.push({ service: r.id, reason: 'HealthCheckNodePortConflict', message: `healthCheckNodePort ${port} is already served for Service ${first!.id}; not served for this one` });
+      problems.push({ service: r.id, reason: 'HealthCheckNodePortConflict',
+        message: `healthCheckNodePort ${port} is already served for Service ${first!.id}; not served for this one` });
     }
   }
   return { servers, problems };

@@ -10,7 +10,9 @@ import type { BuildEnv } from './service-parse.js';
  * Runs the plugin; an extra plugin that throws or answers nonsense (wrong weight count, negative
  * weights, a scheduler the kernel lacks) is reported and the default scheduler used instead.
  */
-export function resolveSafely(choice: SchedulerChoice, env: BuildEnv, eps: readonly PluginEndpoint[], id: string, problems: Problem[]): Resolution {
+export function resolveSafely(
+  choice: SchedulerChoice, env: BuildEnv, eps: readonly PluginEndpoint[], id: string, problems: Problem[],
+): Resolution {
   // Each call gets its own frozen copies: a plugin that mutates what it is given (the shared set
   // of kernel schedulers, the endpoints, the options) changes nothing another Service sees.
   const context = frozenContext(env.context);
@@ -24,32 +26,48 @@ export function resolveSafely(choice: SchedulerChoice, env: BuildEnv, eps: reado
   };
   const first = attempt(choice);
   if (typeof first !== 'string') return first;
-  problems.push({ service: id, reason: 'SchedulerPluginFailed', message: `plugin "${choice.plugin.name}" ${first}; using the default scheduler "${env.fallback.plugin.name}"` });
+  problems.push({ service: id, reason: 'SchedulerPluginFailed',
+    message: `plugin "${choice.plugin.name}" ${first}; using the default scheduler "${env.fallback.plugin.name}"` });
   const second = choice === env.fallback ? first : attempt(env.fallback);
   if (typeof second !== 'string') return second;
   return { scheduler: 'rr', flags: 0, weights: eps.map(() => 1) };
 }
 
-/** A plugin's answer checked field by field (getters that throw are caught by the caller); the reason when it is not usable. */
+/**
+ * A plugin's answer checked field by field (getters that throw are caught by the caller); the
+ * reason when it is not usable.
+ */
 function checkResolution(res: unknown, n: number, available: ReadonlySet<string> | undefined): Resolution | string {
   if (typeof res !== 'object' || res === null) return 'returned no resolution';
   const r = res as Record<string, unknown>;
   const scheduler = r.scheduler;
   if (typeof scheduler !== 'string' || !/^[a-z0-9_]{1,15}$/.test(scheduler)) return 'returned no valid scheduler name';
   const weights = r.weights;
-  if (!Array.isArray(weights) || weights.length !== n) return `returned ${Array.isArray(weights) ? weights.length : 'no'} weights for ${n} endpoints`;
-  if (!weights.every((w) => Number.isInteger(w) && w >= 0 && w <= 0x7fffffff)) return 'returned a weight that is not an integer in [0, 2^31)';
+  if (!Array.isArray(weights) || weights.length !== n) {
+    return `returned ${Array.isArray(weights) ? weights.length : 'no'} weights for ${n} endpoints`;
+  }
+  if (!weights.every((w) => Number.isInteger(w) && w >= 0 && w <= 0x7fffffff)) {
+    return 'returned a weight that is not an integer in [0, 2^31)';
+  }
   if (available && !available.has(scheduler)) return `chose scheduler "${scheduler}" which the kernel lacks`;
   const p = r.persistence;
   let persistence: Resolution['persistence'];
   if (p !== undefined) {
     if (typeof p !== 'object' || p === null) return 'returned a persistence that is not an object';
     const { ipv4Prefix, ipv6Prefix } = p as Record<string, unknown>;
-    if (ipv4Prefix !== undefined && !(Number.isInteger(ipv4Prefix) && (ipv4Prefix as number) >= 0 && (ipv4Prefix as number) <= 32)) return 'returned an ipv4Prefix outside 0..32';
-    if (ipv6Prefix !== undefined && !(Number.isInteger(ipv6Prefix) && (ipv6Prefix as number) >= 0 && (ipv6Prefix as number) <= 128)) return 'returned an ipv6Prefix outside 0..128';
-    persistence = { ...(ipv4Prefix === undefined ? {} : { ipv4Prefix: ipv4Prefix as number }), ...(ipv6Prefix === undefined ? {} : { ipv6Prefix: ipv6Prefix as number }) };
+    if (ipv4Prefix !== undefined
+      && !(Number.isInteger(ipv4Prefix) && (ipv4Prefix as number) >= 0 && (ipv4Prefix as number) <= 32)) {
+      return 'returned an ipv4Prefix outside 0..32';
+    }
+    if (ipv6Prefix !== undefined
+      && !(Number.isInteger(ipv6Prefix) && (ipv6Prefix as number) >= 0 && (ipv6Prefix as number) <= 128)) {
+      return 'returned an ipv6Prefix outside 0..128';
+    }
+    persistence = { ...(ipv4Prefix === undefined ? {} : { ipv4Prefix: ipv4Prefix as number }),
+      ...(ipv6Prefix === undefined ? {} : { ipv6Prefix: ipv6Prefix as number }) };
   }
-  const flags = Number.isInteger(r.flags) && (r.flags as number) >= 0 && (r.flags as number) <= 0xffff ? r.flags as number : 0;
+  const flags = Number.isInteger(r.flags) && (r.flags as number) >= 0 && (r.flags as number) <= 0xffff
+    ? r.flags as number : 0;
   return { scheduler, flags, weights: [...weights] as number[], ...(persistence ? { persistence } : {}) };
 }
 
@@ -85,7 +103,8 @@ function frozenContext(c: PluginContext): PluginContext {
   const view: ReadonlySet<string> | undefined = set && Object.freeze({
     has: (x: string) => set.has(x), get size() { return set.size; },
     forEach: (f: (v: string, k: string, s: ReadonlySet<string>) => void) => set.forEach((v) => f(v, v, view!)),
-    entries: () => set.entries(), keys: () => set.keys(), values: () => set.values(), [Symbol.iterator]: () => set.values(),
+    entries: () => set.entries(), keys: () => set.keys(), values: () => set.values(),
+    [Symbol.iterator]: () => set.values(),
   } as ReadonlySet<string>);
   return Object.freeze({ ...c, ...(view ? { availableSchedulers: view } : {}) });
 }

@@ -23,7 +23,9 @@ export function chooseDefault(
   registry: PluginRegistry, defaultScheduler: string, context: PluginContext, problems: Problem[],
 ): SchedulerChoice {
   const wanted = registry.get(defaultScheduler);
-  const why = wanted ? unavailableReason(wanted, context) : `no scheduler plugin "${defaultScheduler}" (allowed: ${registry.names().join(', ')})`;
+  const why = wanted
+    ? unavailableReason(wanted, context)
+    : `no scheduler plugin "${defaultScheduler}" (allowed: ${registry.names().join(', ')})`;
   if (wanted && !why) return { plugin: wanted, options: defaultOptions(registry, wanted.name) };
   problems.push({ service: '', reason: 'InvalidDefaultScheduler', message: `defaultScheduler: ${why}; using rr` });
   const rr = registry.get('rr');
@@ -49,7 +51,8 @@ export function chooseScheduler(
   const map = obj(annotations);
   for (const key of [SCHEDULER_ANNOTATION, SCHEDULER_OPTIONS_ANNOTATION]) {
     if (map?.[key] === undefined || typeof map[key] === 'string') continue;
-    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions', message: `${key}: ${describe(map[key])} is not a string${fallbackNote}` });
+    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
+      message: `${key}: ${describe(map[key])} is not a string${fallbackNote}` });
     return fallback;
   }
   const name = str(map?.[SCHEDULER_ANNOTATION])?.trim();
@@ -59,12 +62,14 @@ export function chooseScheduler(
     const p = registry.get(name);
     if (!p) {
       problems.push({ service: serviceId, reason: 'UnknownScheduler',
-        message: `${SCHEDULER_ANNOTATION}: unknown scheduler "${name}" (allowed: ${registry.names().join(', ')})${fallbackNote}` });
+        message: `${SCHEDULER_ANNOTATION}: unknown scheduler "${name}" (allowed: ` +
+          `${registry.names().join(', ')})${fallbackNote}` });
       return fallback;
     }
     const why = unavailableReason(p, context);
     if (why) {
-      problems.push({ service: serviceId, reason: 'SchedulerUnavailable', message: `${SCHEDULER_ANNOTATION}: "${name}": ${why}${fallbackNote}` });
+      problems.push({ service: serviceId, reason: 'SchedulerUnavailable',
+        message: `${SCHEDULER_ANNOTATION}: "${name}": ${why}${fallbackNote}` });
       return fallback;
     }
     plugin = p;
@@ -83,13 +88,15 @@ export function chooseScheduler(
     parsed = JSON.parse(rawOptions);
   } catch (e) {
     problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
-      message: `${SCHEDULER_OPTIONS_ANNOTATION}: not JSON (${(e as Error).message}): ${truncate(rawOptions)}; expected a JSON object for "${plugin.name}"${fallbackNote}` });
+      message: `${SCHEDULER_OPTIONS_ANNOTATION}: not JSON (${(e as Error).message}): ${truncate(rawOptions)}; ` +
+        `expected a JSON object for "${plugin.name}"${fallbackNote}` });
     return fallback;
   }
   const v = registry.validateOptions(plugin.name, parsed);
   if (!v.ok) {
     problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
-      message: `${SCHEDULER_OPTIONS_ANNOTATION} for "${plugin.name}": ${v.errors}; given ${truncate(rawOptions)}${fallbackNote}` });
+      message: `${SCHEDULER_OPTIONS_ANNOTATION} for "${plugin.name}": ${v.errors}; given ` +
+        `${truncate(rawOptions)}${fallbackNote}` });
     return fallback;
   }
   return { plugin, options: v.options };

@@ -3,12 +3,12 @@
 // type (as YAML can produce) or out of range is a Problem here, never an exception; service.ts
 // maps the result to virtual servers, VIPs and sets without looking at the API objects again.
 // pure: no I/O.
-import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
+import type { V1EndpointSlice, V1Service } from './kube.js';
 import type { PluginContext, PluginEndpoint } from '../../plugins/types.js';
 import type { PluginRegistry } from '../../plugins/index.js';
 import type { Protocol } from '../model/ipvs.js';
 import { categorizeEndpoints, collectEndpoints } from './endpoints.js';
-import { type Cidr, type Family, canonicalIP, cidrContains, familyOf, formatIp, parseCidr, parseIp } from '../model/addr.js';
+import { type Cidr, type Family, canonicalIP, familyOf, parseCidr } from '../model/addr.js';
 import { arr, describe, intIn, obj, str, stringList } from './fields.js';
 import { type SchedulerChoice, chooseScheduler } from './scheduler.js';
 import type { Problem } from './types.js';
@@ -118,33 +118,10 @@ export function handlesService(service: V1Service, config: ProxyConfig): boolean
   return ip !== undefined && ip !== null && ip !== '' && ip !== 'None';
 }
 
-/**
- * Node addresses (InternalIP, ExternalIP) in nodePortAddresses, canonical and sorted; config
- * problems appended. Per IP family, as kube-proxy (one proxier per family; pkg/proxy/util/
- * nodeport_addresses.go NewNodePortAddresses keeps the CIDRs of its family and, when none is
- * left, matches all of that family): an IPv4-only list leaves every IPv6 address serving.
- */
-export function nodePortAddressesOf(node: V1Node | undefined, config: ProxyConfig, problems: Problem[]): string[] {
-  const cidrs = config.nodePortAddresses.flatMap((text) => {
-    const c = parseCidr(text);
-    if (!c) problems.push({ service: '', reason: 'InvalidConfig', message: `nodePortAddresses: "${text}" is not a CIDR` });
-    return c ? [c] : [];
-  });
-  const out = new Set<string>();
-  for (const raw of arr(obj(obj(node)?.status)?.addresses) ?? []) {
-    const a = obj(raw);
-    if (a?.type !== 'InternalIP' && a?.type !== 'ExternalIP') continue;
-    const ip = parseIp(str(a.address) ?? '');
-    if (!ip) continue;
-    const ofFamily = cidrs.filter((c) => c.family === ip.family);
-    if (ofFamily.length && !ofFamily.some((c) => cidrContains(c, ip))) continue;
-    out.add(formatIp(ip));
-  }
-  return [...out].sort();
-}
-
 /** The Service read and checked; undefined when this operator does not handle it (handlesService). */
-export function parseService(service: V1Service, slices: readonly V1EndpointSlice[], env: BuildEnv): ParsedService | undefined {
+export function parseService(
+  service: V1Service, slices: readonly V1EndpointSlice[], env: BuildEnv,
+): ParsedService | undefined {
   if (!handlesService(service, env.config)) return undefined;
   const id = serviceId(service);
   const spec = obj(service.spec)!;
@@ -161,27 +138,32 @@ export function parseService(service: V1Service, slices: readonly V1EndpointSlic
   const clusterIP = str(spec.clusterIP);
   if (clusterIP === undefined) invalid(`spec.clusterIP: ${describe(spec.clusterIP)} is not a string`);
   ipsField.errors.forEach(invalid);
-  const clusterIPs = addressList(ipsField.values.length ? ipsField.values : clusterIP ? [clusterIP] : [], 'spec.clusterIPs', id, problems);
+  const clusterIPs = addressList(ipsField.values.length ? ipsField.values : clusterIP ? [clusterIP] : [],
+    'spec.clusterIPs', id, problems);
   const type = str(spec.type) ?? 'ClusterIP';
   const hasNodePorts = type === 'NodePort' || type === 'LoadBalancer';
   const extField = stringList(spec.externalIPs, 'spec.externalIPs');
   extField.errors.forEach(invalid);
   const externalIPs = addressList(extField.values, 'spec.externalIPs', id, problems);
-  const lbIPs = type === 'LoadBalancer' ? addressList(ingressIPs(service, invalid), 'status.loadBalancer.ingress', id, problems) : [];
+  const lbIPs = type === 'LoadBalancer'
+    ? addressList(ingressIPs(service, invalid), 'status.loadBalancer.ingress', id, problems) : [];
   const affinity = spec.sessionAffinity === 'ClientIP';
   const timeout = affinityTimeout(spec, affinity, invalid);
-  const rangesField = type === 'LoadBalancer' ? stringList(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges') : { values: [], errors: [] };
+  const rangesField = type === 'LoadBalancer'
+    ? stringList(spec.loadBalancerSourceRanges, 'spec.loadBalancerSourceRanges') : { values: [], errors: [] };
   rangesField.errors.forEach(invalid);
   if (forwarding === 'tunnel' && externalIPs.length === 0 && lbIPs.length === 0) {
     problems.push({ service: id, reason: 'IneffectiveForwarding',
-      message: `${FORWARDING_ANNOTATION}: tunnel applies to external IPs and load-balancer IPs only, and this Service has none; its ClusterIPs and NodePorts stay masqueraded` });
+      message: `${FORWARDING_ANNOTATION}: tunnel applies to external IPs and load-balancer IPs only, and this ` +
+        `Service has none; its ClusterIPs and NodePorts stay masqueraded` });
   }
   const sourceRanges: ParsedService['sourceRanges'] = [];
   const rangeProblems: Problem[] = [];
   for (const r of rangesField.values) {
     const cidr = parseCidr(r.trim());
     if (cidr) sourceRanges.push({ text: r.trim(), cidr });
-    else rangeProblems.push({ service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
+    else rangeProblems.push(
+      { service: id, reason: 'InvalidSourceRange', message: `spec.loadBalancerSourceRanges: "${r}" is not a CIDR` });
   }
 
   const families = [...new Set(clusterIPs.map(familyOf))];
@@ -219,20 +201,27 @@ function parsePort(
     return { problems };
   }
   const name = str(sp.name) ?? '';
-  if (sp.name !== undefined && sp.name !== null && typeof sp.name !== 'string') invalid(`spec.ports[${i}].name: ${describe(sp.name)} is not a string`);
+  if (sp.name !== undefined && sp.name !== null && typeof sp.name !== 'string') {
+    invalid(`spec.ports[${i}].name: ${describe(sp.name)} is not a string`);
+  }
   const protocol = (sp.protocol ?? 'TCP') as Protocol;
   if (protocol !== 'TCP' && protocol !== 'UDP' && protocol !== 'SCTP') {
-    problems.push({ service: id, reason: 'UnsupportedProtocol', message: `port "${name}": protocol ${describe(protocol)} is not TCP, UDP or SCTP` });
+    problems.push({ service: id, reason: 'UnsupportedProtocol',
+      message: `port "${name}": protocol ${describe(protocol)} is not TCP, UDP or SCTP` });
     return { problems };
   }
   const port = intIn(sp.port, 1, 65535);
   if (port === undefined) {
-    problems.push({ service: id, reason: 'InvalidPort', message: `port "${name}": port ${describe(sp.port)} is not an integer in 1..65535; not programmed` });
+    problems.push({ service: id, reason: 'InvalidPort',
+      message: `port "${name}": port ${describe(sp.port)} is not an integer in 1..65535; not programmed` });
     return { problems };
   }
-  const nodePort = sp.nodePort === undefined || sp.nodePort === null || sp.nodePort === 0 ? undefined : intIn(sp.nodePort, 1, 65535);
+  const nodePort = sp.nodePort === undefined || sp.nodePort === null || sp.nodePort === 0
+    ? undefined : intIn(sp.nodePort, 1, 65535);
   if (nodePort === undefined && sp.nodePort !== undefined && sp.nodePort !== null && sp.nodePort !== 0) {
-    problems.push({ service: id, reason: 'InvalidPort', message: `port "${name}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; no NodePort programmed` });
+    const message = `port "${name}": nodePort ${describe(sp.nodePort)} is not an integer in 1..65535; `
+      + 'no NodePort programmed';
+    problems.push({ service: id, reason: 'InvalidPort', message });
   }
   const endpoints = families.map((family): FamilyEndpoints => {
     const all = collectEndpoints(slices, name, protocol, family, context.nodeName);
@@ -257,7 +246,9 @@ function ingressIPs(service: V1Service, invalid: (m: string) => void): string[] 
     const ing = obj(raw);
     if (!ing) return invalid(`status.loadBalancer.ingress[${i}]: ${describe(raw)} is not an object`);
     if (ing.ip === undefined || ing.ip === null || ing.ip === '' || ing.ipMode === 'Proxy') return;
-    if (typeof ing.ip !== 'string') return invalid(`status.loadBalancer.ingress[${i}].ip: ${describe(ing.ip)} is not a string`);
+    if (typeof ing.ip !== 'string') {
+      return invalid(`status.loadBalancer.ingress[${i}].ip: ${describe(ing.ip)} is not a string`);
+    }
     out.push(ing.ip);
   });
   return out;
@@ -269,7 +260,8 @@ function affinityTimeout(spec: Record<string, unknown>, affinity: boolean, inval
   if (raw === undefined || raw === null) return DEFAULT_AFFINITY_TIMEOUT;
   const t = intIn(raw, 1, MAX_AFFINITY_TIMEOUT);
   if (t === undefined && affinity) {
-    invalid(`spec.sessionAffinityConfig.clientIP.timeoutSeconds: ${describe(raw)} is not an integer in 1..${MAX_AFFINITY_TIMEOUT}; using ${DEFAULT_AFFINITY_TIMEOUT}`);
+    invalid(`spec.sessionAffinityConfig.clientIP.timeoutSeconds: ${describe(raw)} is not an integer in ` +
+      `1..${MAX_AFFINITY_TIMEOUT}; using ${DEFAULT_AFFINITY_TIMEOUT}`);
   }
   return t ?? DEFAULT_AFFINITY_TIMEOUT;
 }
@@ -279,7 +271,9 @@ function addressList(list: readonly string[], field: string, id: string, problem
   const out: string[] = [];
   for (const raw of list) {
     const ip = canonicalIP(raw.trim());
-    if (ip === undefined) problems.push({ service: id, reason: 'InvalidAddress', message: `${field}: "${raw}" is not an IP address` });
+    if (ip === undefined) {
+      problems.push({ service: id, reason: 'InvalidAddress', message: `${field}: "${raw}" is not an IP address` });
+    }
     else if (!out.includes(ip)) out.push(ip);
   }
   return out;

@@ -2,25 +2,8 @@
 // VIPs to bind, set entries for the iptables path and problems. This is the unit of incremental
 // work: DesiredState (state.ts) calls it only for Services whose inputs changed. Parse, then
 // build: service-parse.ts reads and checks the Service and its slices, and the build here maps
-// that value to the entry. pure: no I/O.
-//
-// kube-proxy's IPVS-mode semantics (pkg/proxy/ipvs/proxier.go syncProxyRules):
-// - a virtual server per Service port per clusterIPs entry (dual-stack), per externalIPs entry, per
-//   status.loadBalancer.ingress[].ip (not for ipMode Proxy), and per node address for NodePorts;
-// - ClusterIP uses Local endpoints when internalTrafficPolicy is Local; external IPs, LB IPs and
-//   NodePorts use them when externalTrafficPolicy is Local and the Service is externally reachable
-//   (pkg/proxy/serviceport.go externalPolicyLocal = apiservice.ExternallyAccessible && Local:
-//   NodePort, LoadBalancer, or ClusterIP with externalIPs). With no usable endpoint the virtual
-//   server stays, empty: traffic is dropped, never sent off-node;
-// - a Service without selector and without EndpointSlices still gets its (empty) virtual servers:
-//   kube-proxy's ServiceChangeTracker ignores the selector, so the VIP drops rather than leaks;
-// - sessionAffinity ClientIP makes it persistent for timeoutSeconds (default 10800);
-// - real servers are masqueraded, as kube-proxy does; with `ipvs-operator.io/forwarding: tunnel`
-//   (forwarding.ts) those of external IPs and LB IPs are ipip tunnel destinations (direct server
-//   return), and those virtual servers are listed in the *-LOCAL sets so the iptables path never
-//   marks their packets for masquerading (the client IP must reach the pod). IPVS does not
-//   rewrite the port in tunnel mode: a Service port whose endpoints listen on another port stays
-//   masqueraded, with a TunnelUnsupported problem.
+// that value to the entry. pure: no I/O. The kube-proxy semantics it follows are listed in
+// docs/semantics.md ("How a Service maps to IPVS").
 import type { V1EndpointSlice, V1Service } from './kube.js';
 import type { PluginEndpoint, Resolution } from '../../plugins/types.js';
 import {
@@ -34,7 +17,9 @@ import { tunnelledKind } from './forwarding.js';
 import { addOrder } from '../balance/order.js';
 import { slowStartInapplicable, SLOW_START_ANNOTATION } from '../balance/slow-start.js';
 import { BALANCE_ANNOTATION, clusterBalanceInapplicable } from '../balance/cluster-view.js';
-import { type BuildEnv, type FamilyEndpoints, type ParsedService, type ServicePort, parseService, serviceId } from './service-parse.js';
+import {
+  type BuildEnv, type FamilyEndpoints, type ParsedService, type ServicePort, parseService, serviceId,
+} from './service-parse.js';
 import { resolveSafely } from './resolve.js';
 
 /** One Service's share of the desired state. */
@@ -58,9 +43,13 @@ export function buildServiceEntry(service: V1Service, slices: readonly V1Endpoin
   return parsed ? buildEntry(parsed, env) : { id: serviceId(service), vss: [], vips: [], sets: [], problems: [] };
 }
 
-/** The entry of a parsed Service: its problems first, then what its ports give (see ParsedService for the order of problems). */
+/**
+ * The entry of a parsed Service: its problems first, then what its ports give (see ParsedService
+ * for the order of problems).
+ */
 export function buildEntry(p: ParsedService, env: BuildEnv): ServiceEntry {
-  const entry: ServiceEntry = { id: p.id, vss: [], vips: [...new Set([...p.clusterIPs, ...p.externalIPs, ...p.lbIPs])], sets: [], problems: [...p.problems] };
+  const entry: ServiceEntry = { id: p.id, vss: [], vips: [...new Set([...p.clusterIPs, ...p.externalIPs, ...p.lbIPs])],
+    sets: [], problems: [...p.problems] };
   const b: Build = { p, env, entry, seen: new Set(), said: new Set() };
   for (const [index, { problems, port }] of p.ports.entries()) {
     entry.problems.push(...problems);
@@ -111,10 +100,13 @@ function buildPortFamily(b: Build, pf: PortFamily): void {
   // Hairpin: a local endpoint that reaches its own Service may be sent to itself; kube-proxy
   // lists local endpoints (ip,port,ip) so POSTROUTING masquerades exactly those packets.
   for (const e of new Set([...cluster, ...local])) {
-    if (e.local) entry.sets.push({ set: 'KUBE-LOOP-BACK', family, protocol, port: e.port, address: e.address, source: e.address });
+    if (e.local) entry.sets.push(
+      { set: 'KUBE-LOOP-BACK', family, protocol, port: e.port, address: e.address, source: e.address });
   }
-  const add = (kind: VipKind, address: string, vsPort: number, useLocal: boolean) => addVirtualServer(b, pf, kind, address, vsPort, useLocal);
-  const set = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port, ...extra });
+  const add = (kind: VipKind, address: string, vsPort: number, useLocal: boolean) =>
+    addVirtualServer(b, pf, kind, address, vsPort, useLocal);
+  const set = (name: SetName, extra: Partial<SetEntry>) =>
+    entry.sets.push({ set: name, family, protocol, port, ...extra });
   const ofFamily = (list: readonly string[]) => list.filter((a) => familyOf(a) === family);
 
   for (const ip of ofFamily(p.clusterIPs)) {
@@ -141,7 +133,8 @@ function buildPortFamily(b: Build, pf: PortFamily): void {
   }
   if (p.hasNodePorts && nodePort !== undefined) {
     for (const ip of ofFamily(env.nodeAddresses)) add('node-port', ip, nodePort, p.extLocal);
-    const np = (name: SetName, extra: Partial<SetEntry>) => entry.sets.push({ set: name, family, protocol, port: nodePort, ...extra });
+    const np = (name: SetName, extra: Partial<SetEntry>) =>
+      entry.sets.push({ set: name, family, protocol, port: nodePort, ...extra });
     if (protocol === 'SCTP') {
       // kube-proxy's SCTP NodePort set is hash:ip,port over the node addresses.
       for (const ip of ofFamily(env.nodeAddresses)) {
@@ -156,7 +149,9 @@ function buildPortFamily(b: Build, pf: PortFamily): void {
 }
 
 /** Adds a virtual server (once per key); true when its real servers are tunnel destinations. */
-function addVirtualServer(b: Build, pf: PortFamily, kind: VipKind, address: string, vsPort: number, useLocal: boolean): boolean {
+function addVirtualServer(
+  b: Build, pf: PortFamily, kind: VipKind, address: string, vsPort: number, useLocal: boolean,
+): boolean {
   const { p, entry } = b;
   const family = pf.eps.family;
   const r = resolvedFor(b, pf, useLocal ? pf.eps.local : pf.eps.cluster);
@@ -171,19 +166,25 @@ function addVirtualServer(b: Build, pf: PortFamily, kind: VipKind, address: stri
   const vs = makeVirtualServer({
     family, protocol: pf.port.protocol, address, port: vsPort,
     scheduler: res.scheduler,
-    flags: (res.flags & (SvcFlag.SCHED1 | SvcFlag.SCHED2 | SvcFlag.SCHED3)) | (timeout !== undefined ? SvcFlag.PERSISTENT : 0),
+    flags: (res.flags & (SvcFlag.SCHED1 | SvcFlag.SCHED2 | SvcFlag.SCHED3))
+      | (timeout !== undefined ? SvcFlag.PERSISTENT : 0),
     ...(timeout !== undefined ? { timeout, netmask: netmaskFor(family, res.persistence) } : {}),
   });
   const key = virtualServerKey(vs);
   if (b.seen.has(key)) return tunnelled !== undefined;
   b.seen.add(key);
   const notRamped = p.slowStartMs === undefined ? undefined : slowStartInapplicable(res.scheduler);
-  if (notRamped) once(b, 'SlowStartInapplicable', { service: p.id, reason: 'SlowStartInapplicable', message: `${SLOW_START_ANNOTATION}: ${notRamped}; no slow start` });
+  if (notRamped) once(b, 'SlowStartInapplicable', { service: p.id, reason: 'SlowStartInapplicable',
+    message: `${SLOW_START_ANNOTATION}: ${notRamped}; no slow start` });
   const notBalanced = p.balance === 'cluster' ? clusterBalanceInapplicable(res.scheduler) : undefined;
-  if (notBalanced) once(b, 'ClusterBalanceInapplicable', { service: p.id, reason: 'ClusterBalanceInapplicable', message: `${BALANCE_ANNOTATION}: ${notBalanced}; balancing locally` });
-  entry.vss.push({ vs, dests, origin: { namespace: p.namespace, name: p.name, portName: pf.port.name, kind, plugin: p.choice.plugin.name },
+  if (notBalanced) once(b, 'ClusterBalanceInapplicable', { service: p.id, reason: 'ClusterBalanceInapplicable',
+    message: `${BALANCE_ANNOTATION}: ${notBalanced}; balancing locally` });
+  entry.vss.push({
+    vs, dests,
+    origin: { namespace: p.namespace, name: p.name, portName: pf.port.name, kind, plugin: p.choice.plugin.name },
     ...(p.slowStartMs !== undefined && !notRamped ? { slowStartMs: p.slowStartMs } : {}),
-    ...(p.balance === 'cluster' && !notBalanced ? { clusterBalance: true as const } : {}) });
+    ...(p.balance === 'cluster' && !notBalanced ? { clusterBalance: true as const } : {}),
+  });
   return tunnelled !== undefined;
 }
 
@@ -193,10 +194,12 @@ function resolvedFor(b: Build, pf: PortFamily, eps: PluginEndpoint[]): Resolved 
   if (!r) {
     const { p, env } = b;
     const res = resolveSafely(p.choice, env, eps, p.id, b.entry.problems);
-    const sorted = eps.map((e, i) => makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
+    const sorted = eps.map((e, i) =>
+      makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
       .sort((x, y) => cmp(realServerKey(x), realServerKey(y)));
     // The planner adds real servers in this order (balance/order.ts says why it is rotated).
-    const dests = p.order === 'sorted' ? sorted : addOrder(sorted, env.context.nodeName, `${p.id}/${pf.port.name}/${pf.eps.family}`);
+    const dests = p.order === 'sorted'
+      ? sorted : addOrder(sorted, env.context.nodeName, `${p.id}/${pf.port.name}/${pf.eps.family}`);
     r = { res, dests };
     pf.resolved.set(eps, r);
   }
@@ -210,11 +213,13 @@ function resolvedFor(b: Build, pf: PortFamily, eps: PluginEndpoint[]): Resolved 
 function tunnelDests(b: Build, pf: PortFamily, r: Resolved): RealServer[] | undefined {
   const { name, port } = pf.port;
   if (!('tunnel' in r)) {
-    r.tunnel = r.dests.every((rs) => rs.port === port) ? r.dests.map((rs) => ({ ...rs, forward: 'tunnel' as const, tunnelType: 'ipip' as const })) : undefined;
+    r.tunnel = r.dests.every((rs) => rs.port === port)
+      ? r.dests.map((rs) => ({ ...rs, forward: 'tunnel' as const, tunnelType: 'ipip' as const })) : undefined;
   }
   if (!r.tunnel) {
     once(b, `TunnelUnsupported ${pf.index}`, { service: b.p.id, reason: 'TunnelUnsupported',
-      message: `port "${name}": an endpoint listens on another port than ${port} and IPVS tunnelling keeps the port (no remapping); its external IPs stay masqueraded` });
+      message: `port "${name}": an endpoint listens on another port than ${port} and IPVS tunnelling keeps the port ` +
+        `(no remapping); its external IPs stay masqueraded` });
   }
   return r.tunnel;
 }
@@ -227,12 +232,14 @@ function tunnelDests(b: Build, pf: PortFamily, r: Resolved): RealServer[] | unde
 function acceptedByKernel(d: DesiredVirtualServer, id: string, problems: Problem[]): DesiredVirtualServer[] {
   const vsProblems = virtualServerProblems(d.vs);
   if (vsProblems.length) {
-    problems.push({ service: id, reason: 'InvalidVirtualServer', message: `${virtualServerKey(d.vs)}: ${vsProblems.join('; ')}; not programmed` });
+    problems.push({ service: id, reason: 'InvalidVirtualServer',
+      message: `${virtualServerKey(d.vs)}: ${vsProblems.join('; ')}; not programmed` });
     return [];
   }
   const dests = d.dests.filter((rs) => {
     const problem = realServerProblems(d.vs, rs, true);
-    if (problem.length) problems.push({ service: id, reason: 'InvalidEndpoint', message: `${virtualServerKey(d.vs)} -> ${realServerKey(rs)}: ${problem.join('; ')}; left out` });
+    if (problem.length) problems.push({ service: id, reason: 'InvalidEndpoint',
+      message: `${virtualServerKey(d.vs)} -> ${realServerKey(rs)}: ${problem.join('; ')}; left out` });
     return problem.length === 0;
   });
   return [dests.length === d.dests.length ? d : { ...d, dests }];

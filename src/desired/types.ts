@@ -55,7 +55,10 @@ export interface DesiredVirtualServer {
   origin: ServiceOrigin;
   /** Slow-start window (ms) when the Service asks for one and its scheduler uses weights as shares. */
   slowStartMs?: number;
-  /** The Service opted into the cluster load view and its scheduler uses weights as shares (balance/cluster-view.ts). */
+  /**
+   * The Service opted into the cluster load view and its scheduler uses weights as shares
+   * (balance/cluster-view.ts).
+   */
   clusterBalance?: true;
 }
 

@@ -85,7 +85,8 @@ export async function detectBackend(run: Runner, force?: BackendMode): Promise<B
   else if (legacyV === undefined) mode = 'nft';
   else {
     const mangle = async (m: BackendMode) => (await tryOut(`iptables-${m}-save`, ['-t', 'mangle'])) ?? '';
-    const all = async (m: BackendMode) => ((await tryOut(`iptables-${m}-save`, [])) ?? '') + ((await tryOut(`ip6tables-${m}-save`, [])) ?? '');
+    const all = async (m: BackendMode) =>
+      ((await tryOut(`iptables-${m}-save`, [])) ?? '') + ((await tryOut(`ip6tables-${m}-save`, [])) ?? '');
     const hintNft = HINT.test(await mangle('nft'));
     const hintLegacy = !hintNft && HINT.test(await mangle('legacy'));
     const legacyRules = hintNft || hintLegacy ? 0 : countRules(await all('legacy'));

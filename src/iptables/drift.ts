@@ -1,13 +1,6 @@
 // Has the iptables + ipset path drifted from what the last sync wrote? The periodic check's
 // question, answered without rewriting anything (a full restore of the sets costs about as much
 // as the first sync's iptables step: tens of seconds at 10 000 Services under TCG). pure: no I/O.
-//
-// What is compared: every chain of ours exists with the number of rules the render gives it,
-// every hook jump is in place, and every set of ours exists with the number of members the
-// render gives it. That catches what happens on real nodes (a flush, a deleted chain or rule, a
-// destroyed or emptied set, another proxy's cleanup); an in-place edit of one rule into another,
-// or one member swapped for another, is not seen until the next change, configuration change or
-// failed sync re-applies everything.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
@@ -34,8 +27,18 @@ export interface IptablesState {
   setCounts: ReadonlyMap<string, number>;
 }
 
-/** The first difference found (a line for the log), or undefined when in step. */
-export function iptablesDrift(desired: Pick<Desired, 'sets' | 'vips'>, config: ProxyConfig, state: IptablesState, prefix?: string): string | undefined {
+/**
+ * The first difference found (a line for the log), or undefined when in step.
+ * What is compared: every chain of ours exists with the number of rules the render gives it,
+ * every hook jump is in place, and every set of ours exists with the number of members the
+ * render gives it. That catches what happens on real nodes (a flush, a deleted chain or rule, a
+ * destroyed or emptied set, another proxy's cleanup); an in-place edit of one rule into another,
+ * or one member swapped for another, is not seen until the next change, configuration change or
+ * failed sync re-applies everything.
+ */
+export function iptablesDrift(
+  desired: Pick<Desired, 'sets' | 'vips'>, config: ProxyConfig, state: IptablesState, prefix?: string,
+): string | undefined {
   const names = makeNames(prefix);
   const families = Object.keys(state.saved) as Family[];
   // Members per set: the restore payload's `add <set>-tmp` lines.
@@ -65,7 +68,8 @@ export function iptablesDrift(desired: Pick<Desired, 'sets' | 'vips'>, config: P
         if (have !== rendered) return `${family} ${table} chain ${chain} has ${have} rules, not ${rendered}`;
       }
       for (const h of HOOKS.filter((x) => x.table === table)) {
-        const jump = t?.rules.some((l) => l.startsWith(`-A ${h.builtin} `) && new RegExp(`-j ${names.chain(h.target)}( |$)`).test(l));
+        const jump = t?.rules.some((l) =>
+          l.startsWith(`-A ${h.builtin} `) && new RegExp(`-j ${names.chain(h.target)}( |$)`).test(l));
         if (!jump) return `${family} ${table} jump ${jumpKey(table, h.builtin, names.chain(h.target))} is missing`;
       }
     }

@@ -4,7 +4,9 @@
 import { createHash } from 'node:crypto';
 
 /** kube-proxy's chain name: prefix + first 16 chars of base32(sha256(servicePortName + protocol [+ endpoint])). */
-export function kubeProxyChain(prefix: 'KUBE-SVC-' | 'KUBE-SEP-', servicePortName: string, protocol: string, endpoint = ''): string {
+export function kubeProxyChain(
+  prefix: 'KUBE-SVC-' | 'KUBE-SEP-', servicePortName: string, protocol: string, endpoint = '',
+): string {
   const sum = createHash('sha256').update(servicePortName + protocol.toLowerCase() + endpoint).digest();
   return prefix + base32(sum).slice(0, 16);
 }

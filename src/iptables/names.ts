@@ -14,7 +14,9 @@ export const DEFAULT_PREFIX = 'IPVSOP';
  * fits iptables' 28.
  */
 export function checkPrefix(prefix: string): string {
-  if (!/^[A-Z][A-Z0-9]{0,7}$/.test(prefix)) throw new Error(`iptables: bad chain/set prefix ${JSON.stringify(prefix)} (use [A-Z0-9], 1-8 characters)`);
+  if (!/^[A-Z][A-Z0-9]{0,7}$/.test(prefix)) {
+    throw new Error(`iptables: bad chain/set prefix ${JSON.stringify(prefix)} (use [A-Z0-9], 1-8 characters)`);
+  }
   return prefix;
 }
 
@@ -93,6 +95,7 @@ export function makeNames(prefix: string = DEFAULT_PREFIX): Names {
     prefix,
     chain: (suffix) => `${prefix}-${suffix}`,
     set,
-    allSets: () => (['IPv4', 'IPv6'] as const).flatMap((f) => SETS.flatMap((s) => [set(f, s.suffix), `${set(f, s.suffix)}-tmp`])),
+    allSets: () =>
+      (['IPv4', 'IPv6'] as const).flatMap((f) => SETS.flatMap((s) => [set(f, s.suffix), `${set(f, s.suffix)}-tmp`])),
   };
 }

@@ -1,29 +1,8 @@
 // The iptables + ipset path as text: iptables-restore payloads (nat + filter, per family) and an
 // ipset-restore payload. pure: no I/O (a lint rule keeps it so); restore.ts runs the payloads.
-//
-// Semantics follow kube-proxy's IPVS mode (pkg/proxy/ipvs/proxier.go writeIptablesRules), in our
-// own chains. The rules depend only on the configuration, never on the Services: every Service
-// lives in a set, so the rule count is constant and a big cluster grows only the sets.
-//
-//   nat PREROUTING, OUTPUT -> SERVICES
-//     ClusterIP:port (CLUSTER-IP)        -> CLUSTER: sources in clusterCIDRs RETURN, others marked
-//                                           (masqueradeAll: all marked; no CIDRs: none marked)
-//     externalIP:port, LB IP:port        -> EXTERNAL: Local policy RETURN (client IP kept), else marked
-//                                           (tunnel-forwarded ones are in the *-LOCAL sets too: the
-//                                           pod must see the client, and answers it directly)
-//     dst-type LOCAL, not a VIP          -> NODE-PORT: Local NodePorts RETURN, NodePorts marked
-//   nat POSTROUTING -> POSTROUTING
-//     hairpin (LOOP-BACK dst,dst,src)    -> MASQUERADE
-//     marked                             -> clear the bit, MASQUERADE --random-fully
-//   filter INPUT -> INPUT
-//     LB IP:port with source ranges      -> SOURCE-RANGES: listed CIDRs (and the node) RETURN, else DROP
-//     a VIP on a Service port            -> RETURN
-//     a new connection to any other port of a VIP -> REJECT (kube-proxy's KUBE-IPVS-FILTER)
-//   filter FORWARD -> FORWARD: marked, and replies of tracked connections, ACCEPT
-//
-// The NodePort rule skips VIPs: a Local LB IP whose port equals some NodePort must not be marked
-// (kube-proxy reaches that rule for LB IPs too and relies on ACCEPTs in nat; RETURN keeps other
-// software's nat rules after our jump working).
+// Semantics follow kube-proxy's IPVS mode (writeIptablesRules), in our own chains; the rules
+// depend only on the configuration, every Service lives in a set. The chain layout and why the
+// NodePort rule skips VIPs: docs/semantics.md ("The iptables path").
 import type { Desired, SetEntry } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import { type Family, parseCidr } from '../model/addr.js';
@@ -58,7 +37,9 @@ export function renderIptables(config: ProxyConfig, opts: RenderOptions = {}): {
   };
 }
 
-function renderFamily(family: Family, config: ProxyConfig, names: Names, opts: RenderOptions, present: ReadonlySet<string>): string {
+function renderFamily(
+  family: Family, config: ProxyConfig, names: Names, opts: RenderOptions, present: ReadonlySet<string>,
+): string {
   const mark = markOf(config.masqueradeBit);
   const c = names.chain;
   const s = (suffix: string) => names.set(family, suffix);
@@ -114,7 +95,10 @@ function renderFamily(family: Family, config: ProxyConfig, names: Names, opts: R
 /** How to render the ipset payload. */
 export interface IpsetRenderOptions {
   prefix?: string;
-  /** Set names that exist now (`ipset list -n`): live sets are created only when missing, stale `-tmp` ones destroyed first. */
+  /**
+   * Set names that exist now (`ipset list -n`): live sets are created only when missing, stale
+   * `-tmp` ones destroyed first.
+   */
   existing?: ReadonlySet<string>;
   /** Families to render; default both. */
   families?: readonly Family[];
@@ -180,7 +164,9 @@ function members(spec: SetSpec, e: SetEntry): string[] {
     case 'hash:ip,port,net': {
       const cidr = e.cidr ?? '';
       if (parseCidr(cidr)?.prefix !== 0) return [`${ipPort},${cidr}`];
-      return e.family === 'IPv6' ? [`${ipPort},::/1`, `${ipPort},8000::/1`] : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
+      return e.family === 'IPv6'
+        ? [`${ipPort},::/1`, `${ipPort},8000::/1`]
+        : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
     }
   }
 }
@@ -199,7 +185,8 @@ export function renderCleanup(saved: Saved, prefix?: string): string {
       .flatMap((h) => jumps.get(jumpKey(t, h.builtin, names.chain(h.target))) ?? [])
       .map((r) => `-D ${r.slice(3)}`);
     if (!dels.length && !chains[t].length) continue;
-    out.push(`*${t}`, ...dels, ...chains[t].map((ch) => `:${ch} - [0:0]`), ...chains[t].map((ch) => `-X ${ch}`), 'COMMIT');
+    out.push(`*${t}`, ...dels, ...chains[t].map((ch) => `:${ch} - [0:0]`), ...chains[t].map((ch) => `-X ${ch}`),
+      'COMMIT');
   }
   return out.length ? `${out.join('\n')}\n` : '';
 }

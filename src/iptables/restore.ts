@@ -1,12 +1,5 @@
-// IptablesRestore: the iptables + ipset path applied to the host. One sync is
-//   1. `ipset list -n`, then one `ipset restore -exist` filling every set of ours through
-//      `<name>-tmp` + swap (the live sets are never half-filled);
-//   2. per family: `iptables-save` (to see which hook jumps exist), then one
-//      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
-//      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
-// Sets go first because the rules name them. Cleanup reverses it: rules, then sets.
-// The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
-// taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
+// IptablesRestore: the iptables + ipset path applied to the host with `ipset restore` and
+// `iptables-restore`; the one place they run. The steps of one sync are on the class.
 import type { IptablesSync } from './sync.js';
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
@@ -42,7 +35,17 @@ export interface AppliedPayloads {
   v6?: string;
 }
 
-/** Programs our chains and sets with iptables-restore / ipset restore; see the file comment. */
+/**
+ * Programs our chains and sets with iptables-restore / ipset restore. One sync is
+ *   1. `ipset list -n`, then one `ipset restore -exist` filling every set of ours through
+ *      `<name>-tmp` + swap (the live sets are never half-filled);
+ *   2. per family: `iptables-save` (to see which hook jumps exist), then one
+ *      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
+ *      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
+ * Sets go first because the rules name them. Cleanup reverses it: rules, then sets.
+ * The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
+ * taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
+ */
 export class IptablesRestore implements IptablesSync {
   private readonly run: Runner;
   private readonly prefix: string;
@@ -79,7 +82,8 @@ export class IptablesRestore implements IptablesSync {
       const existing = await listSetNames(this.run);
       const ipset = renderIpsets(desired, { prefix: this.prefix, existing, families });
       await restoreSets(this.run, ipset);
-      const present = async (save: string) => new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
+      const present = async (save: string) =>
+        new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
       const presentJumps = { v4: await present(b.save), ...(this.ipv6 ? { v6: await present(b.save6) } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
       await this.restore(b.restore, payload.v4);

@@ -1,43 +1,22 @@
-// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by requests.ts (attributes in attrs.ts), checked
-// by validate.ts, and exchanged by socket.ts; this file only sequences them.
+// NetlinkIpvs: the IpvsClient that talks to the kernel. Requests are built by requests.ts
+// (attributes in attrs.ts), checked by validate.ts, and exchanged on connection.ts's socket; this
+// file only sequences them.
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
-import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './attrs.js';
+import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './decode.js';
 import {
   type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
   opRequest, setTimeoutsRequest, zeroRequest,
 } from './requests.js';
-import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
-import { IPVS_GENL_NAME } from './constants.js';
 import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
-import { type Outgoing, type Reply, GenlSocket } from './socket.js';
+import type { Outgoing, Reply } from './socket.js';
+import { type Connection, IpvsLink, type OpenSocket, type SocketHealth } from './connection.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 
 /** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
 const DUMP_RETRIES = 3;
-
-/** A socket with the IPVS family id resolved on it. */
-interface Connection {
-  sock: GenlSocket;
-  familyId: number;
-}
-
-/** How the client opens a socket: a seam for tests that break one under it. */
-export type OpenSocket = () => GenlSocket;
-
-/** A failed socket is replaced on the next call; if that fails too, tries wait 0.25 s doubling to 30 s. */
-const REOPEN_FIRST_MS = 250;
-const REOPEN_MAX_MS = 30_000;
-
-/** The kernel socket's health, for /healthz: not ok from a socket failure until a request succeeds again. */
-export interface SocketHealth {
-  ok: boolean;
-  /** When `ok` last changed (ms since the epoch). */
-  since: number;
-  reason?: string;
-}
 
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
@@ -52,115 +31,39 @@ export interface SocketHealth {
  */
 export class NetlinkIpvs implements IpvsClient {
   private readonly queue = new Serial();
-  private conn: Connection | undefined;
-  private closed = false;
-  private failing: { since: number; reason: string; retryAt: number; waitMs: number } | undefined;
-  private okSince = Date.now();
 
-  private constructor(conn: Connection, private readonly openSocket: OpenSocket) {
-    this.conn = conn;
-  }
+  private constructor(private readonly link: IpvsLink) {}
 
   /**
    * Opens a socket and resolves the IPVS family. Rejects with an IpvsError (isNotFound) when the
    * kernel has no IPVS family: the ip_vs module is not loaded (generic netlink does not autoload it).
    */
   static async open(opts: { openSocket?: OpenSocket } = {}): Promise<NetlinkIpvs> {
-    const openSocket = opts.openSocket ?? (() => new GenlSocket());
-    return new NetlinkIpvs(await connect(openSocket), openSocket);
+    return new NetlinkIpvs(await IpvsLink.open(opts.openSocket));
   }
 
   /** The IPVS family id the controller assigned (varies between boots and module loads). */
   get familyId(): number | undefined {
-    return this.conn?.familyId;
+    return this.link.familyId;
   }
 
   /** Whether the socket works (see SocketHealth). */
   health(): SocketHealth {
-    return this.failing ? { ok: false, since: this.failing.since, reason: this.failing.reason } : { ok: true, since: this.okSince };
+    return this.link.health();
   }
-
-  /** The working connection: the current one, or a new one after a failure (see the class comment). */
-  private async connection(): Promise<Connection> {
-    if (this.closed) throw IpvsError.malformed('send', 'client closed');
-    const broken = this.conn?.sock.failed;
-    if (this.conn && !broken) return this.conn;
-    if (this.conn && broken) {
-      this.conn.sock.close();
-      this.conn = undefined;
-      this.failing ??= { since: Date.now(), reason: broken.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
-    }
-    const f = this.failing!;
-    if (Date.now() < f.retryAt) {
-      throw IpvsError.malformed('reopen', `the IPVS socket failed (${f.reason}); next try in ${f.retryAt - Date.now()} ms`);
-    }
-    try {
-      this.conn = await connect(this.openSocket);
-      return this.conn;
-    } catch (e) {
-      f.reason = (e as Error).message;
-      f.retryAt = Date.now() + f.waitMs;
-      f.waitMs = Math.min(REOPEN_MAX_MS, f.waitMs * 2);
-      throw e;
-    }
-  }
-
-  /** Exchanges on the working connection; a success after a failure makes the socket healthy again. */
-  private async exchange(make: (c: Connection) => Outgoing[]): Promise<{ c: Connection; replies: Reply[] }> {
-    const c = await this.connection();
-    let replies: Reply[];
-    try {
-      replies = await c.sock.exchange(make(c));
-    } catch (e) {
-      // The socket is done for: unhealthy from now until a request succeeds on a new one.
-      if (c.sock.failed) this.failing ??= { since: Date.now(), reason: c.sock.failed.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
-      throw e;
-    }
-    if (this.failing) {
-      this.failing = undefined;
-      this.okSince = Date.now();
-    }
-    return { c, replies };
-  }
-
 
   private outgoing(c: Connection, req: IpvsRequest): Outgoing {
     const seq = c.sock.nextSeq();
     return { seq, bytes: encodeRequest(c.familyId, req, seq, c.sock.port), dump: req.dump };
   }
 
-  /**
-   * After an ENOENT on `c`: whether the IPVS family is still the one `c` resolved. When it is not
-   * (ip_vs unloaded, or loaded again under a new id), `c` is dropped and the client is failing
-   * until a new connection resolves the family; resolves with that error's reason.
-   */
-  private async staleFamily(c: Connection): Promise<string | undefined> {
-    let now: number | undefined;
-    try {
-      const seq = c.sock.nextSeq();
-      const [reply] = await c.sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, c.sock.port), dump: false }]);
-      now = reply && !reply.errno && reply.messages[0] ? decodeFamily(reply.messages[0], IpvsError).id : undefined;
-    } catch {
-      now = undefined;
-    }
-    if (now === c.familyId) return undefined;
-    const reason = now === undefined ? `the IPVS family (id ${c.familyId}) is gone: ip_vs unloaded?`
-      : `the IPVS family changed from id ${c.familyId} to ${now}: ip_vs loaded again`;
-    if (this.conn === c) {
-      c.sock.close();
-      this.conn = undefined;
-      this.failing ??= { since: Date.now(), reason, retryAt: 0, waitMs: REOPEN_FIRST_MS };
-    }
-    return reason;
-  }
-
   /** One request; rejects with its IpvsError when the kernel refuses it. */
   private async one(req: IpvsRequest): Promise<Reply> {
     for (let attempt = 0; ; attempt++) {
-      const { c, replies: [reply] } = await this.exchange((conn) => [this.outgoing(conn, req)]);
+      const { c, replies: [reply] } = await this.link.exchange((conn) => [this.outgoing(conn, req)]);
       if (!reply) throw IpvsError.malformed(req.what, 'no reply');
       if (reply.errno === Errno.ENOENT) {
-        const stale = await this.staleFamily(c);
+        const stale = await this.link.staleFamily(c);
         if (stale) throw new IpvsError(req.what, 0, 'ESTALEFAMILY', stale);
       }
       if (reply.errno) throw IpvsError.fromErrno(req.what, reply.errno);
@@ -259,8 +162,8 @@ export class NetlinkIpvs implements IpvsClient {
         sent.push({ index, req });
       });
       if (!sent.length) return results;
-      const { c, replies } = await this.exchange((conn) => sent.map((x) => this.outgoing(conn, x.req)));
-      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.staleFamily(c) : undefined;
+      const { c, replies } = await this.link.exchange((conn) => sent.map((x) => this.outgoing(conn, x.req)));
+      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
       replies.forEach((r, i) => {
         const s = sent[i]!;
         if (stale && r.errno === Errno.ENOENT) results[s.index] = new IpvsError(s.req.what, 0, 'ESTALEFAMILY', stale);
@@ -271,28 +174,7 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   close(): void {
-    this.closed = true;
-    this.conn?.sock.close();
-    this.conn = undefined;
-  }
-}
-
-/** Opens a socket and resolves the IPVS family on it; the socket is closed when that fails. */
-async function connect(openSocket: OpenSocket): Promise<Connection> {
-  const sock = openSocket();
-  try {
-    const seq = sock.nextSeq();
-    const [reply] = await sock.exchange([{ seq, bytes: encodeGetFamily(IPVS_GENL_NAME, seq, sock.port), dump: false }]);
-    if (!reply || reply.errno) {
-      throw IpvsError.fromErrno('resolve-family IPVS', reply?.errno ?? 0,
-        'no IPVS generic netlink family: is the ip_vs module loaded (modprobe ip_vs)?');
-    }
-    const first = reply.messages[0];
-    if (!first) throw IpvsError.malformed('resolve-family IPVS', 'the controller sent no family');
-    return { sock, familyId: decodeFamily(first, IpvsError).id };
-  } catch (e) {
-    sock.close();
-    throw e;
+    this.link.close();
   }
 }
 
@@ -300,7 +182,8 @@ async function connect(openSocket: OpenSocket): Promise<Connection> {
 function explain(op: IpvsOp, errno: number): string | undefined {
   if (errno !== Errno.ENOENT || (op.kind !== 'add-service' && op.kind !== 'update-service')) return undefined;
   const pe = op.vs.peName ? ` or persistence engine ${JSON.stringify(op.vs.peName)} (ip_vs_pe_${op.vs.peName})` : '';
-  return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} (ENOENT)`;
+  return `the kernel has no scheduler ${JSON.stringify(op.vs.scheduler)} (module ip_vs_${op.vs.scheduler})${pe} ` +
+    `(ENOENT)`;
 }
 
 /** Compile-time check that the real client is an IpvsClient. */

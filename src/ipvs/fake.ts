@@ -1,16 +1,5 @@
-// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c), as the
-// contract table test/support/ipvs-contract.ts checks against NetlinkIpvs on the real kernel:
-//   an op the clients' validation refuses (validate.ts checkOp: bad port, weight, a real server of
-//   another family without tunnel forwarding, ...) -> the same EINVALARG error NetlinkIpvs gives
-//   NEW_SERVICE on an existing key            -> EEXIST
-//   NEW_SERVICE / SET_SERVICE, unknown sched  -> ENOENT  (ip_vs_scheduler_get fails)
-//   SET/DEL_SERVICE, any *_DEST on a missing virtual server -> ESRCH
-//   NEW_DEST on an existing destination       -> EEXIST
-//   SET_DEST / DEL_DEST on a missing one      -> ENOENT
-//   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
-// The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
-// `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
-// key, so a dump can be compared with a literal and fed back to `seed()`. pure: no I/O.
+// FakeIpvs: the kernel's IPVS table in memory, with the kernel's answers (ip_vs_ctl.c) as the
+// contract table test/support/ipvs-contract.ts checks on the real kernel; FakeIpvs lists them. pure.
 import { type Family, prefixToMask } from '../model/addr.js';
 import {
   FORWARD_METHODS, type ForwardMethod, type IpvsInfo, type IpvsOp, type IpvsTable, type IpvsTimeouts, type Protocol,
@@ -34,7 +23,21 @@ export interface FakeIpvsOptions {
   schedulers?: ReadonlySet<string>;
 }
 
-/** An in-memory IpvsClient with the kernel's semantics; see the file comment. */
+/**
+ * An in-memory IpvsClient with the kernel's semantics, as the contract table
+ * test/support/ipvs-contract.ts checks against NetlinkIpvs on the real kernel:
+ *   an op the clients' validation refuses (validate.ts checkOp: bad port, weight, a real server of
+ *   another family without tunnel forwarding, ...) -> the same EINVALARG error NetlinkIpvs gives
+ *   NEW_SERVICE on an existing key            -> EEXIST
+ *   NEW_SERVICE / SET_SERVICE, unknown sched  -> ENOENT  (ip_vs_scheduler_get fails)
+ *   SET/DEL_SERVICE, any *_DEST on a missing virtual server -> ESRCH
+ *   NEW_DEST on an existing destination       -> EEXIST
+ *   SET_DEST / DEL_DEST on a missing one      -> ENOENT
+ *   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
+ * The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
+ * `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
+ * key, so a dump can be compared with a literal and fed back to `seed()`.
+ */
 export class FakeIpvs implements IpvsClient {
   private readonly table: MutableIpvsTable = new Map();
   private readonly schedulers: ReadonlySet<string>;
@@ -68,8 +71,12 @@ export class FakeIpvs implements IpvsClient {
   async updateVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'update-service', vs }); }
   async deleteVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'delete-service', vs }); }
   async addRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'add-dest', vs, rs }); }
-  async updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'update-dest', vs, rs }); }
-  async deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void> { this.must({ kind: 'delete-dest', vs, rs }); }
+  async updateRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    this.must({ kind: 'update-dest', vs, rs });
+  }
+  async deleteRealServer(vs: VirtualServer, rs: RealServer): Promise<void> {
+    this.must({ kind: 'delete-dest', vs, rs });
+  }
 
   async getTimeouts(): Promise<IpvsTimeouts> {
     this.checkOpen('get-config');
@@ -124,12 +131,17 @@ export class FakeIpvs implements IpvsClient {
     if (op.kind === 'add-service' || op.kind === 'update-service') return { ...op, vs: stripService(op.vs) };
     if (op.kind !== 'add-dest' && op.kind !== 'update-dest') return op;
     // SET_DEST keeps the connection counters: they belong to the kernel, not the request.
-    const old = op.kind === 'update-dest' ? this.table.get(virtualServerKey(op.vs))?.dests.get(realServerKey(op.rs)) : undefined;
-    return { ...op, rs: { ...stripDest(op.rs), activeConns: old?.activeConns ?? 0, inactiveConns: old?.inactiveConns ?? 0, persistentConns: old?.persistentConns ?? 0 } };
+    const old = op.kind === 'update-dest'
+      ? this.table.get(virtualServerKey(op.vs))?.dests.get(realServerKey(op.rs)) : undefined;
+    return { ...op,
+      rs: { ...stripDest(op.rs), activeConns: old?.activeConns ?? 0, inactiveConns: old?.inactiveConns ?? 0,
+        persistentConns: old?.persistentConns ?? 0 } };
   }
 
   /** Sets a destination's connection counters, as traffic would; false when it does not exist. */
-  setConnections(vs: VirtualServer, rs: Pick<RealServer, 'address' | 'port'>, active: number, inactive: number): boolean {
+  setConnections(
+    vs: VirtualServer, rs: Pick<RealServer, 'address' | 'port'>, active: number, inactive: number,
+  ): boolean {
     const d = this.table.get(virtualServerKey(vs))?.dests.get(realServerKey(makeRealServer(rs)));
     if (!d) return false;
     d.activeConns = active;
@@ -139,7 +151,8 @@ export class FakeIpvs implements IpvsClient {
 
   /** The table as sorted `add-service` / `add-dest` lines (formatTable); dests show `conns=A/I` when non-zero. */
   dump(): string {
-    return formatTable(this.table, (rs) => ((rs.activeConns ?? 0) || (rs.inactiveConns ?? 0) ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : ''));
+    return formatTable(this.table, (rs) => ((rs.activeConns ?? 0) || (rs.inactiveConns ?? 0)
+      ? ` conns=${rs.activeConns ?? 0}/${rs.inactiveConns ?? 0}` : ''));
   }
 
   /** Loads lines in `dump()`'s form (blank lines and `#` comments ignored); throws on a bad line. */

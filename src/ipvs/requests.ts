@@ -85,7 +85,8 @@ export function setTimeoutsRequest(t: IpvsTimeouts): IpvsRequest {
     what: `set-config tcp=${t.tcp} tcpfin=${t.tcpFin} udp=${t.udp}`,
     cmd: Cmd.SET_CONFIG,
     dump: false,
-    attrs: [nla(CmdAttr.TIMEOUT_TCP, u32(t.tcp)), nla(CmdAttr.TIMEOUT_TCP_FIN, u32(t.tcpFin)), nla(CmdAttr.TIMEOUT_UDP, u32(t.udp))],
+    attrs: [nla(CmdAttr.TIMEOUT_TCP, u32(t.tcp)), nla(CmdAttr.TIMEOUT_TCP_FIN, u32(t.tcpFin)),
+      nla(CmdAttr.TIMEOUT_UDP, u32(t.udp))],
   };
 }
 

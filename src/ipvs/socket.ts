@@ -1,5 +1,5 @@
 // The IPVS socket: the pipelined netlink socket (src/netlink/socket.ts) on NETLINK_GENERIC, failing
-// with IpvsError. What its messages say is requests.ts's and attrs.ts's business.
+// with IpvsError. What its messages say is requests.ts's, attrs.ts's and decode.ts's business.
 import { NetlinkSocket } from '../netlink/socket.js';
 import { IpvsError } from './errors.js';
 

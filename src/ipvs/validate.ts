@@ -33,7 +33,9 @@ export function virtualServerKeyProblems(vs: VirtualServer): string[] {
   }
   const ap = addressProblem(vs.family, vs.address);
   if (ap) p.push(ap);
-  if (!['TCP', 'UDP', 'SCTP'].includes(vs.protocol)) p.push(`protocol ${JSON.stringify(vs.protocol)} is not TCP, UDP or SCTP`);
+  if (!['TCP', 'UDP', 'SCTP'].includes(vs.protocol)) {
+    p.push(`protocol ${JSON.stringify(vs.protocol)} is not TCP, UDP or SCTP`);
+  }
   if (!isInt(vs.port, 0, 65535)) p.push(`port ${vs.port} is not in 0..65535`);
   return p;
 }
@@ -71,13 +73,19 @@ export function realServerProblems(vs: VirtualServer, rs: RealServer, full: bool
   if (!isInt(rs.port, 0, 65535)) p.push(`real server port ${rs.port} is not in 0..65535`);
   if (!full) return p;
   if (!isInt(rs.weight, 0, MAX_WEIGHT)) p.push(`weight ${rs.weight} is not in 0..${MAX_WEIGHT}`);
-  if (!(FORWARD_METHODS as readonly string[]).includes(rs.forward)) p.push(`forwarding method ${JSON.stringify(rs.forward)} is unknown`);
+  if (!(FORWARD_METHODS as readonly string[]).includes(rs.forward)) {
+    p.push(`forwarding method ${JSON.stringify(rs.forward)} is unknown`);
+  }
   if (!isInt(rs.upperThreshold, 0, U32_MAX)) p.push(`upper threshold ${rs.upperThreshold} is not a u32`);
   if (!isInt(rs.lowerThreshold, 0, U32_MAX)) p.push(`lower threshold ${rs.lowerThreshold} is not a u32`);
   // ip_vs_add_dest / ip_vs_edit_dest: ERANGE when l_threshold > u_threshold (0 is not "no limit" here).
-  else if (rs.lowerThreshold > rs.upperThreshold) p.push(`lower threshold ${rs.lowerThreshold} is above the upper threshold ${rs.upperThreshold}`);
+  else if (rs.lowerThreshold > rs.upperThreshold) {
+    p.push(`lower threshold ${rs.lowerThreshold} is above the upper threshold ${rs.upperThreshold}`);
+  }
   if (rs.forward === 'tunnel') {
-    if (!['ipip', 'gue', 'gre'].includes(rs.tunnelType)) p.push(`tunnel type ${JSON.stringify(rs.tunnelType)} is unknown`);
+    if (!['ipip', 'gue', 'gre'].includes(rs.tunnelType)) {
+      p.push(`tunnel type ${JSON.stringify(rs.tunnelType)} is unknown`);
+    }
     if (!isInt(rs.tunnelPort, 0, 65535)) p.push(`tunnel port ${rs.tunnelPort} is not in 0..65535`);
     if (rs.tunnelType === 'gue' && rs.tunnelPort === 0) p.push('a GUE tunnel needs a tunnel port');
     if (!isInt(rs.tunnelFlags, 0, 0xffff)) p.push(`tunnel flags ${rs.tunnelFlags} are not a u16`);

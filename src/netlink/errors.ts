@@ -15,7 +15,8 @@ export const Errno = Object.freeze({
   EPERM: errnoByName.EPERM!, ENOENT: errnoByName.ENOENT!, ESRCH: errnoByName.ESRCH!, EBADF: errnoByName.EBADF!,
   EAGAIN: errnoByName.EAGAIN!, ENOMEM: errnoByName.ENOMEM!, EBUSY: errnoByName.EBUSY!, EEXIST: errnoByName.EEXIST!,
   ENODEV: errnoByName.ENODEV!, EINVAL: errnoByName.EINVAL!, ENOBUFS: errnoByName.ENOBUFS!,
-  ERANGE: errnoByName.ERANGE!, EADDRNOTAVAIL: errnoByName.EADDRNOTAVAIL!, EOPNOTSUPP: errnoByName.EOPNOTSUPP!, EAFNOSUPPORT: errnoByName.EAFNOSUPPORT!,
+  ERANGE: errnoByName.ERANGE!, EADDRNOTAVAIL: errnoByName.EADDRNOTAVAIL!, EOPNOTSUPP: errnoByName.EOPNOTSUPP!,
+    EAFNOSUPPORT: errnoByName.EAFNOSUPPORT!,
 });
 const nameByErrno = new Map<number, string>(Object.entries(errnoByName).map(([k, v]) => [v, k]));
 

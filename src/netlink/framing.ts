@@ -188,14 +188,18 @@ export function decodeMessages(buf: Buffer, E: NetlinkErrorClass<NetlinkError> =
 
 /** The errno of an NLMSG_ERROR message: 0 for an ACK, else positive errno. */
 export function decodeErrno(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): number {
-  if (msg.type !== NLMSG_ERROR) throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR`);
+  if (msg.type !== NLMSG_ERROR) {
+    throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR`);
+  }
   if (msg.payload.length < 4) throw NetlinkError.malformed.call(E, 'decode', 'NLMSG_ERROR shorter than its error code');
   return -msg.payload.readInt32LE(0);
 }
 
 /** The attributes of a generic netlink message (after its 4-byte genl header). */
 export function genlAttrs(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): Buffer {
-  if (msg.payload.length < GENL_HDRLEN) throw NetlinkError.malformed.call(E, 'decode', 'message shorter than a genl header');
+  if (msg.payload.length < GENL_HDRLEN) {
+    throw NetlinkError.malformed.call(E, 'decode', 'message shorter than a genl header');
+  }
   return msg.payload.subarray(GENL_HDRLEN);
 }
 
@@ -207,7 +211,8 @@ export function parseAttrs(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = Net
     const len = buf.readUInt16LE(off);
     const type = buf.readUInt16LE(off + 2) & NLA_TYPE_MASK;
     if (len < NLA_HDRLEN || off + len > buf.length) {
-      throw NetlinkError.malformed.call(E, 'decode', `attribute ${type} length ${len} at offset ${off} of ${buf.length}`);
+      throw NetlinkError.malformed.call(E, 'decode',
+        `attribute ${type} length ${len} at offset ${off} of ${buf.length}`);
     }
     out.set(type, buf.subarray(off + NLA_HDRLEN, off + len));
     off += align4(len);
@@ -216,12 +221,20 @@ export function parseAttrs(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = Net
 }
 
 /** CTRL_CMD_NEWFAMILY reply: the family id and version. */
-export function decodeFamily(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): { id: number; version: number } {
+export function decodeFamily(
+  msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError,
+): { id: number; version: number } {
   const a = parseAttrs(genlAttrs(msg, E), E);
   const id = a.get(CTRL_ATTR_FAMILY_ID);
   if (!id) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_FAMILY_ID} missing`);
-  if (id.length < 2) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_FAMILY_ID} has ${id.length} bytes, needs 2`);
+  if (id.length < 2) {
+    throw NetlinkError.malformed.call(E, 'decode',
+      `family: attribute ${CTRL_ATTR_FAMILY_ID} has ${id.length} bytes, needs 2`);
+  }
   const v = a.get(CTRL_ATTR_VERSION);
-  if (v && v.length < 4) throw NetlinkError.malformed.call(E, 'decode', `family: attribute ${CTRL_ATTR_VERSION} has ${v.length} bytes, needs 4`);
+  if (v && v.length < 4) {
+    throw NetlinkError.malformed.call(E, 'decode',
+      `family: attribute ${CTRL_ATTR_VERSION} has ${v.length} bytes, needs 4`);
+  }
   return { id: id.readUInt16LE(0), version: v ? v.readUInt32LE(0) : 0 };
 }

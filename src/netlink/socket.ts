@@ -2,21 +2,8 @@
 // netlink: src/ipvs/socket.ts; addresses over rtnetlink: src/rtnl/socket.ts). It sends pre-encoded
 // messages, many per datagram, and matches replies to requests by sequence number; what the
 // messages say is the family's business. Errors are of the kind the family names (IpvsError,
-// RtnlError).
-//
-// Why not the `netlink` package's request(): it sends one datagram per message and waits for
-// each, and reports errors as `Error('Request rejected: CODE')` without the errno. The kernel
-// processes every message of one datagram in order inside sendmsg(), so a batch costs one syscall
-// per chunk instead of a round trip per op.
-//
-// Only the last message of a chunk (and a dump, which ends with DONE) asks for an ACK: netlink_rcv_skb()
-// answers a message without NLM_F_ACK only when it fails, with an NLMSG_ERROR naming its sequence
-// number, queued before the ACK of any later message of the datagram. So the last ACK tells that
-// every earlier message without an error succeeded, and a chunk of CHUNK successes costs one receive
-// instead of CHUNK (each a datagram of its own: one recvmsg() pair and one callback into JavaScript
-// in the `netlink` package). The receive buffer bounds how many replies may be queued at once (an
-// error reply carries its request, and each costs about 1 KiB of SO_RCVBUF truesize): chunks of
-// CHUNK messages, one chunk in flight, keep a chunk of errors well inside it.
+// RtnlError). Why not the `netlink` package's request(), and why only the last message of a chunk
+// asks for an ACK: docs/ipvs-client.md ("The pipelined socket").
 import { RawNetlinkSocket } from 'netlink';
 import { NLMSG_DONE, NLMSG_ERROR, NLMSG_OVERRUN, NLM_F_ACK, NLM_F_DUMP_INTR } from './constants.js';
 import { type NlMessage, decodeErrno, decodeMessages } from './framing.js';
@@ -113,7 +100,8 @@ export class NetlinkSocket {
       // What the chunk waits for: the last message's ACK, and every dump's DONE (a dump in the middle
       // of a datagram may end after the messages behind it). Others answer only when they fail.
       let left = 0;
-      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)), REPLY_TIMEOUT_MS);
+      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)),
+        REPLY_TIMEOUT_MS);
       const finish = (err?: NetlinkError) => {
         clearTimeout(timer);
         for (const o of chunk) this.pending.delete(o.seq);
@@ -190,7 +178,8 @@ export class NetlinkSocket {
     if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
-      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E) : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
+      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E)
+        : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
       this.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {

@@ -1,25 +1,8 @@
-// Which conntrack entries a sync left stale, pure. kube-proxy deletes the UDP entries of a
-// Service IP or NodePort whose reply source is not a serving endpoint any more
-// (pkg/proxy/conntrack/cleanup.go, CleanStaleEntries), because a UDP client that keeps its socket
-// keeps its flow. With IPVS the kernel would also move such a flow on its own when
-// net.ipv4.vs.expire_nodest_conn=1, but only by DROPPING the flow's next datagram: IPVS sees a
-// connection whose real server is gone on a conntrack entry that is already confirmed, expires it
-// and drops the packet (ip_vs_in_hook, ip_vs_conn_uses_old_conntrack). Once the entry is deleted,
-// that next datagram arrives on a fresh entry and IPVS schedules it to a live real server at once:
-// no datagram is lost. So after a sync that deleted UDP real servers or UDP virtual servers, the
-// operator deletes the entries that still lead to them.
-//
-// Rules (each a case in test/unit/conntrack/conntrack.test.ts):
-// - only UDP address-keyed virtual servers that this sync's ops remove a real server from, or
-//   delete (fwmark ones have no address to match, and TCP/SCTP flows end by themselves); the plan
-//   holds one filter per such virtual server, tied to the ids of those ops, and the executor runs
-//   it only when the kernel accepted at least one of them;
-// - an entry is stale when its original destination is such a virtual server's address and port
-//   and its reply source (the real server IPVS picked, after NAT) is not one of the real servers
-//   the virtual server now has (by address AND port: kube-proxy compares addresses only, but an
-//   IPVS real server is an address and a port, and a target-port change deletes the old one);
-// - an entry whose reply source is the virtual server itself was never NATed (direct-return
-//   tunnel flows, or a local socket on the VIP): not ours to judge, left alone.
+// Which conntrack entries a sync left stale, pure: per UDP virtual server that this sync's ops
+// remove real servers from (or delete), a filter for the entries whose reply source is no longer
+// one of its real servers, run only when the kernel accepted one of those ops. Why (IPVS would
+// drop the flow's next datagram instead) and the rules: docs/plan.md ("Stale UDP conntrack
+// entries"); each rule is a case in test/unit/conntrack/conntrack.test.ts.
 import { type Family, canonicalIP } from '../model/addr.js';
 import type { IpvsOp } from '../model/ipvs.js';
 import { formatHostPort, virtualServerKey } from '../model/ipvs.js';

@@ -1,18 +1,7 @@
-// Which virtual servers the operator may change, and the record that says so. Rule (also in the
-// README):
-//
-//   The operator owns a virtual server when its address is not in excludeCIDRs and
-//   (1) it is in the desired table (it takes over a matching entry, as kube-proxy would), or
-//   (2) its key is in the ownership record: every virtual server the operator created or took
-//       over, kept in a file under /run (lost with the kernel's table on reboot), or
-//   (3) its address is a VIP bound on the operator's own dummy interface (so an upgrade from a
-//       version without the record still removes the VIPs of deleted Services).
-//   Firewall-mark virtual servers are never owned: the operator does not create any.
-//
-// Nothing is guessed from the shape of an entry: a NodePort-looking virtual server on a node
-// address that is not in the record is foreign (kube-proxy's IPVS mode beside us makes those),
-// and so is everything else (keepalived, a manual `ipvsadm -A`); the planner emits no op for it.
-// pure: no I/O.
+// Which virtual servers the operator may change, and the record that says so: not in
+// excludeCIDRs, and desired, or in the ownership record, or on a VIP of the operator's own dummy
+// link; never a firewall-mark one. Nothing is guessed from an entry's shape. pure: no I/O.
+// The rule in full (also in the README): docs/plan.md ("Ownership").
 import type { IpvsOp, VirtualServer } from '../model/ipvs.js';
 import { virtualServerKey } from '../model/ipvs.js';
 import { type Cidr, cidrContains, parseCidr, parseIp } from '../model/addr.js';

@@ -1,21 +1,7 @@
-// planIpvs: the smallest ordered list of ops turning the kernel's table into the desired one.
-//
-// Order: add services, update services, add/update destinations, delete destinations, delete
-// services (each phase sorted by key), so a destination never refers to a missing service and a
-// service is never deleted before its replacement exists. A scheduler/flags/persistence change is
-// one update-service (SET_SERVICE keeps live connections); a weight change one update-dest. The
-// kernel's HASHED flag and connection counters are ignored in comparisons.
-//
-// Graceful termination (kube-proxy's graceful_termination.go), as explicit data, no hidden clock:
-// a real server the desired table no longer has is, for TCP, set to weight 0 and recorded in
-// `draining` with the time it started; it is deleted once its active+inactive connections (from
-// the `actual` dump) reach 0, or when `gracePeriodMs` has passed. UDP and SCTP real servers are
-// deleted at once (the kernel's expire_nodest_conn drops their flows on the next packet). A
-// draining real server that comes back is restored with an update-dest. A whole virtual server
-// whose Service went away is deleted at once, as kube-proxy does.
-//
-// Ownership: virtual servers in `actual` that are not desired are deleted only when `owns(vs)`
-// (ownership.ts); the planner emits nothing at all for foreign ones. pure: no I/O.
+// planIpvs: the smallest ordered list of ops turning the kernel's table into the desired one:
+// adds before updates before deletes, each phase sorted by key. Graceful termination is explicit
+// data (`draining`, no hidden clock), and only owned virtual servers are touched (ownership.ts).
+// pure: no I/O. docs/plan.md ("planIpvs") has the order, the drain rules and why.
 import {
   type IpvsOp, type IpvsTable, type RealServer, SvcFlag, type VirtualServer, realServerKey,
 } from '../model/ipvs.js';
@@ -80,12 +66,15 @@ export function planVirtualServers(keys: Iterable<string>, input: PlanInput): Pl
       if (nextDeadline === undefined || deadline < nextDeadline) nextDeadline = deadline;
     }
   }
-  const ops = [...phases.addService, ...phases.updateService, ...phases.dest, ...phases.deleteDest, ...phases.deleteService];
+  const ops = [...phases.addService, ...phases.updateService, ...phases.dest, ...phases.deleteDest,
+    ...phases.deleteService];
   return nextDeadline === undefined ? { ops, draining } : { ops, draining, nextDeadline };
 }
 
 /** Plans one virtual server into `phases`, updating `draining` for it. */
-export function planVirtualServer(key: string, input: PlanInput, phases: Phases, draining: Map<string, ReadonlyMap<string, number>>): void {
+export function planVirtualServer(
+  key: string, input: PlanInput, phases: Phases, draining: Map<string, ReadonlyMap<string, number>>,
+): void {
   const want = input.desired.get(key);
   const have = input.actual.get(key);
   if (!want) {
@@ -118,7 +107,8 @@ export function planVirtualServer(key: string, input: PlanInput, phases: Phases,
   const still = new Map<string, number>();
   for (const [rkey, cur] of have.dests) {
     if (wanted.has(rkey)) continue;
-    const conns = cur.activeConns === undefined || cur.inactiveConns === undefined ? undefined : cur.activeConns + cur.inactiveConns;
+    const conns = cur.activeConns === undefined || cur.inactiveConns === undefined
+      ? undefined : cur.activeConns + cur.inactiveConns;
     const since = before?.get(rkey) ?? input.now;
     const graceful = vs.protocol === 'TCP' || vs.fwmark !== 0;
     if (!graceful || conns === 0 || input.now - since >= input.gracePeriodMs) {
@@ -149,7 +139,8 @@ export function serviceSettingsEqual(a: VirtualServer, b: VirtualServer): boolea
 export function destSettingsEqual(a: RealServer, b: RealServer): boolean {
   return a.weight === b.weight && a.forward === b.forward
     && a.upperThreshold === b.upperThreshold && a.lowerThreshold === b.lowerThreshold
-    && (a.forward !== 'tunnel' || (a.tunnelType === b.tunnelType && a.tunnelPort === b.tunnelPort && a.tunnelFlags === b.tunnelFlags));
+    && (a.forward !== 'tunnel'
+      || (a.tunnelType === b.tunnelType && a.tunnelPort === b.tunnelPort && a.tunnelFlags === b.tunnelFlags));
 }
 
 function stripCounters(rs: RealServer): RealServer {

@@ -102,7 +102,8 @@ export function retryProblems(state: RetryState): Problem[] {
   for (const r of state.values()) {
     if (!r.service || seen.has(r.service)) continue;
     seen.add(r.service);
-    out.push({ service: r.service, reason: 'IPVSOpRefused', message: `the kernel refused ${r.error}; retrying with backoff` });
+    out.push(
+      { service: r.service, reason: 'IPVSOpRefused', message: `the kernel refused ${r.error}; retrying with backoff` });
   }
   return out;
 }

@@ -1,24 +1,8 @@
 // planSync: one sync of the node as an inert value. Everything a sync decides is decided here, from
-// values only: which virtual servers to plan (all of them, or what changed plus what drains and
-// what was re-read: retries due, drift), which non-desired ones are ours (ownership.ts), the IPVS
-// ops and the draining state (plan.ts), which VIPs to bind and unbind, whether the iptables path
-// runs, which conntrack entries to delete (conntrack.ts), the retry policy (retry.ts) and the
-// ownership record's delta (ownership.ts). What depends on the kernel's answers is data tied to an
-// op's id (its index in `ops`): a conntrack filter runs only if one of its deletions was applied, a
-// record change holds only if its op was applied (or refused).
-// The executor (src/sync/executor.ts) only carries a SyncPlan out and reports per-item results;
-// settleSync (settle.ts) turns the plan and those results into the next retry state and record.
-//
-// Text form, one change a line (the debug log, `--dry-run` and tests print it):
-//   add-service TCP 10.200.1.10:80 rr
-//   add-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq
-//   add-vip ipvs-op0 10.200.1.10
-//   del-vip ipvs-op0 10.200.1.99
-//   sync-iptables 3 set entries
-//   del-conntrack UDP 10.200.1.61:53 keep 10.10.1.62:53
-// The executor runs the IPVS batch, the VIP binds and the iptables path at once (none needs
-// another), unbinds VIPs after the batch deleted the virtual servers on them, and deletes
-// conntrack entries last. pure: no I/O.
+// values only: which virtual servers to plan, which are ours (ownership.ts), the IPVS ops and
+// drains (plan.ts), VIP binds, whether the iptables path runs, conntrack filters (conntrack.ts),
+// the retry policy (retry.ts) and the record's delta. What depends on the kernel's answers is data
+// tied to an op's id. pure: no I/O. docs/plan.md ("planSync") has the text form and the order.
 import type { ProxyConfig } from '../config/types.js';
 import type { Desired } from '../desired/types.js';
 import { type IpvsOp, type IpvsTable, formatOp } from '../model/ipvs.js';

@@ -7,7 +7,8 @@ export class RtnlError extends NetlinkError {
   /** `name` exists and is not a dummy link: the operator only ever touches a dummy it can own. */
   static foreignLink(op: string, name: string, kind: string): RtnlError {
     return new RtnlError(op, 0, 'EFOREIGNLINK',
-      `link ${name} exists and is ${kind ? `a ${kind} link` : 'a device without a link kind (a physical NIC, lo, ...)'}, not a dummy: ` +
+      `link ${name} exists and is ` +
+      `${kind ? `a ${kind} link` : 'a device without a link kind (a physical NIC, lo, ...)'}, not a dummy: ` +
       'refusing to touch it (choose another interfaceName)');
   }
 }

@@ -81,7 +81,9 @@ export class Rtnl {
     return this.queue.run(() => this.callNow(op, fn));
   }
 
-  private async callNow<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
+  private async callNow<T>(
+    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>,
+  ): Promise<T> {
     if (this.pkg.broken) {
       this.pkg.sock.socket.close();
       this.pkg = new PackageSocket();
@@ -136,7 +138,8 @@ export class Rtnl {
   /** Sets the link up. ENODEV (isNotFound is false: code ENODEV) when it does not exist. */
   async setUp(name: string): Promise<void> {
     const index = await this.requireIndex(`set-up ${name}`, name);
-    await this.call(`set-up ${name}`, (sock, o) => sock.setLink({ index, flags: { up: true }, change: { up: true } }, {}, o));
+    await this.call(`set-up ${name}`, (sock, o) =>
+      sock.setLink({ index, flags: { up: true }, change: { up: true } }, {}, o));
   }
 
   /** Whether the link is administratively up. */
@@ -200,7 +203,9 @@ export class Rtnl {
     return this.addressBatch('del', name, addresses);
   }
 
-  private async addressBatch(kind: 'add' | 'del', name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
+  private async addressBatch(
+    kind: 'add' | 'del', name: string, addresses: readonly string[],
+  ): Promise<Array<RtnlError | undefined>> {
     const verb = kind === 'add' ? 'add-address' : 'delete-address';
     const ops = addresses.map((a) => `${verb} ${name} ${a}`);
     const results: Array<RtnlError | undefined> = new Array(addresses.length).fill(undefined);

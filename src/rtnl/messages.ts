@@ -43,7 +43,9 @@ export function parseHostAddress(op: string, address: string): HostAddress {
  * detection, scope universe as kube-proxy's kube-ipvs0 addresses) or RTM_DELADDR (`del`:
  * EADDRNOTAVAIL when absent) of `a` on link `index`, with an ACK requested.
  */
-export function encodeAddrRequest(kind: 'add' | 'del', index: number, a: HostAddress, seq: number, port: number): Buffer {
+export function encodeAddrRequest(
+  kind: 'add' | 'del', index: number, a: HostAddress, seq: number, port: number,
+): Buffer {
   const attrs = Buffer.concat([nla(IFA_LOCAL, a.bytes), nla(IFA_ADDRESS, a.bytes)]);
   const b = Buffer.alloc(NLMSG_HDRLEN + IFADDRMSG_LEN + attrs.length);
   b.writeUInt32LE(b.length, 0);

@@ -125,9 +125,13 @@ export class FakeVipLink implements VipLink {
     const l = this.lookup(name);
     // The real link looks the index up first: a missing link is ENODEV, nothing sent.
     if (!l) throw RtnlError.fromErrno(`delete-address ${name}`, Errno.ENODEV);
-    return addresses.map((a, i) => checked[i] ?? (l.delete(canonical(a)) ? undefined : RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL)));
+    return addresses.map((a, i) =>
+      checked[i] ?? (l.delete(canonical(a)) ? undefined : RtnlError.fromErrno(op(a), Errno.EADDRNOTAVAIL)));
   }
-  /** The link's addresses, undefined when missing; a name longer than IFNAMSIZ - 1 is refused as the kernel's lookup does (ERANGE). */
+  /**
+   * The link's addresses, undefined when missing; a name longer than IFNAMSIZ - 1 is refused as the
+   * kernel's lookup does (ERANGE).
+   */
   private lookup(name: string): Set<string> | undefined {
     if (Buffer.byteLength(name) > IFNAMSIZ - 1) throw RtnlError.fromErrno(`get-link ${name}`, Errno.ERANGE);
     return this.links.get(name);
@@ -139,7 +143,10 @@ export class FakeVipLink implements VipLink {
   }
 }
 
-/** ipv6_add_addr refuses (EADDRNOTAVAIL) the unspecified address, multicast ones, and ::1 on a link other than loopback. */
+/**
+ * ipv6_add_addr refuses (EADDRNOTAVAIL) the unspecified address, multicast ones, and ::1 on a link
+ * other than loopback.
+ */
 function refusedIPv6(key: string, link: string): boolean {
   const a = parseHostAddress('refused', key);
   return a.family === 10 && (key === '::' || a.bytes[0] === 0xff || (key === '::1' && link !== 'lo'));
@@ -158,7 +165,10 @@ function invalid(op: string, address: string): RtnlError | undefined {
   }
 }
 
-/** The address as the kernel lists it (IPv6 compressed, lower case): '10.0.0.1' and 'FD00::1' stay distinct otherwise. */
+/**
+ * The address as the kernel lists it (IPv6 compressed, lower case): '10.0.0.1' and 'FD00::1' stay
+ * distinct otherwise.
+ */
 function canonical(address: string): string {
   const a = parseHostAddress('canonical', address);
   return a.family === 10 ? formatIPv6(a.bytes) : formatIPv4(a.bytes);

@@ -27,7 +27,9 @@ export interface CleanupResult {
 }
 
 /** Deletes the conntrack entries that still lead the targets' clients to removed real servers. */
-export async function cleanStaleFlows(client: ConntrackClient, targets: readonly ConntrackTarget[]): Promise<CleanupResult> {
+export async function cleanStaleFlows(
+  client: ConntrackClient, targets: readonly ConntrackTarget[],
+): Promise<CleanupResult> {
   const result: CleanupResult = { targets: targets.length, deleted: 0, gone: 0, errors: [], flows: [], lists: [] };
   const families = [...new Set(targets.map((t) => t.family))].sort() as Family[];
   for (const family of families) {
@@ -56,12 +58,15 @@ export async function cleanStaleFlows(client: ConntrackClient, targets: readonly
 export function reportCleanup(r: CleanupResult, log: Log, metrics: Metrics | undefined): void {
   metrics?.conntrackDeleted.inc(r.deleted);
   // Which path each family's list took (the kernel's CTA_FILTER, or a full dump) and its cost.
-  log('debug', 'conntrack listed', { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
+  log('debug', 'conntrack listed',
+    { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
   if (r.deleted || r.gone) {
-    log('info', 'deleted stale UDP conntrack entries', { deleted: r.deleted, alreadyGone: r.gone, virtualServers: r.targets, flows: r.flows.slice(0, 10) });
+    log('info', 'deleted stale UDP conntrack entries',
+      { deleted: r.deleted, alreadyGone: r.gone, virtualServers: r.targets, flows: r.flows.slice(0, 10) });
   }
   if (r.errors.length) {
     metrics?.conntrackFailures.inc(r.errors.length);
-    log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead', { failures: r.errors.length, errors: r.errors.slice(0, 5) });
+    log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead',
+      { failures: r.errors.length, errors: r.errors.slice(0, 5) });
   }
 }

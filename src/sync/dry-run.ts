@@ -2,12 +2,7 @@
 // the kernel interfaces are wrapped so that reads go through to the node (when it has the thing at
 // all) and writes are kept instead of made. Each wrapper keeps what it "wrote", so the next sync
 // plans against the state the previous plan would have left: a dry run prints the first whole
-// plan, then each incremental one, exactly as `run` would apply them.
-//
-// Output: each plan, one change a line (add-service ..., add-vip ..., sync-iptables ...,
-// del-conntrack ...), then the iptables path's restore payloads verbatim. Lines starting with "# "
-// say what the dry run could not read (no IPVS in this kernel, no iptables binary) and what it
-// assumed instead, or an op the kept table refuses (the kernel would too).
+// plan, then each incremental one, exactly as `run` would apply them. Its output: docs/running.md.
 import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
@@ -149,14 +144,16 @@ export class DryRunVipLink implements VipLink {
   async addMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
     await this.addresses(name); // a link that cannot be read fails the whole batch, as the real one's ENODEV
     const out: VipResult[] = [];
-    for (const a of addresses) out.push(await this.add(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    for (const a of addresses) out.push(
+      await this.add(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
     return out;
   }
 
   async removeMany(name: string, addresses: readonly string[]): Promise<VipResult[]> {
     await this.addresses(name);
     const out: VipResult[] = [];
-    for (const a of addresses) out.push(await this.remove(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
+    for (const a of addresses) out.push(
+      await this.remove(name, a).then(() => undefined, (e: unknown) => e as NetlinkError));
     return out;
   }
 

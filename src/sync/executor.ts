@@ -56,7 +56,8 @@ export async function executeSyncPlan(
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
   // once. VIPs are unbound as soon as the IPVS batch (which deleted the virtual servers on them)
   // and the binds are done; the iptables path may still run meanwhile.
-  const settle = <T>(p: Promise<T>) => p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
+  const settle = <T>(p: Promise<T>) =>
+    p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
   const ipvs = settle(plan.ops.length ? deps.ipvs.apply(plan.ops) : Promise.resolve([]));
   const bound = settle((async () => {
     if (!v) return;

@@ -75,7 +75,8 @@ export function recordSyncEnd(
     if (end.pendingSince !== undefined && !error) m.programmingLatency.observe((now - end.pendingSince) / 1000);
     if (settled && !error) for (const c of settled.counts) m.opsApplied.inc({ kind: c.kind, result: c.result }, c.n);
   }
-  sinks.status.write(status).catch((e: unknown) => sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));
+  sinks.status.write(status).catch((e: unknown) =>
+    sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));
   sinks.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
     ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0,
     virtualServers: status.virtualServers, ...(error ? { error } : {}),

@@ -25,7 +25,10 @@ export class RecordKeeper {
     if (this.read) return;
     this.recorded = await this.store.load();
     this.read = true;
-    if (!this.recorded) this.log('info', 'no ownership record yet: until one is written, only virtual servers on the VIP link\'s addresses count as ours');
+    if (!this.recorded) {
+      this.log('info', 'no ownership record yet: until one is written, only virtual servers on the VIP link\'s '
+        + 'addresses count as ours');
+    }
   }
 
   /**

@@ -1,13 +1,5 @@
 // A bounded-frequency runner, after kube-proxy's BoundedFrequencyRunner: it decides when the sync
-// function runs; the sync itself is someone else's. Its whole contract:
-//   1. run() asks for a sync. Requests coalesce: any number of them before the next sync start
-//      cause one sync.
-//   2. Two syncs never start less than `minIntervalMs` apart, and never overlap.
-//   3. At most `maxIntervalMs` passes between the end of one sync and the start of the next,
-//      even without requests (the periodic full resync repairs drift).
-//   4. A sync that throws is retried after `retryIntervalMs` (still subject to 2), however many
-//      requests came meanwhile.
-// The clock is injected, so tests drive time explicitly.
+// function runs; the sync itself is someone else's. Its whole contract is stated on the class.
 
 /** Time and timers; `realClock` in production, a fake in tests. */
 export interface Clock {
@@ -50,7 +42,17 @@ function checkIntervals(o: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs'
   }
 }
 
-/** Runs `fn` as the contract in the file comment says. */
+/**
+ * Runs `fn` under this contract:
+ *   1. run() asks for a sync. Requests coalesce: any number of them before the next sync start
+ *      cause one sync.
+ *   2. Two syncs never start less than `minIntervalMs` apart, and never overlap.
+ *   3. At most `maxIntervalMs` passes between the end of one sync and the start of the next,
+ *      even without requests (the periodic full resync repairs drift).
+ *   4. A sync that throws is retried after `retryIntervalMs` (still subject to 2), however many
+ *      requests came meanwhile.
+ * The clock is injected, so tests drive time explicitly.
+ */
 export class BoundedFrequencyRunner {
   private readonly clock: Clock;
   private timer: unknown;
@@ -93,7 +95,9 @@ export class BoundedFrequencyRunner {
   run(): void {
     if (this.stopped) return;
     this.requested = true;
-    if (!this.running) this.schedule(Math.max(this.clock.now(), this.lastStart + this.opts.minIntervalMs, this.notBefore));
+    if (!this.running) {
+      this.schedule(Math.max(this.clock.now(), this.lastStart + this.opts.minIntervalMs, this.notBefore));
+    }
   }
 
   /** Stops timers; resolves when a sync in progress has ended. */

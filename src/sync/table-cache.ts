@@ -1,8 +1,9 @@
 // The operator's copy of the kernel's IPVS table, for the virtual servers it looks at: read in full
 // at start and on every full sync, checked for drift on periodic syncs (verify), re-read per
-// virtual server where counters or a failure make the copy doubtful, and otherwise kept in step by recording each op that succeeded (applyOp, the
-// function FakeIpvs applies ops with). Real servers the operator wrote carry no connection
-// counters (undefined): the planner then knows it has to read them before deciding a drain.
+// virtual server where counters or a failure make the copy doubtful, and otherwise kept in step by
+// recording each op that succeeded (applyOp, the function FakeIpvs applies ops with). Real servers
+// the operator wrote carry no connection counters (undefined): the planner then knows it has to
+// read them before deciding a drain.
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import {
@@ -84,7 +85,9 @@ export class TableCache {
    * (virtual servers x one dump's time) / budget periods. Resolves with the keys it re-read (plan
    * them: their copy may have changed) and how many it read in turn.
    */
-  async verify(ipvs: IpvsClient, budgetMs: number, now: () => number, yieldNow: () => boolean = () => false): Promise<{ reread: Set<string>; inTurn: number }> {
+  async verify(
+    ipvs: IpvsClient, budgetMs: number, now: () => number, yieldNow: () => boolean = () => false,
+  ): Promise<{ reread: Set<string>; inTurn: number }> {
     const t0 = now();
     const seen = new Map<string, IpvsOp['vs']>();
     for (const vs of await ipvs.listVirtualServers()) seen.set(virtualServerKey(vs), vs);

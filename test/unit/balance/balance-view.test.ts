@@ -3,7 +3,8 @@
 // nodes node-a.. ; times in ms from 0 (the clock is a parameter).
 import { describe, expect, it } from '@jest/globals';
 import { type BackendCounters, type NodeReport, type ReportLimits, checkReport, coefficientOfVariation, sumSamples, timeInSystem, viewImbalance } from '../../../src/balance/estimate.js';
-import { ClusterWeights, clusterShares, renderShares } from '../../../src/balance/cluster-view.js';
+import { ClusterWeights } from '../../../src/balance/cluster-view.js';
+import { clusterShares, renderShares } from '../../../src/balance/shares.js';
 import { PluginRegistry } from '../../../plugins/index.js';
 import { KEY, VIEW, table } from '../../support/cluster-view.js';
 import { imbalanceIndex } from '../../../lab/cluster/balance-stats.js';
@@ -11,7 +12,7 @@ import { DEFAULT_DAMPING, NO_DEAD_ZONE, checkWeights, deadZoneWidth, initialView
 import { prng } from '../../support/fixtures.js';
 import { pickReporters, shouldReport } from '../../../src/balance/reporting.js';
 import { DEAL_MAX_NODES, assignFirstChoices, localFirstChoice, sameChoices, tiltFirstChoice } from '../../../src/balance/first-choice.js';
-import { parseWeightsObject } from '../../../src/balance/cluster-view.js';
+import { parseWeightsObject } from '../../../src/balance/view-objects.js';
 
 const B = ['10.10.1.1:8080', '10.10.1.2:8080', '10.10.1.3:8080'];
 const SET = new Set(B);

@@ -4,7 +4,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
 import { buildDesired } from '../../../src/desired/state.js';
-import { nodePortAddressesOf } from '../../../src/desired/service-parse.js';
+import { nodePortAddressesOf } from '../../../src/desired/environment.js';
 import type { Problem } from '../../../src/desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { NODE, makeNode, makeService, makeSlice, render } from '../../support/fixtures.js';

@@ -4,7 +4,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
-import { DesiredState, buildDesired, formatSetEntry } from '../../../src/desired/state.js';
+import { DesiredState, buildDesired } from '../../../src/desired/state.js';
+import { formatSetEntry } from '../../../src/desired/compare.js';
 import { type KernelContext } from '../../../src/desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { NODE, makeNode, makeService, makeSlice, render } from '../../support/fixtures.js';

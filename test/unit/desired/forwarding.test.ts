@@ -6,7 +6,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
-import { DesiredState, buildDesired, formatSetEntry } from '../../../src/desired/state.js';
+import { DesiredState, buildDesired } from '../../../src/desired/state.js';
+import { formatSetEntry } from '../../../src/desired/compare.js';
 import { FORWARDING_ANNOTATION, chooseForwarding, tunnelledKind } from '../../../src/desired/forwarding.js';
 import type { Problem, VipKind } from '../../../src/desired/types.js';
 import { defaultProxyConfig } from '../../../src/config/types.js';

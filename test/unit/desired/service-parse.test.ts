@@ -5,7 +5,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
-import { type BuildEnv, nodePortAddressesOf, parseService } from '../../../src/desired/service-parse.js';
+import { type BuildEnv, parseService } from '../../../src/desired/service-parse.js';
+import { nodePortAddressesOf } from '../../../src/desired/environment.js';
 import { buildEntry, buildServiceEntry } from '../../../src/desired/service.js';
 import { chooseDefault } from '../../../src/desired/scheduler.js';
 import type { Problem } from '../../../src/desired/types.js';

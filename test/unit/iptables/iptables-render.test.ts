@@ -5,7 +5,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
-import { buildDesired, formatSetEntry } from '../../../src/desired/state.js';
+import { buildDesired } from '../../../src/desired/state.js';
+import { formatSetEntry } from '../../../src/desired/compare.js';
 import { type Desired } from '../../../src/desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { checkPrefix, makeNames } from '../../../src/iptables/names.js';

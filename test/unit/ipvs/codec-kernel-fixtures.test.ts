@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {
   decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts,
-} from '../../../src/ipvs/attrs.js';
+} from '../../../src/ipvs/decode.js';
 import type { NlMessage } from '../../../src/netlink/framing.js';
 import { SvcFlag, formatRealServer, formatVirtualServer } from '../../../src/model/ipvs.js';
 

@@ -7,7 +7,7 @@ import {
 } from '../../../src/model/ipvs.js';
 import {
   decodeDest, decodeInfo, decodeService, decodeServiceMessage, decodeDestMessage, decodeStats, decodeTimeouts,
-} from '../../../src/ipvs/attrs.js';
+} from '../../../src/ipvs/decode.js';
 import { encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsRequest } from '../../../src/ipvs/requests.js';
 import {
   type NlMessage, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs,

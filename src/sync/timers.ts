@@ -1,0 +1,36 @@
+// The sync loop's clock, runner and the two timers that ask it for a sync: a drain's deadline and
+// the next retry of refused ops.
+import { BoundedFrequencyRunner, type Clock, type RunnerOptions, type SyncReason } from './runner.js';
+
+/** The runner and the timers that poke it. */
+export class SyncTimers {
+  readonly runner: BoundedFrequencyRunner;
+  private deadlineTimer: unknown;
+  private retryTimer: unknown;
+
+  constructor(sync: (why: SyncReason) => Promise<void>, options: RunnerOptions, readonly clock: Clock) {
+    this.runner = new BoundedFrequencyRunner(sync, options);
+  }
+
+  /** Plans the draining virtual servers again when the earliest grace period ends. */
+  armDeadline(deadline: number | undefined): void {
+    if (this.deadlineTimer !== undefined) this.clock.clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
+    if (deadline === undefined) return;
+    this.deadlineTimer = this.clock.setTimeout(() => this.runner.run(), Math.max(0, deadline - this.clock.now()));
+  }
+
+  /** Asks for a sync when the next refused op is due again; none: no timer. */
+  armRetry(next: number | undefined): void {
+    if (this.retryTimer !== undefined) this.clock.clearTimeout(this.retryTimer);
+    this.retryTimer = next === undefined
+      ? undefined
+      : this.clock.setTimeout(() => this.runner.run(), Math.max(0, next - this.clock.now()));
+  }
+
+  /** Clears both timers and stops the runner; resolves when a sync in progress ended. */
+  async stop(): Promise<void> {
+    for (const t of [this.deadlineTimer, this.retryTimer]) if (t !== undefined) this.clock.clearTimeout(t);
+    await this.runner.stop();
+  }
+}
