@@ -16,7 +16,8 @@ export const DEFAULT_PLUGIN_LOAD_TIMEOUT_MS = 10_000;
 /** A plugin file whose import did not settle within the bound; names the file. */
 export class PluginLoadTimeoutError extends Error {
   constructor(readonly path: string, readonly timeoutMs: number) {
-    super(`plugin ${path} did not finish loading within ${timeoutMs / 1000} s (a top-level await that never settles?); remove or fix it`);
+    super(`plugin ${path} did not finish loading within ${timeoutMs / 1000} s ` +
+      '(a top-level await that never settles?); remove or fix it');
   }
 }
 
@@ -24,7 +25,11 @@ export class PluginLoadTimeoutError extends Error {
  * Registers every plugin file of `dir` into `registry`; the problems of the ones refused. Rejects
  * with PluginLoadTimeoutError when one file's import takes longer than `timeoutMs`.
  */
-export async function loadPluginsFrom(dir: string, registry: PluginRegistry, opts: { timeoutMs?: number } = {}): Promise<PluginProblem[]> {
+export async function loadPluginsFrom(
+  dir: string,
+  registry: PluginRegistry,
+  opts: { timeoutMs?: number } = {},
+): Promise<PluginProblem[]> {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_PLUGIN_LOAD_TIMEOUT_MS;
   let files: string[];
   try {
