@@ -1,7 +1,7 @@
 // IPVS generic netlink attributes, encoded: the nested SERVICE and DEST attributes of a request.
 // pure: values in, bytes out. Requests are built in requests.ts, replies decoded in decode.ts;
 // constants follow include/uapi/linux/ip_vs.h as of Linux 6.1 (constants.ts). The message layout
-// is drawn in docs/ipvs-client.md ("Message layout").
+// is drawn below the imports; docs/ipvs-client.md ("Message layout") says the rest.
 import type { ForwardMethod, Protocol, RealServer, TunnelType, VirtualServer } from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
 import { type Family, parseIPv4, parseIPv6 } from '../model/addr.js';
@@ -12,6 +12,24 @@ import { IpvsError } from './errors.js';
 import { NLA_HDRLEN } from '../netlink/constants.js';
 import { NlaWriter, nlaSize } from '../netlink/framing.js';
 
+/*
+ * One IPVS message, as sent and as received (integers host order, be = big-endian; every
+ * attribute padded to 4 bytes):
+ *
+ * 0               4       6       8              12             16   17   18      20
+ * +---------------+-------+-------+--------------+--------------+----+----+-------+
+ * | nlmsg_len u32 | type  | flags | seq u32      | port u32     |cmd |ver | rsvd  |
+ * +---------------+-------+-------+--------------+--------------+----+----+-------+
+ * | nlmsghdr: type = the IPVS family id       | genlmsghdr: cmd = IPVS_CMD_*, ver = 1 |
+ * +---------------------------------------------------------------------------------+
+ * | nla_len u16 | nla_type u16 = IPVS_CMD_ATTR_SERVICE | nested:                      |
+ * |    | len | AF u16 | len | PROTOCOL u16 | len | ADDR 16 bytes (v4 in the first 4)  |
+ * |    | len | PORT be16 | len | SCHED_NAME "rr\0" | len | FLAGS {flags u32,mask u32} |
+ * |    | len | TIMEOUT u32 | len | NETMASK u32 | ...                                  |
+ * | nla_len | IPVS_CMD_ATTR_DEST | nested: ADDR, PORT be16, FWD_METHOD u32, WEIGHT u32, |
+ * |    U_THRESH u32, L_THRESH u32, ADDR_FAMILY u16, TUN_TYPE u8, TUN_PORT be16, ...     |
+ * +---------------------------------------------------------------------------------+
+ */
 const afOf: Record<Family, number> = { IPv4: AF_INET, IPv6: AF_INET6 };
 const protoOf: Record<Protocol, number> = { TCP: IPPROTO_TCP, UDP: IPPROTO_UDP, SCTP: IPPROTO_SCTP };
 const fwdOf = (f: ForwardMethod): number => FORWARD_METHODS.indexOf(f);
