@@ -2,7 +2,7 @@
 // how it applies the published weights to its desired table. pure: no I/O; the clock is passed in.
 // Weights steer new connections only; a stale or missing view means local weights. The API
 // objects are view-objects.ts, `status --service` shares.ts; docs/balance.md tells the design.
-import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
+import type { DesiredTable, DesiredVirtualServer, Problem } from '../model/desired.js';
 import { formatHostPort } from '../model/ipvs.js';
 import type { BackendCounters } from './estimate.js';
 import { DEFAULT_DAMPING, type DampingConfig } from './damping.js';

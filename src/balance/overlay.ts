@@ -1,6 +1,6 @@
 // A desired table with some entries replaced, without copying the table: the weight rewrites
 // (slow start, cluster weights) touch a few virtual servers of tens of thousands. pure: no I/O.
-import type { DesiredTable, DesiredVirtualServer } from '../desired/types.js';
+import type { DesiredTable, DesiredVirtualServer } from '../model/desired.js';
 
 /** `base` with the entries of `over` in place of its own (for keys `base` has); a live view. */
 export function overlayTable(base: DesiredTable, over: ReadonlyMap<string, DesiredVirtualServer>): DesiredTable {

@@ -4,7 +4,7 @@
 // use weights as shares (wrr, wlc, sed, nq, twos); others get a Problem. Real servers of a virtual
 // server seen for the first time take their full weight at once, so a restart ends any ramp.
 // Why each: docs/balance.md ("Slow start"). pure: no I/O; time is an argument.
-import type { DesiredTable, DesiredVirtualServer, Problem } from '../desired/types.js';
+import type { DesiredTable, DesiredVirtualServer, Problem } from '../model/desired.js';
 import { type RealServer, realServerKey } from '../model/ipvs.js';
 import { MAX_WEIGHT, RAMP_RESOLUTION, composeWeight } from './weights.js';
 import { overlayTable } from './overlay.js';

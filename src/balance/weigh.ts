@@ -1,6 +1,6 @@
 // A real server's weights under the cluster load view: the plugin's weigh() or base × cluster
 // weight, then this node's first choice tilted in. pure.
-import type { DesiredVirtualServer, Problem } from '../desired/types.js';
+import type { DesiredVirtualServer, Problem } from '../model/desired.js';
 import { type RealServer, realServerKey } from '../model/ipvs.js';
 import type { DampingConfig } from './damping.js';
 import { MAX_WEIGHT } from './weights.js';

@@ -3,7 +3,10 @@
 // iptables path, problems to turn into Events). pure: no I/O; client-node is imported for types only.
 import type { V1EndpointSlice, V1Node, V1Service } from './kube.js';
 import type { Family } from '../model/addr.js';
-import type { Protocol, RealServer, VirtualServer } from '../model/ipvs.js';
+import type { Protocol } from '../model/ipvs.js';
+import type { DesiredTable, Problem } from '../model/desired.js';
+
+export type { DesiredTable, DesiredVirtualServer, Problem, ServiceOrigin, VipKind } from '../model/desired.js';
 
 /** Everything buildDesired reads, as the informers (or a YAML directory) last saw it. */
 export interface Snapshot {
@@ -21,49 +24,6 @@ export interface KernelContext {
   /** `uname -r`. */
   kernelVersion?: string;
 }
-
-/** A user error found while building, for an Event on the Service (service "" = configuration). */
-export interface Problem {
-  /** "namespace/name", or "" for operator configuration. */
-  service: string;
-  /** CamelCase, as an Event reason: UnknownScheduler, InvalidSchedulerOptions, ... */
-  reason: string;
-  message: string;
-}
-
-/** How traffic reaches a virtual server, as kube-proxy names the VIP kinds. */
-export type VipKind = 'cluster-ip' | 'node-port' | 'external-ip' | 'load-balancer';
-
-/** Which Service port a virtual server came from (for status, metrics labels and conflicts). */
-export interface ServiceOrigin {
-  namespace: string;
-  name: string;
-  /** Service port name ("" when unnamed). */
-  portName: string;
-  kind: VipKind;
-  /** Scheduler plugin that resolved it. */
-  plugin: string;
-}
-
-/**
- * A virtual server we want, with its real servers in the order to add them: sorted by key and
- * rotated per node (balance/order.ts), or sorted with `ipvs-operator.io/endpoint-order: sorted`.
- */
-export interface DesiredVirtualServer {
-  vs: VirtualServer;
-  dests: readonly RealServer[];
-  origin: ServiceOrigin;
-  /** Slow-start window (ms) when the Service asks for one and its scheduler uses weights as shares. */
-  slowStartMs?: number;
-  /**
-   * The Service opted into the cluster load view and its scheduler uses weights as shares
-   * (balance/cluster-view.ts).
-   */
-  clusterBalance?: true;
-}
-
-/** The table we want, keyed by virtualServerKey. */
-export type DesiredTable = ReadonlyMap<string, DesiredVirtualServer>;
 
 /** kube-proxy's IPVS-mode ipset names: what the iptables rules match on. */
 export type SetName =
