@@ -28,6 +28,12 @@ interface Pending {
   done: (r: Reply) => void;
 }
 
+/** The request bookkeeping: the last sequence number handed out, and the requests awaiting replies by it. */
+interface Requests {
+  seq: number;
+  readonly pending: Map<number, Pending>;
+}
+
 /** A message to send: its bytes, numbered with `seq`, and whether it is a dump. */
 export interface Outgoing {
   seq: number;
@@ -48,8 +54,7 @@ export class NetlinkSocket {
   static recorder: SendRecorder | undefined;
 
   private readonly raw: RawNetlinkSocket;
-  private readonly pending = new Map<number, Pending>();
-  private seq = Math.floor(Math.random() * 0x7fffffff) + 1;
+  private readonly requests: Requests = { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map() };
   private failure: NetlinkError | undefined;
   private closed = false;
 
@@ -73,8 +78,8 @@ export class NetlinkSocket {
 
   /** A fresh sequence number. */
   nextSeq(): number {
-    this.seq = (this.seq % 0xfffffffe) + 1;
-    return this.seq;
+    this.requests.seq = (this.requests.seq % 0xfffffffe) + 1;
+    return this.requests.seq;
   }
 
   /**
@@ -104,8 +109,8 @@ export class NetlinkSocket {
         REPLY_TIMEOUT_MS);
       const finish = (err?: NetlinkError) => {
         clearTimeout(timer);
-        for (const o of chunk) this.pending.delete(o.seq);
-        if (this.pending.size === 0) this.rawCall(() => this.raw.unref());
+        for (const o of chunk) this.requests.pending.delete(o.seq);
+        if (this.requests.pending.size === 0) this.rawCall(() => this.raw.unref());
         if (err) reject(err); else resolve(replies);
       };
       const awaited = () => {
@@ -115,7 +120,7 @@ export class NetlinkSocket {
       chunk.forEach((o, i) => {
         const waits = o.dump || i === lastIndex;
         if (waits) left++;
-        this.pending.set(o.seq, { dump: o.dump, reply: replies[i]!, done: waits ? awaited : silent });
+        this.requests.pending.set(o.seq, { dump: o.dump, reply: replies[i]!, done: waits ? awaited : silent });
       });
       const datagram = Buffer.concat(chunk.map((o) => o.bytes));
       let off = 0;
@@ -173,14 +178,14 @@ export class NetlinkSocket {
   }
 
   private dispatch(m: NlMessage): void {
-    const p = this.pending.get(m.seq);
+    const p = this.requests.pending.get(m.seq);
     if (!p) return; // a late reply to a request that already failed, or someone else's
     if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
       p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E)
         : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
-      this.pending.delete(m.seq);
+      this.requests.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {
       this.fail(this.malformed('receive', 'netlink overrun'));

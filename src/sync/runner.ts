@@ -42,6 +42,27 @@ function checkIntervals(o: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs'
   }
 }
 
+/** The runner's one timer: its handle from the clock, and the time it fires at. */
+interface TimerSlot {
+  handle: unknown;
+  at: number;
+}
+
+/** The runner's state between calls: what the contract's decisions read. */
+interface RunState {
+  /** When the last sync started (contract 2 and 3). */
+  lastStart: number;
+  /** A sync is in progress (contract 2: never two at once). */
+  running: boolean;
+  /** A sync was asked for since the last one started (contract 1). */
+  requested: boolean;
+  /** The last sync failed; the next one is its retry (contract 4). */
+  retrying: boolean;
+  /** After a failure: no sync before this time (contract 4). */
+  notBefore: number;
+  stopped: boolean;
+}
+
 /**
  * Runs `fn` under this contract:
  *   1. run() asks for a sync. Requests coalesce: any number of them before the next sync start
@@ -54,83 +75,86 @@ function checkIntervals(o: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs'
  * The clock is injected, so tests drive time explicitly.
  */
 export class BoundedFrequencyRunner {
-  private readonly clock: Clock;
-  private timer: unknown;
-  private timerAt = Infinity;
-  private lastStart = -Infinity;
-  private running = false;
-  private requested = false;
-  private retrying = false;
-  /** After a failure: no sync before this time (contract 4). */
-  private notBefore = -Infinity;
-  private stopped = true;
+  /** The options with the clock resolved; setIntervals() replaces the intervals. */
+  private opts: RunnerOptions & { clock: Clock };
+  /** The one armed timer, and when it fires (Infinity: none). */
+  private readonly timer: TimerSlot = { handle: undefined, at: Infinity };
+  /** Where the runner is between syncs. */
+  private readonly state: RunState = {
+    lastStart: -Infinity,
+    running: false,
+    requested: false,
+    retrying: false,
+    notBefore: -Infinity,
+    stopped: true,
+  };
   private idle: Promise<void> = Promise.resolve();
-
-  private opts: RunnerOptions;
 
   constructor(private readonly fn: (why: SyncReason) => Promise<void>, opts: RunnerOptions) {
     checkIntervals(opts);
-    this.opts = opts;
-    this.clock = opts.clock ?? realClock;
+    this.opts = { ...opts, clock: opts.clock ?? realClock };
   }
 
   /** New intervals (a configuration change); the next periodic sync is re-armed with them. */
   setIntervals(i: Pick<RunnerOptions, 'minIntervalMs' | 'maxIntervalMs' | 'retryIntervalMs'>): void {
     checkIntervals(i);
     this.opts = { ...this.opts, ...i };
-    if (this.stopped || this.running) return;
+    const st = this.state;
+    if (st.stopped || st.running) return;
     this.cancel();
-    const now = this.clock.now();
-    if (this.requested || this.retrying) this.schedule(Math.max(now, this.lastStart + i.minIntervalMs, this.notBefore));
-    this.schedule(Math.max(now, this.lastStart + i.maxIntervalMs));
+    const now = this.opts.clock.now();
+    if (st.requested || st.retrying) this.schedule(Math.max(now, st.lastStart + i.minIntervalMs, st.notBefore));
+    this.schedule(Math.max(now, st.lastStart + i.maxIntervalMs));
   }
 
   /** Starts the periodic timer and runs a first sync as soon as allowed. */
   start(): void {
-    this.stopped = false;
+    this.state.stopped = false;
     this.run();
   }
 
   /** Asks for a sync (contract 1 and 2). */
   run(): void {
-    if (this.stopped) return;
-    this.requested = true;
-    if (!this.running) {
-      this.schedule(Math.max(this.clock.now(), this.lastStart + this.opts.minIntervalMs, this.notBefore));
+    const st = this.state;
+    if (st.stopped) return;
+    st.requested = true;
+    if (!st.running) {
+      this.schedule(Math.max(this.opts.clock.now(), st.lastStart + this.opts.minIntervalMs, st.notBefore));
     }
   }
 
   /** Stops timers; resolves when a sync in progress has ended. */
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.state.stopped = true;
     this.cancel();
     await this.idle;
   }
 
   private cancel(): void {
-    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
-    this.timer = undefined;
-    this.timerAt = Infinity;
+    if (this.timer.handle !== undefined) this.opts.clock.clearTimeout(this.timer.handle);
+    this.timer.handle = undefined;
+    this.timer.at = Infinity;
   }
 
   /** Arms the timer for `at` unless it already fires earlier. */
   private schedule(at: number): void {
-    if (this.stopped || at >= this.timerAt) return;
+    if (this.state.stopped || at >= this.timer.at) return;
     this.cancel();
-    this.timerAt = at;
-    this.timer = this.clock.setTimeout(() => this.fire(), Math.max(0, at - this.clock.now()));
+    this.timer.at = at;
+    this.timer.handle = this.opts.clock.setTimeout(() => this.fire(), Math.max(0, at - this.opts.clock.now()));
   }
 
   private fire(): void {
-    this.timer = undefined;
-    this.timerAt = Infinity;
-    if (this.stopped || this.running) return;
-    const why: SyncReason = { periodic: !this.requested && !this.retrying, retry: this.retrying };
-    this.requested = false;
-    this.retrying = false;
-    this.notBefore = -Infinity;
-    this.running = true;
-    this.lastStart = this.clock.now();
+    const st = this.state;
+    this.timer.handle = undefined;
+    this.timer.at = Infinity;
+    if (st.stopped || st.running) return;
+    const why: SyncReason = { periodic: !st.requested && !st.retrying, retry: st.retrying };
+    st.requested = false;
+    st.retrying = false;
+    st.notBefore = -Infinity;
+    st.running = true;
+    st.lastStart = this.opts.clock.now();
     this.idle = this.fn(why).then(
       () => this.finish(false),
       (err: unknown) => {
@@ -141,17 +165,18 @@ export class BoundedFrequencyRunner {
   }
 
   private finish(failed: boolean): void {
-    this.running = false;
-    if (this.stopped) return;
-    const now = this.clock.now();
-    const earliest = this.lastStart + this.opts.minIntervalMs;
+    const st = this.state;
+    st.running = false;
+    if (st.stopped) return;
+    const now = this.opts.clock.now();
+    const earliest = st.lastStart + this.opts.minIntervalMs;
     if (failed) {
-      this.retrying = true;
-      this.notBefore = Math.max(now + this.opts.retryIntervalMs, earliest);
-      this.schedule(this.notBefore);
-    } else if (this.requested) {
+      st.retrying = true;
+      st.notBefore = Math.max(now + this.opts.retryIntervalMs, earliest);
+      this.schedule(st.notBefore);
+    } else if (st.requested) {
       this.schedule(Math.max(now, earliest));
     }
-    this.schedule(Math.max(now + this.opts.maxIntervalMs, this.notBefore));
+    this.schedule(Math.max(now + this.opts.maxIntervalMs, st.notBefore));
   }
 }
