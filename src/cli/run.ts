@@ -73,7 +73,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   node.setSysctls();
   const metrics = new Metrics();
   const wired = await wire(o.source, o.nodeName, o.kubeconfig, log, {
-    onMalformed: (resource, reason) => metrics.apiMalformed.inc({ resource, reason }), timeoutMs: o.apiTimeoutMs,
+    onMalformed: (resource, reason) => metrics.source.apiMalformed.inc({ resource, reason }), timeoutMs: o.apiTimeoutMs,
   });
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
@@ -117,7 +117,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
       backends: () => operator.clusterBackends(clusterWeights.optedIn()), poke: () => operator.poke(), log,
       periodMs: balancePeriodMs,
       reporters: o.balanceReporters ?? 0,
-      onRejection: (reason) => metrics.balanceRejections.inc({ reason }),
+      onRejection: (reason) => metrics.balance.rejections.inc({ reason }),
       onEstimate: (viewKey, estimate, weights, imbalance) =>
         metrics.setBalanceView(viewKey, estimate, weights, imbalance),
     })

@@ -22,38 +22,45 @@ type WeightsObject = Record<string, unknown> & { metadata?: { name?: string; nam
 /** An object's metadata.resourceVersion, as a write answers it. */
 type Versioned = { metadata?: { resourceVersion?: string } };
 
+/** The loop's state between start() and stop(). */
+interface ViewRun {
+  timer: NodeJS.Timeout | undefined;
+  stopped: boolean;
+  campaigning: boolean;
+  /** Aborted by stop(): a request in flight to a silent API server does not hold SIGTERM up. */
+  readonly stopping: AbortController;
+  running: Promise<void> | undefined;
+  wake: (() => void) | undefined;
+}
+
 export class ClusterView {
-  private readonly periodMs: number;
-  private readonly now: () => number;
+  /** The period, the reads (samples) in it, and the clock. */
+  private readonly pace: { periodMs: number; readsPerPeriod: number; now: () => number };
   private readonly elector: LeaseElector;
   private readonly weightsReflector: Reflector<WeightsObject>;
   private readonly reporter: LoadReporter;
   private readonly leader: ViewLeader;
-  private readonly readsPerPeriod: number;
   private readonly liveness: ViewLiveness;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = true;
-  private campaigning = false;
-  /** Aborted by stop(): a request in flight to a silent API server does not hold SIGTERM up. */
-  private readonly stopping = new AbortController();
-  private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  private readonly run: ViewRun = {
+    timer: undefined, stopped: true, campaigning: false, stopping: new AbortController(), running: undefined,
+    wake: undefined,
+  };
 
   constructor(private readonly o: ClusterViewOptions) {
-    this.periodMs = o.periodMs ?? 10_000;
-    this.readsPerPeriod = Math.max(1, Math.round(o.readsPerPeriod ?? 10));
-    const limits: ReportLimits = { ...DEFAULT_LIMITS, periodMs: this.periodMs, ...o.limits };
-    const staleMs = limits.stalePeriods * this.periodMs;
-    this.now = o.now ?? Date.now;
+    const periodMs = o.periodMs ?? 10_000;
+    const now = o.now ?? Date.now;
+    this.pace = { periodMs, readsPerPeriod: Math.max(1, Math.round(o.readsPerPeriod ?? 10)), now };
+    const limits: ReportLimits = { ...DEFAULT_LIMITS, periodMs, ...o.limits };
+    const staleMs = limits.stalePeriods * periodMs;
     const put: PutObject = (collection, name, body, rv) => this.put(collection, name, body, rv);
-    this.reporter = new LoadReporter(o, this.periodMs, this.now, put);
-    this.leader = new ViewLeader(o, { limits, staleMs, now: this.now, put });
-    this.liveness = new ViewLiveness(o, staleMs, this.now);
+    this.reporter = new LoadReporter(o, periodMs, now, put);
+    this.leader = new ViewLeader(o, { limits, staleMs, now, put });
+    this.liveness = new ViewLiveness(o, staleMs, now);
     this.elector = new LeaseElector({
       client: o.client, namespace: o.namespace, name: LEASE_NAME, identity: o.nodeName,
       leaseDurationMs: o.leaseDurationMs ?? 15_000, renewDeadlineMs: o.renewDeadlineMs ?? 10_000,
       retryPeriodMs: o.retryPeriodMs ?? 2_000,
-      log: o.log, now: this.now, campaign: o.elect !== false,
+      log: o.log, now, campaign: o.elect !== false,
       onLeading: (leading) => this.leader.leadingChanged(leading),
       onObserved: (obs) => this.liveness.observed(obs),
       watch: o.healing ?? defaultHealing,
@@ -98,10 +105,10 @@ export class ClusterView {
   }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
+    if (!this.run.stopped) return;
+    this.run.stopped = false;
     this.weightsReflector.start();
-    this.running = this.loop();
+    this.run.running = this.loop();
   }
 
   /**
@@ -109,25 +116,25 @@ export class ClusterView {
    * expires, as a crash).
    */
   async stop(release = true): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.stopping.abort();
-    this.wake?.();
-    await this.running;
+    this.run.stopped = true;
+    clearTimeout(this.run.timer);
+    this.run.stopping.abort();
+    this.run.wake?.();
+    await this.run.running;
     await Promise.all([this.weightsReflector.stop(), this.leader.stopReports(), this.elector.stop(release ? 1000 : 0)]);
   }
 
   private async loop(): Promise<void> {
-    while (!this.stopped) {
+    while (!this.run.stopped) {
       await this.campaignWhileNeeded();
-      for (let i = 1; i <= this.readsPerPeriod && !this.stopped; i++) {
+      for (let i = 1; i <= this.pace.readsPerPeriod && !this.run.stopped; i++) {
         await new Promise<void>((r) => {
-          this.wake = r;
-          this.timer = setTimeout(r, this.periodMs / this.readsPerPeriod);
+          this.run.wake = r;
+          this.run.timer = setTimeout(r, this.pace.periodMs / this.pace.readsPerPeriod);
         });
-        if (i < this.readsPerPeriod && !this.stopped) await this.reporter.sample();
+        if (i < this.pace.readsPerPeriod && !this.run.stopped) await this.reporter.sample();
       }
-      if (this.stopped) break;
+      if (this.run.stopped) break;
       this.liveness.checkAlive();
       await this.reporter.report();
       if (!this.elector.isLeader) continue;
@@ -142,11 +149,11 @@ export class ClusterView {
    */
   private async campaignWhileNeeded(): Promise<void> {
     const want = this.o.weights.optedIn().size > 0;
-    if (want && !this.campaigning) {
-      this.campaigning = true;
+    if (want && !this.run.campaigning) {
+      this.run.campaigning = true;
       this.elector.start();
-    } else if (!want && this.campaigning) {
-      this.campaigning = false;
+    } else if (!want && this.run.campaigning) {
+      this.run.campaigning = false;
       await this.elector.stop();
       this.liveness.forget();
     }
@@ -158,21 +165,21 @@ export class ClusterView {
   ): Promise<string | undefined> {
     let version = rv;
     if (version === undefined) {
-      const signal = this.stopping.signal;
+      const signal = this.run.stopping.signal;
       const got = await this.o.client.request<Versioned>('GET', `${collection}/${name}`, { signal })
         .catch((e: unknown) => {
           if (httpStatus(e) === 404) return undefined;
           throw e;
         });
       if (!got) {
-        const made = await this.o.client.request<Versioned>('POST', collection, { body, signal: this.stopping.signal });
+        const made = await this.o.client.request<Versioned>('POST', collection, { body, signal });
         return made.metadata?.resourceVersion;
       }
       version = got.metadata?.resourceVersion;
     }
     const meta = body.metadata as Record<string, unknown>;
     const written = await this.o.client.request<Versioned>('PUT', `${collection}/${name}`,
-      { body: { ...body, metadata: { ...meta, resourceVersion: version } }, signal: this.stopping.signal });
+      { body: { ...body, metadata: { ...meta, resourceVersion: version } }, signal: this.run.stopping.signal });
     return written.metadata?.resourceVersion;
   }
 }

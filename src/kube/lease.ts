@@ -73,6 +73,18 @@ export function nextRead(observed: Observed | undefined, leading: boolean, watch
   return observed.observedAt + durationMs;
 }
 
+/** A candidate's loop state between start() and stop(). */
+interface ElectorRun {
+  timer: NodeJS.Timeout | undefined;
+  stopped: boolean;
+  running: Promise<void> | undefined;
+  wake: (() => void) | undefined;
+  /** Aborted by stop(): a round waiting on a silent API server ends at once. */
+  aborting: AbortController;
+  reflector: Reflector<Record<string, unknown>> | undefined;
+  lastRead: number;
+}
+
 /**
  * One candidate. `tick()` reads the Lease and, as leaseAction says, creates, renews or acquires it;
  * `run()` ticks every retry period until `stop()`. `annotations` are written with every renewal.
@@ -81,17 +93,14 @@ export class LeaseElector {
   private observed: Observed | undefined;
   private leading = false;
   private lastRenew = -Infinity;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
-  private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
   /** What the leader stamps on the Lease (ipvs-operator.io/view-at, ...). */
   annotations: Record<string, string> = {};
   private readonly now: () => number;
-  /** Aborted by stop(): a round waiting on a silent API server ends at once. */
-  private aborting = new AbortController();
-  private reflector: Reflector<Record<string, unknown>> | undefined;
-  private lastRead = -Infinity;
+  /** The loop's state between start() and stop(). */
+  private readonly run: ElectorRun = {
+    timer: undefined, stopped: false, running: undefined, wake: undefined, aborting: new AbortController(),
+    reflector: undefined, lastRead: -Infinity,
+  };
 
   constructor(private readonly o: ElectorOptions) {
     this.now = o.now ?? Date.now;
@@ -111,47 +120,47 @@ export class LeaseElector {
   }
 
   start(): void {
-    if (this.running) return;
-    this.stopped = false;
-    this.aborting = new AbortController();
+    if (this.run.running) return;
+    this.run.stopped = false;
+    this.run.aborting = new AbortController();
     const { watch } = this.o;
     const { watchStream, limits } = this.o.client;
     if (watch && watchStream && limits) {
       const client = {
         request: this.o.client.request.bind(this.o.client), watchStream: watchStream.bind(this.o.client), limits,
       };
-      this.reflector = new Reflector<Record<string, unknown>>({
+      this.run.reflector = new Reflector<Record<string, unknown>>({
         name: 'leases', path: this.path, fieldSelector: `metadata.name=${this.o.name}`, pageSize: 10, client,
         log: this.o.log, healing: watch,
         handlers: { upsert: (obj) => this.seen(obj), delete: () => this.seen(undefined) },
       });
-      this.reflector.start();
+      this.run.reflector.start();
     }
-    this.running = (async () => {
-      while (!this.stopped) {
+    this.run.running = (async () => {
+      while (!this.run.stopped) {
         const now = this.now();
         // At least a retry period between reads, whatever wakes the loop (events of a flapping API).
-        const due = Math.max(this.due(), this.lastRead + this.o.retryPeriodMs);
+        const due = Math.max(this.due(), this.run.lastRead + this.o.retryPeriodMs);
         if (due <= now) {
-          this.lastRead = now;
+          this.run.lastRead = now;
           await this.tick();
           continue;
         }
-        await new Promise<void>((r) => { this.wake = r; this.timer = setTimeout(r, due - now); });
+        await new Promise<void>((r) => { this.run.wake = r; this.run.timer = setTimeout(r, due - now); });
       }
     })();
   }
 
   private due(): number {
-    return nextRead(this.observed, this.leading, this.reflector !== undefined, this.lastRead, this.o.retryPeriodMs,
-      this.o.leaseDurationMs);
+    return nextRead(this.observed, this.leading, this.run.reflector !== undefined, this.run.lastRead,
+      this.o.retryPeriodMs, this.o.leaseDurationMs);
   }
 
   /** A watch event: what the Lease is now; the loop wakes to decide again. */
   private seen(obj: Record<string, unknown> | undefined): void {
     this.observe(obj, this.now());
     this.o.onObserved?.(this.observed);
-    this.wake?.();
+    this.run.wake?.();
   }
 
   /**
@@ -159,14 +168,14 @@ export class LeaseElector {
    * `releaseMs` (0: keep it, as a crash would, until it expires).
    */
   async stop(releaseMs = 1000): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.aborting.abort();
-    this.wake?.();
-    await this.running;
-    this.running = undefined;
-    await this.reflector?.stop();
-    this.reflector = undefined;
+    this.run.stopped = true;
+    clearTimeout(this.run.timer);
+    this.run.aborting.abort();
+    this.run.wake?.();
+    await this.run.running;
+    this.run.running = undefined;
+    await this.run.reflector?.stop();
+    this.run.reflector = undefined;
     if (this.leading && this.observed && releaseMs > 0) {
       const body = this.body(this.observed, { ...this.observed.record, holderIdentity: '', leaseDurationSeconds: 1 });
       const signal = AbortSignal.timeout(releaseMs);
@@ -180,7 +189,7 @@ export class LeaseElector {
     const now = this.now();
     try {
       const got = await this.o.client.request<Record<string, unknown>>('GET', `${this.path}/${this.o.name}`,
-        { signal: this.aborting.signal }).catch((e: unknown) => {
+        { signal: this.run.aborting.signal }).catch((e: unknown) => {
         if (httpStatus(e) === 404) return undefined;
         throw e;
       });
@@ -200,9 +209,9 @@ export class LeaseElector {
           leaseTransitions: (rec.leaseTransitions ?? 0) + (action === 'acquire' && rec.holderIdentity ? 1 : 0) };
       const written = action === 'create'
         ? await this.o.client.request<Record<string, unknown>>('POST', this.path,
-          { body: this.body(undefined, record), signal: this.aborting.signal })
+          { body: this.body(undefined, record), signal: this.run.aborting.signal })
         : await this.o.client.request<Record<string, unknown>>('PUT', `${this.path}/${this.o.name}`,
-          { body: this.body(this.observed, record), signal: this.aborting.signal });
+          { body: this.body(this.observed, record), signal: this.run.aborting.signal });
       this.observe(written, now);
       this.lastRenew = now;
       if (!this.leading) this.o.log('info', 'leading the cluster load view',

@@ -42,17 +42,27 @@ class GoneError extends Error {
   readonly code = 410;
 }
 
+/** The loop's state between start() and stop(). */
+interface ReflectorRun {
+  running: Promise<void> | undefined;
+  stopped: boolean;
+  watch: { abort(err?: Error): void } | undefined;
+  wake: (() => void) | undefined;
+  relistTimer: NodeJS.Timeout | undefined;
+  readonly stopping: AbortController;
+}
+
 export class Reflector<T extends KubernetesObject> {
   readonly name: string;
   private readonly cache = new Map<string, T>();
-  private resourceVersion: string | undefined;
-  private needList = true;
-  private running: Promise<void> | undefined;
-  private stopped = true;
-  private watch: { abort(err?: Error): void } | undefined;
-  private wake: (() => void) | undefined;
-  private relistTimer: NodeJS.Timeout | undefined;
-  private readonly stopping = new AbortController();
+  /** Where the next watch starts, and whether a list must come first. */
+  private readonly at: { resourceVersion: string | undefined; needList: boolean } = {
+    resourceVersion: undefined, needList: true,
+  };
+  private readonly run: ReflectorRun = {
+    running: undefined, stopped: true, watch: undefined, wake: undefined, relistTimer: undefined,
+    stopping: new AbortController(),
+  };
   private readonly firstSync: { promise: Promise<void>; resolve: () => void; done: boolean };
   private readonly random: () => number;
   private readonly health: ReflectorHealth;
@@ -73,7 +83,7 @@ export class Reflector<T extends KubernetesObject> {
   }
 
   get hasSynced(): boolean {
-    return this.firstSync.done && !this.stopped;
+    return this.firstSync.done && !this.run.stopped;
   }
 
   /** Why not up: "<name>: <the last error>"; undefined while up. */
@@ -82,10 +92,10 @@ export class Reflector<T extends KubernetesObject> {
   }
 
   start(): void {
-    if (!this.stopped || this.stopping.signal.aborted) return;
-    this.stopped = false;
+    if (!this.run.stopped || this.run.stopping.signal.aborted) return;
+    this.run.stopped = false;
     this.scheduleRelist();
-    this.running = this.loop();
+    this.run.running = this.loop();
   }
 
   synced(): Promise<void> {
@@ -93,48 +103,48 @@ export class Reflector<T extends KubernetesObject> {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.run.stopped = true;
     this.health.stopped();
-    clearTimeout(this.relistTimer);
+    clearTimeout(this.run.relistTimer);
     this.firstSync.resolve();
-    this.stopping.abort();
-    this.watch?.abort();
-    this.wake?.();
-    await this.running;
+    this.run.stopping.abort();
+    this.run.watch?.abort();
+    this.run.wake?.();
+    await this.run.running;
   }
 
   /** Lists again now (ends the open watch); false when no watch is open. */
   relistNow(): boolean {
-    this.needList = true;
-    if (!this.watch) return false;
-    this.watch.abort();
+    this.at.needList = true;
+    if (!this.run.watch) return false;
+    this.run.watch.abort();
     return true;
   }
 
   private scheduleRelist(): void {
     const every = this.o.healing.relistMs;
     if (every <= 0) return;
-    clearTimeout(this.relistTimer);
+    clearTimeout(this.run.relistTimer);
     const jitter = this.o.healing.backoff.jitter;
-    this.relistTimer = setTimeout(() => {
-      if (this.stopped) return;
+    this.run.relistTimer = setTimeout(() => {
+      if (this.run.stopped) return;
       if (this.relistNow()) this.o.log('debug', 'periodic relist', { informer: this.name });
       this.scheduleRelist();
     }, Math.round(every * (1 + jitter * (this.random() - 0.5))));
-    this.relistTimer.unref?.();
+    this.run.relistTimer.unref?.();
   }
 
   /** The resource's one loop: its only awaited owner of every request. */
   private async loop(): Promise<void> {
-    while (!this.stopped) {
+    while (!this.run.stopped) {
       try {
-        if (this.needList) await this.list();
-        if (this.stopped) break;
+        if (this.at.needList) await this.list();
+        if (this.run.stopped) break;
         await this.watchOnce();
       } catch (e) {
-        if (this.stopped) break;
+        if (this.run.stopped) break;
         if (e instanceof GoneError || httpStatus(e) === 410) {
-          this.needList = true;
+          this.at.needList = true;
           this.o.log('debug', 'resourceVersion gone: listing again', { informer: this.name });
           continue;
         }
@@ -148,14 +158,14 @@ export class Reflector<T extends KubernetesObject> {
       path: this.o.path, limits: this.o.client.limits, trim: this.o.trim,
       page: (cont) => {
         const query = { limit: this.o.pageSize, fieldSelector: this.o.fieldSelector, continue: cont };
-        return this.o.client.request<unknown>('GET', this.o.path, { query, signal: this.stopping.signal });
+        return this.o.client.request<unknown>('GET', this.o.path, { query, signal: this.run.stopping.signal });
       },
-      stopped: () => this.stopped,
+      stopped: () => this.run.stopped,
       malformed: (why) => this.health.malformed(`list item: ${why}`),
     });
     if (!listed) return;
     const { items, rv } = listed;
-    if (this.stopped) return;
+    if (this.run.stopped) return;
     // Deletes for what the list lacks, then upserts of what is new or changed.
     for (const [k, old] of this.cache) {
       if (!items.has(k)) {
@@ -169,8 +179,8 @@ export class Reflector<T extends KubernetesObject> {
       this.cache.set(k, obj);
       this.o.handlers.upsert(obj);
     }
-    this.resourceVersion = rv;
-    this.needList = false;
+    this.at.resourceVersion = rv;
+    this.at.needList = false;
     this.health.progressed();
     this.firstSync.resolve();
   }
@@ -179,7 +189,7 @@ export class Reflector<T extends KubernetesObject> {
     const h = this.o.healing;
     const query = {
       watch: true, allowWatchBookmarks: true, fieldSelector: this.o.fieldSelector,
-      resourceVersion: this.resourceVersion,
+      resourceVersion: this.at.resourceVersion,
       ...(h.watchTimeoutSeconds > 0 ? { timeoutSeconds: h.watchTimeoutSeconds } : {}),
     };
     let gone: GoneError | undefined;
@@ -199,7 +209,7 @@ export class Reflector<T extends KubernetesObject> {
         return;
       }
       const rv = rvOf(ev.object);
-      if (rv) this.resourceVersion = rv;
+      if (rv) this.at.resourceVersion = rv;
       this.health.progressed();
       if (ev.type === 'BOOKMARK') return;
       const raw = ev.object as unknown as T;
@@ -214,11 +224,11 @@ export class Reflector<T extends KubernetesObject> {
         this.o.handlers.upsert(obj);
       }
     }, h.idleMs, () => this.health.progressed());
-    this.watch = w;
+    this.run.watch = w;
     try {
       await w.done;
     } finally {
-      this.watch = undefined;
+      this.run.watch = undefined;
     }
     if (gone) throw gone;
     if (failure) throw failure;
@@ -226,8 +236,8 @@ export class Reflector<T extends KubernetesObject> {
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const t = setTimeout(() => { this.wake = undefined; resolve(); }, ms);
-      this.wake = () => { clearTimeout(t); this.wake = undefined; resolve(); };
+      const t = setTimeout(() => { this.run.wake = undefined; resolve(); }, ms);
+      this.run.wake = () => { clearTimeout(t); this.run.wake = undefined; resolve(); };
     });
   }
 }

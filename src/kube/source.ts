@@ -56,12 +56,12 @@ const CONFIG_PATH = `/apis/${CONFIG_GROUP}/${CONFIG_VERSION}/ipvsproxyconfigs`;
 export class KubeSource implements Source {
   private readonly informers: Reflector<KubernetesObject>[] = [];
   private readonly log: Log;
-  private readonly configEvents: Pick<KubeEventSink, 'report'>;
-  private readonly configGate: ConfigGate;
-  private onEvent: ((e: SourceEvent) => void) | undefined;
-  private configProblems: Problem[] = [];
-  private started = false;
-  private stopped = false;
+  /** The IPVSProxyConfig's gate, where its invalid-config Events go, and its problems now. */
+  private readonly config: { gate: ConfigGate; events: Pick<KubeEventSink, 'report'>; problems: Problem[] };
+  /** The event handler and the start/stop flags. */
+  private readonly run: { onEvent: ((e: SourceEvent) => void) | undefined; started: boolean; stopped: boolean } = {
+    onEvent: undefined, started: false, stopped: false,
+  };
   private readonly now: () => number;
   private healthNow: SourceHealth;
 
@@ -69,9 +69,11 @@ export class KubeSource implements Source {
     this.log = opts.log ?? noLog;
     this.now = opts.now ?? Date.now;
     this.healthNow = { ok: false, since: this.now(), reason: 'not started' };
-    this.configGate = new ConfigGate(opts.validate ?? validateConfig);
-    this.configEvents = opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName,
-      log: this.log });
+    this.config = {
+      gate: new ConfigGate(opts.validate ?? validateConfig),
+      events: opts.configEvents ?? new KubeEventSink({ client: opts.client, nodeName: opts.nodeName, log: this.log }),
+      problems: [],
+    };
     const client = opts.client;
     const healing: Healing = {
       backoff: { ...defaultBackoff, ...opts.backoff },
@@ -113,9 +115,9 @@ export class KubeSource implements Source {
    * Resolves early if stop() is called.
    */
   async start(onEvent: (e: SourceEvent) => void): Promise<void> {
-    if (this.started) throw new Error('KubeSource already started');
-    this.started = true;
-    this.onEvent = onEvent;
+    if (this.run.started) throw new Error('KubeSource already started');
+    this.run.started = true;
+    this.run.onEvent = onEvent;
     this.healthNow = { ok: false, since: this.now(), reason: 'no first list yet' };
     this.updateHealth();
     for (const i of this.informers) i.start();
@@ -139,11 +141,11 @@ export class KubeSource implements Source {
   }
 
   healthy(): boolean {
-    return this.started && !this.stopped && this.informers.every((i) => i.up);
+    return this.run.started && !this.run.stopped && this.informers.every((i) => i.up);
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.run.stopped = true;
     this.updateHealth();
     await Promise.all(this.informers.map((i) => i.stop()));
   }
@@ -155,7 +157,7 @@ export class KubeSource implements Source {
 
   private updateHealth(): void {
     const ok = this.healthy();
-    const reason = ok ? undefined : !this.started ? 'not started' : this.stopped ? 'stopped'
+    const reason = ok ? undefined : !this.run.started ? 'not started' : this.run.stopped ? 'stopped'
       : this.informers.map((i) => i.reason).filter((r) => r !== undefined).join('; ') || 'no first list yet';
     const since = ok === this.healthNow.ok ? this.healthNow.since : this.now();
     this.healthNow = { ok, since, ...(reason ? { reason } : {}) };
@@ -163,15 +165,15 @@ export class KubeSource implements Source {
 
   /** The source's own problems as last found (an invalid IPVSProxyConfig). */
   problems(): readonly Problem[] {
-    return this.configProblems;
+    return this.config.problems;
   }
 
   private emit(e: SourceEvent): void {
-    if (!this.stopped) this.onEvent?.(e);
+    if (!this.run.stopped) this.run.onEvent?.(e);
   }
 
   private configChanged(obj: KubernetesObject): void {
-    const v = this.configGate.upsert(obj);
+    const v = this.config.gate.upsert(obj);
     if (!v.ok) {
       this.log('error', 'IPVSProxyConfig default is invalid; the last valid configuration stays in force',
         { errors: v.errors });
@@ -185,17 +187,17 @@ export class KubeSource implements Source {
 
   private configDeleted(): void {
     this.setConfigProblems([]);
-    const deleted = this.configGate.delete();
+    const deleted = this.config.gate.delete();
     if (deleted) this.emit(deleted);
   }
 
   private setConfigProblems(problems: Problem[]): void {
-    const same = problems.length === this.configProblems.length
-      && problems.every((p, i) => p.message === this.configProblems[i]?.message);
-    this.configProblems = problems;
+    const same = problems.length === this.config.problems.length
+      && problems.every((p, i) => p.message === this.config.problems[i]?.message);
+    this.config.problems = problems;
     if (!same) this.opts.onProblems?.(problems);
     // Deduplicated by the sink; an empty report lets a problem that comes back be posted again.
-    this.configEvents.report(problems, new Map()).catch((e: unknown) =>
+    this.config.events.report(problems, new Map()).catch((e: unknown) =>
       this.log('warn', 'posting the invalid-config Event failed',
         { object: `${CONFIG_OBJECT.kind}/${CONFIG_OBJECT.name}`, error: firstLine(e) }));
   }

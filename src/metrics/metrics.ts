@@ -1,113 +1,28 @@
 // Prometheus metrics with kube-proxy's meanings under our own prefix (kubeproxy_sync_proxy_rules_*
 // -> ipvsop_sync_proxy_rules_*), plus per virtual/real server IPVS counters read from the kernel
 // at scrape time and labelled with the Service they came from.
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import type { IpvsClient } from '../ipvs/types.js';
 import { type IpvsStats, realServerKey, virtualServerKey } from '../model/ipvs.js';
+import { balanceMetrics, kernelMetrics, sourceMetrics, syncMetrics } from './groups.js';
+
+export { PROGRAMMING_BUCKETS, SYNC_BUCKETS } from './groups.js';
 
 /** Where a virtual server came from, for labels. */
 export type OriginLookup = () => ReadonlyMap<string, { namespace: string; name: string; portName: string }>;
 
-/** kube-proxy's sync duration buckets: prometheus.ExponentialBuckets(0.001, 2, 15), 1 ms .. 16.4 s. */
-export const SYNC_BUCKETS = Array.from({ length: 15 }, (_, i) => 0.001 * 2 ** i);
-
-/**
- * kube-proxy's network programming buckets (pkg/proxy/metrics): 0, then 0.25 s and 0.5 s, every
- * second to 59 s, every 5 s to 115 s, every 30 s from 2 to 5 minutes.
- */
-export const PROGRAMMING_BUCKETS = [
-  0, 0.25, 0.5,
-  ...Array.from({ length: 59 }, (_, i) => 1 + i),
-  ...Array.from({ length: 12 }, (_, i) => 60 + 5 * i),
-  ...Array.from({ length: 7 }, (_, i) => 120 + 30 * i),
-];
-
-/** The operator's metrics in their own registry. */
 /** How old the IPVS snapshot behind /metrics may be. */
 export const KERNEL_SNAPSHOT_MS = 5000;
 
+/** The operator's metrics in their own registry, grouped by concern (see groups.ts). */
 export class Metrics {
   readonly registry = new Registry();
-  readonly syncDuration = new Histogram({
-    name: 'ipvsop_sync_proxy_rules_duration_seconds',
-    help: 'SyncProxyRules latency in seconds (one sync of IPVS, VIPs and iptables)', buckets: SYNC_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly lastSync = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced',
-    registers: [this.registry],
-  });
-  readonly programmingLatency = new Histogram({
-    name: 'ipvsop_network_programming_duration_seconds',
-    help: 'From the first unsynced change seen to the kernel programmed, in seconds', buckets: PROGRAMMING_BUCKETS,
-    registers: [this.registry],
-  });
-  readonly endpointChangesPending = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules EndpointSlice changes',
-    registers: [this.registry],
-  });
-  readonly endpointChanges = new Counter({
-    name: 'ipvsop_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules EndpointSlice changes',
-    registers: [this.registry],
-  });
-  readonly serviceChangesPending = new Gauge({
-    name: 'ipvsop_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes',
-    registers: [this.registry],
-  });
-  readonly serviceChanges = new Counter({
-    name: 'ipvsop_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes',
-    registers: [this.registry],
-  });
-  readonly syncFailures = new Counter({
-    name: 'ipvsop_sync_proxy_rules_failures_total', help: 'Syncs that failed (and were retried)',
-    registers: [this.registry],
-  });
-  readonly serviceProblems = new Gauge({
-    name: 'ipvsop_service_problems',
-    help: 'Problems now (a Service\'s Event reasons, configuration problems), by reason', labelNames: ['reason'],
-    registers: [this.registry],
-  });
-  readonly conntrackDeleted = new Counter({
-    name: 'ipvsop_conntrack_reconciler_deleted_entries_total',
-    help: 'Stale UDP conntrack entries deleted after a sync (kube-proxy\'s conntrack_reconciler_deleted_entries_total)',
-    registers: [this.registry],
-  });
-  readonly apiMalformed = new Counter({
-    name: 'ipvsop_api_malformed_total',
-    help: 'Watch lines and list items from the API server skipped as malformed, by resource and reason',
-    labelNames: ['resource', 'reason'], registers: [this.registry],
-  });
-  readonly conntrackFailures = new Counter({
-    name: 'ipvsop_conntrack_cleanup_failures_total',
-    help: 'Conntrack lists or deletes that failed (logged; the sync is not failed by them)', registers: [this.registry],
-  });
-  readonly opsApplied = new Counter({
-    name: 'ipvsop_ipvs_ops_total', help: 'IPVS operations applied, by kind and result', labelNames: ['kind', 'result'],
-    registers: [this.registry],
-  });
+  readonly sync = syncMetrics(this.registry);
+  readonly source = sourceMetrics(this.registry);
+  readonly kernel = kernelMetrics(this.registry);
+  readonly balance = balanceMetrics(this.registry);
 
   private rendered: { at: number; text: Promise<string> } | undefined;
-  readonly balanceRejections = new Counter({
-    name: 'ipvsop_balance_report_rejections_total',
-    help: 'Node load reports (or entries) the cluster load view\'s leader refused, by reason', labelNames: ['reason'],
-    registers: [this.registry],
-  });
-  readonly balanceWeight = new Gauge({
-    name: 'ipvsop_balance_weight', help: 'Cluster load view weight per backend, as the leader last computed it',
-    labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
-  });
-  readonly balanceEstimate = new Gauge({
-    name: 'ipvsop_balance_estimate_seconds',
-    help: 'Cluster load view estimate of a backend\'s mean time in system (Little\'s law), from the leader',
-    labelNames: ['namespace', 'service', 'port', 'backend'], registers: [this.registry],
-  });
-
-  readonly balanceImbalance = new Gauge({
-    name: 'ipvsop_balance_imbalance',
-    help: 'Imbalance index of a Service port from the cluster load view (CV of each backend\'s open connections; '
-      + '0 = load in proportion to capacity), from the leader',
-    labelNames: ['namespace', 'service', 'port'], registers: [this.registry],
-  });
 
   /** The leader's latest estimate, weights and imbalance of one Service port (view key ns/name/port). */
   setBalanceView(
@@ -115,12 +30,12 @@ export class Metrics {
     imbalance?: number,
   ): void {
     const [namespace = '', service = '', port = ''] = viewKey.split('/');
-    if (imbalance === undefined) this.balanceImbalance.remove({ namespace, service, port });
-    else this.balanceImbalance.set({ namespace, service, port }, imbalance);
-    for (const [backend, w] of weights) this.balanceWeight.set({ namespace, service, port, backend }, w);
+    if (imbalance === undefined) this.balance.imbalance.remove({ namespace, service, port });
+    else this.balance.imbalance.set({ namespace, service, port }, imbalance);
+    for (const [backend, w] of weights) this.balance.weight.set({ namespace, service, port, backend }, w);
     for (const [backend, e] of estimate) {
-      if (e === undefined) this.balanceEstimate.remove({ namespace, service, port, backend });
-      else this.balanceEstimate.set({ namespace, service, port, backend }, e);
+      if (e === undefined) this.balance.estimate.remove({ namespace, service, port, backend });
+      else this.balance.estimate.set({ namespace, service, port, backend }, e);
     }
   }
 

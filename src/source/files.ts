@@ -45,79 +45,82 @@ export class FilesSource implements Source {
   private readonly sentState: SentState;
   /** Last good objects of each file. */
   private readonly files = new Map<string, FileEntry>();
-  /** The problem of each file that could not be used (unreadable, malformed), while it lasts. */
-  private readonly fileProblems = new Map<string, Problem>();
-  private currentProblems: Problem[] = [];
-  private onEvent: ((e: SourceEvent) => void) | undefined;
+  /** byFile: the problem of each file that could not be used (unreadable, malformed), while it lasts. */
+  private readonly problemState: { byFile: Map<string, Problem>; current: Problem[] } = {
+    byFile: new Map(), current: [],
+  };
   /** When the directory is read again. */
   private readonly dirWatch: DirWatch;
-  private lastError: string | undefined;
-  private queue: Promise<void> = Promise.resolve();
-  private version = 0;
-  private ok = false;
-  private stopped = false;
+  /** The event handler, the queue of reads, the stop flag and the last event version. */
+  private readonly run: {
+    onEvent: ((e: SourceEvent) => void) | undefined; queue: Promise<void>; stopped: boolean; version: number;
+  } = { onEvent: undefined, queue: Promise.resolve(), stopped: false, version: 0 };
+  /** Whether the directory could be read, its last error, and since when healthy() says what it says. */
+  private readonly dirHealth: { ok: boolean; lastError: string | undefined; seen: { ok: boolean; since: number } } = {
+    ok: false, lastError: undefined, seen: { ok: false, since: Date.now() },
+  };
 
   constructor(private readonly opts: FilesSourceOptions) {
     this.log = opts.log ?? noLog;
     const gate = new ConfigGate(opts.validate ?? validateConfig);
-    this.sentState = { gate, sent: new Map(), nextVersion: () => ++this.version };
+    this.sentState = { gate, sent: new Map(), nextVersion: () => ++this.run.version };
     this.dirWatch = new DirWatch(opts, {
-      log: this.log, rescan: () => this.rescan(), reread: (names) => this.reread(names), stopped: () => this.stopped,
+      log: this.log, rescan: () => this.rescan(), reread: (names) => this.reread(names),
+      stopped: () => this.run.stopped,
     });
   }
 
   /** Reads DIR and sends its objects, then watches it. Rejects when DIR cannot be read at all. */
   async start(onEvent: (e: SourceEvent) => void): Promise<void> {
-    this.onEvent = onEvent;
-    this.stopped = false;
+    this.run.onEvent = onEvent;
+    this.run.stopped = false;
     await this.scan(true);
     await this.dirWatch.watchDir();
     this.dirWatch.armRescan();
   }
 
-  private healthSeen: { ok: boolean; since: number } = { ok: false, since: Date.now() };
-
   /** healthy(), with when it last changed and the directory's last error. */
   health(): SourceHealth {
-    return { ...this.healthSeen, ...(this.healthSeen.ok || !this.lastError ? {} : { reason: this.lastError }) };
+    const h = this.dirHealth;
+    return { ...h.seen, ...(h.seen.ok || !h.lastError ? {} : { reason: h.lastError }) };
   }
 
   /** Records whether the directory could be read, and when that changed. */
   private setOk(ok: boolean, error?: string): void {
-    this.ok = ok;
-    this.lastError = ok ? undefined : error;
-    if (ok !== this.healthSeen.ok) this.healthSeen = { ok, since: Date.now() };
+    this.dirHealth.ok = ok;
+    this.dirHealth.lastError = ok ? undefined : error;
+    if (ok !== this.dirHealth.seen.ok) this.dirHealth.seen = { ok, since: Date.now() };
   }
 
   healthy(): boolean {
-    return this.ok;
+    return this.dirHealth.ok;
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.run.stopped = true;
     this.dirWatch.stop();
-    await this.queue;
+    await this.run.queue;
   }
 
   /** The source's own problems as last found (malformed files, duplicates, invalid config). */
   problems(): readonly Problem[] {
-    return this.currentProblems;
+    return this.problemState.current;
   }
 
   /** Reads the directory again now (after queued reads); resolves when its events were sent. */
   rescan(): Promise<void> {
-    this.queue = this.queue.then(() => this.scan(false));
-    return this.queue;
+    this.run.queue = this.run.queue.then(() => this.scan(false));
+    return this.run.queue;
   }
 
   /** Reads these files of DIR again (after queued reads), as the watcher does for the files it names. */
   reread(names: readonly string[]): Promise<void> {
-    this.queue = this.queue.then(() => this.readSome(names.filter(isManifestName)));
-    return this.queue;
+    this.run.queue = this.run.queue.then(() => this.readSome(names.filter(isManifestName)));
+    return this.run.queue;
   }
 
   private async scan(initial: boolean): Promise<void> {
-    if (this.stopped) return;
+    if (this.run.stopped) return;
     let names: string[];
     try {
       names = await yamlFiles(this.opts.dir);
@@ -127,20 +130,21 @@ export class FilesSource implements Source {
       await this.dirWatch.watchDir(); // a directory that is gone: its watcher goes with it
       // Send nothing: what was programmed stays until the directory can be read again.
       const fields = { dir: this.opts.dir, error };
-      if (this.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', fields);
+      if (this.dirHealth.ok) this.log('error', 'cannot read the manifest directory; keeping the last objects', fields);
       this.setOk(false, `cannot read ${this.opts.dir}: ${error}`);
       return;
     }
     if (!initial) await this.dirWatch.watchDir();
     const listed = new Set(names);
     for (const name of [...this.files.keys()]) if (!listed.has(name)) this.files.delete(name);
-    for (const name of [...this.fileProblems.keys()]) if (!listed.has(name)) this.fileProblems.delete(name);
+    const byFile = this.problemState.byFile;
+    for (const name of [...byFile.keys()]) if (!listed.has(name)) byFile.delete(name);
     await this.readFiles(names, false);
   }
 
   /** Reads the named files only (the watcher's path); a name that is no longer a file drops its objects. */
   private async readSome(names: readonly string[]): Promise<void> {
-    if (this.stopped) return;
+    if (this.run.stopped) return;
     // Files vanish with their directory too: that is not a deletion of their objects. The full
     // scan tells the two apart (an unreadable directory keeps every last object).
     if (await dirId(this.opts.dir) !== this.dirWatch.id) return this.scan(false);
@@ -167,15 +171,15 @@ export class FilesSource implements Source {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
           this.files.delete(name); // removed (or removed between readdir and read)
-          this.fileProblems.delete(name);
+          this.problemState.byFile.delete(name);
           continue;
         }
-        this.fileProblems.set(name, unreadableFile(name, (e as Error).message, this.files.has(name)));
+        this.problemState.byFile.set(name, unreadableFile(name, (e as Error).message, this.files.has(name)));
         continue;
       }
       const r = parseFile(name, text, this.files.get(name));
       if ('problem' in r) {
-        this.fileProblems.set(name, r.problem);
+        this.problemState.byFile.set(name, r.problem);
         continue;
       }
       if ('entry' in r) {
@@ -184,24 +188,25 @@ export class FilesSource implements Source {
         }
         this.files.set(name, r.entry);
       }
-      this.fileProblems.delete(name);
+      this.problemState.byFile.delete(name);
     }
     this.setOk(true);
-    if (this.stopped) return;
-    const problems = [...this.fileProblems.keys()].sort().map((n) => this.fileProblems.get(n)!);
+    if (this.run.stopped) return;
+    const problems = [...this.problemState.byFile.keys()].sort().map((n) => this.problemState.byFile.get(n)!);
     const events = diffObjects(selectObjects(this.files, this.opts.nodeName, problems), this.sentState, problems);
     for (const e of events) this.emit(e);
     this.setProblems(problems);
   }
 
   private emit(e: SourceEvent): void {
-    if (!this.stopped) this.onEvent?.(e);
+    if (!this.run.stopped) this.run.onEvent?.(e);
   }
 
   private setProblems(problems: Problem[]): void {
-    const before = new Set(this.currentProblems.map(problemKey));
-    const changed = problems.length !== this.currentProblems.length || problems.some((p) => !before.has(problemKey(p)));
-    this.currentProblems = problems;
+    const before = new Set(this.problemState.current.map(problemKey));
+    const changed = problems.length !== this.problemState.current.length
+      || problems.some((p) => !before.has(problemKey(p)));
+    this.problemState.current = problems;
     if (!changed) return;
     // Reported once: to onProblems (which logs or posts them) when given, else here.
     if (this.opts.onProblems) this.opts.onProblems(problems);

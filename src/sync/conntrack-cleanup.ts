@@ -56,7 +56,7 @@ export async function cleanStaleFlows(
 
 /** Logs and counts what a cleanup did: deletions at info, failures at warn, each list's path and cost at debug. */
 export function reportCleanup(r: CleanupResult, log: Log, metrics: Metrics | undefined): void {
-  metrics?.conntrackDeleted.inc(r.deleted);
+  metrics?.kernel.conntrackDeleted.inc(r.deleted);
   // Which path each family's list took (the kernel's CTA_FILTER, or a full dump) and its cost.
   log('debug', 'conntrack listed',
     { lists: r.lists.map((l) => `${l.family} ${l.path}: ${l.messages} entries, ${l.bytes} bytes, ${l.kept} UDP`) });
@@ -65,7 +65,7 @@ export function reportCleanup(r: CleanupResult, log: Log, metrics: Metrics | und
       { deleted: r.deleted, alreadyGone: r.gone, virtualServers: r.targets, flows: r.flows.slice(0, 10) });
   }
   if (r.errors.length) {
-    metrics?.conntrackFailures.inc(r.errors.length);
+    metrics?.kernel.conntrackFailures.inc(r.errors.length);
     log('warn', 'conntrack cleanup failed; the kernel moves those flows on their next datagram instead',
       { failures: r.errors.length, errors: r.errors.slice(0, 5) });
   }

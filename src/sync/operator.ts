@@ -116,11 +116,11 @@ export class Operator {
     this.progress.pendingSince ??= this.timers.clock.now();
     const m = this.deps.metrics;
     if (e.kind === 'service') {
-      m?.serviceChangesPending.inc();
-      m?.serviceChanges.inc();
+      m?.sync.serviceChangesPending.inc();
+      m?.sync.serviceChanges.inc();
     } else if (e.kind === 'endpointslice') {
-      m?.endpointChangesPending.inc();
-      m?.endpointChanges.inc();
+      m?.sync.endpointChangesPending.inc();
+      m?.sync.endpointChanges.inc();
     }
     switch (e.kind) {
       case 'service':

@@ -33,10 +33,10 @@ export async function reportProblems(
     if (ref) refs.set(p.service, ref);
   }
   if (metrics) {
-    metrics.serviceProblems.reset();
+    metrics.source.serviceProblems.reset();
     const byReason = new Map<string, number>();
     for (const p of problems) byReason.set(p.reason, (byReason.get(p.reason) ?? 0) + 1);
-    for (const [reason, n] of byReason) metrics.serviceProblems.set({ reason }, n);
+    for (const [reason, n] of byReason) metrics.source.serviceProblems.set({ reason }, n);
   }
   try {
     await events.report(problems, refs);
@@ -67,13 +67,15 @@ export function recordSyncEnd(
   const { t0, now, error, settled } = end;
   const m = sinks.metrics;
   if (m) {
-    m.syncDuration.observe((now - t0) / 1000);
-    if (!error) m.lastSync.set(now / 1000);
-    if (error) m.syncFailures.inc();
-    m.serviceChangesPending.set(0);
-    m.endpointChangesPending.set(0);
-    if (end.pendingSince !== undefined && !error) m.programmingLatency.observe((now - end.pendingSince) / 1000);
-    if (settled && !error) for (const c of settled.counts) m.opsApplied.inc({ kind: c.kind, result: c.result }, c.n);
+    m.sync.duration.observe((now - t0) / 1000);
+    if (!error) m.sync.lastSync.set(now / 1000);
+    if (error) m.sync.failures.inc();
+    m.sync.serviceChangesPending.set(0);
+    m.sync.endpointChangesPending.set(0);
+    if (end.pendingSince !== undefined && !error) m.sync.programmingLatency.observe((now - end.pendingSince) / 1000);
+    if (settled && !error) {
+      for (const c of settled.counts) m.kernel.opsApplied.inc({ kind: c.kind, result: c.result }, c.n);
+    }
   }
   sinks.status.write(status).catch((e: unknown) =>
     sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));

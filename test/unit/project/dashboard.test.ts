@@ -22,7 +22,7 @@ async function exported(): Promise<Map<string, Set<string>>> {
   } as unknown as IpvsClient;
   m.watchKernel(ipvs, () => new Map([[virtualServerKey(vs), { namespace: 'shop', name: 'web', portName: 'http' }]]));
   m.setBalanceView('shop/web/http', new Map([['10.10.1.1:8080', 0.05]]), new Map([['10.10.1.1:8080', 20]]), 0.3);
-  m.balanceRejections.inc({ reason: 'stale' });
+  m.balance.rejections.inc({ reason: 'stale' });
   const out = new Map<string, Set<string>>();
   for (const line of (await m.render(Date.now(), 0)).split('\n')) {
     const r = /^([a-z_:]+)(?:\{([^}]*)\})? /.exec(line);
