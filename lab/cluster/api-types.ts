@@ -71,4 +71,6 @@ export interface LabApiServerOptions {
   tls?: { cert: string; key: string };
   auth?: AuthOptions;
   lab?: LabOptions;
+  /** Where the lab's kubelet writes container logs (podlog.ts's layout): GET pods/NAME/log reads them; none: every log is "waiting to start". */
+  podLogDir?: string;
 }

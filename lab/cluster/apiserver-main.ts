@@ -5,6 +5,7 @@
 //     [--service-cidr 10.200.1.0/24,fd00:10:200::/108] [--node-port-range 30000-32767] [--seed F.yaml ...]
 //     [--advertise-address IP]  (the `kubernetes` Service's endpoint)
 //     [--load-balancer-pool CIDR]  (IPv4: LoadBalancer ingress IPs, loadbalancer.ts)
+//     [--pod-log-dir DIR]  (the lab kubelet's container logs, for `kubectl logs`: podlog.ts)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
 // (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing.
 // Without --tokens every request is allowed (no authentication); without --cert it serves HTTP.
@@ -20,7 +21,7 @@ import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from '.
 /** Parsed command line of the API server process. */
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
-  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string;
+  serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string; podLogDir?: string;
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -43,6 +44,7 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
       case '--tokens': out.tokens = value; break;
       case '--rbac': out.rbac.push(value); break;
       case '--seed': out.seed.push(value); break;
+      case '--pod-log-dir': out.podLogDir = value; break;
       case '--advertise-address':
         if (!parseIp(value)) throw new Error(`--advertise-address: expected an IP address, got "${value}"`);
         out.advertiseAddress = value;
@@ -86,6 +88,7 @@ async function main(): Promise<void> {
       ...(args.advertiseAddress ? { advertiseAddress: args.advertiseAddress } : {}),
       ...(args.loadBalancerPool ? { loadBalancerPool: args.loadBalancerPool } : {}),
     },
+    ...(args.podLogDir ? { podLogDir: args.podLogDir } : {}),
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
   };

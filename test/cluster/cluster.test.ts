@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
+import { LabCluster, POD_LOG_DIR, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../lab/cluster/nodes.js';
 import { projectRoot } from '../../lab/paths.js';
 import { join } from 'node:path';
@@ -166,6 +166,7 @@ beforeAll(async () => {
   api = await FakeApiServer.start({
     tls: { cert: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') },
     auth: { tokens: parseTokenFile(`${adminToken},kubernetes-admin,uid-admin,"system:masters"\n${operatorToken},${OPERATOR_USER},uid-ipvs-operator\n`), rbacYaml },
+    podLogDir: POD_LOG_DIR,
   });
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
   cluster = await LabCluster.up({ nodes: 4, api: access });
@@ -680,6 +681,63 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     const syncs = cluster.operatorLog(node).slice(logFrom).split('\n').filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.message === 'synced');
     expect(syncs[0]).toMatchObject({ ops: 0, full: true });
+  }, 600_000);
+
+  it('supervised as restartPolicy Always: SIGKILLed, it is back at once with 0 changes; kubectl delete pod makes a new pod; kubectl logs shows its run', async () => {
+    const node = 'myk8s-worker';
+    const name = `ipvs-operator-${node}`;
+    const strip = (t: string) => t.replace(/( +\d+){2} *$/gm, ''); // without the connection counters
+    const before = strip(await ipvsOn(node));
+    const home = mkdtempSync('/tmp/kubectl-');
+    writeFileSync(join(home, 'config'), kubeconfigYaml(api.url, access.adminToken!, certFile));
+    const kubectl = (...args: string[]) => run('kubectl', ['--request-timeout=60s', '-n', 'ipvs-operator', ...args],
+      { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') } });
+    type PodView = { metadata: { uid: string }; status?: { containerStatuses?: Array<{ restartCount: number; ready: boolean; state: Record<string, unknown>; lastState: { terminated?: Record<string, unknown> } }> } };
+    const podNow = () => api.get('pods', name, 'ipvs-operator') as PodView | undefined;
+    const container = (p: PodView | undefined) => p?.status?.containerStatuses?.[0];
+    const podJson = async () => {
+      const r = await kubectl('get', 'pod', name, '-o', 'json');
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      return JSON.parse(r.stdout) as PodView;
+    };
+    /** The first sync of the pod's current run, from `kubectl logs`: the run's own log. */
+    const firstSync = async () => {
+      const r = await kubectl('logs', name);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      return r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.message === 'synced');
+    };
+    const { uid } = podNow()!.metadata;
+    // The supervisor's pid is the operator's own process: the one listening on :10262 in the node.
+    const pid = cluster.operatorPid(node)!;
+    expect((await cluster.exec(node, ['sh', '-c', 'ss -Hltnp "sport = :10262" | sed -n "s/.*pid=\\([0-9]*\\).*/\\1/p"'])).stdout.trim()).toBe(String(pid));
+
+    // A crash: restarted at once (the first restart has no back-off), in the same pod.
+    process.kill(pid, 'SIGKILL');
+    await waitFor('the operator restarted and ready', () => container(podNow())?.restartCount === 1 && container(podNow())?.ready, 120_000, 200);
+    const killed = await podJson();
+    expect({ uid: killed.metadata.uid, ...container(killed) }).toMatchObject({
+      uid, restartCount: 1, ready: true, state: { running: expect.any(Object) }, lastState: { terminated: { exitCode: 137, signal: 9, reason: 'Error' } },
+    });
+    expect(cluster.operatorPid(node)).not.toBe(pid);
+    expect(await firstSync()).toMatchObject({ ops: 0, full: true });
+    expect(strip(await ipvsOn(node))).toBe(before);
+    // The killed run's log is the previous one.
+    const previous = await kubectl('logs', name, '--previous', '--tail=1');
+    expect({ code: previous.code, lines: previous.stdout.trim().split('\n').length }).toEqual({ code: 0, lines: 1 });
+
+    // kubectl delete pod: the container stopped, a new pod (a new UID, no restarts) started.
+    const del = await kubectl('delete', 'pod', name);
+    expect({ code: del.code, stderr: del.stderr }).toEqual({ code: 0, stderr: '' });
+    await waitFor('a new operator pod, ready', () => podNow()?.metadata.uid !== uid && container(podNow())?.ready, 120_000, 200);
+    expect(container(await podJson())).toMatchObject({ restartCount: 0, ready: true, state: { running: expect.any(Object) } });
+    expect(await firstSync()).toMatchObject({ ops: 0, full: true });
+    expect(strip(await ipvsOn(node))).toBe(before);
+    // kubectl logs --tail: the last lines of this run, each one of the node's operator log.
+    const tail = await kubectl('logs', name, '--tail=3');
+    const lines = tail.stdout.trimEnd().split('\n');
+    expect({ code: tail.code, count: lines.length }).toEqual({ code: 0, count: 3 });
+    const all = cluster.operatorLog(node);
+    for (const l of lines) expect(all).toContain(`${l}\n`);
   }, 600_000);
 
   it('a rolling replacement of a pod under steady traffic: the terminating endpoint drains, 0 failed requests', async () => {
