@@ -5,6 +5,17 @@
 // container stopped, the Pod removed with grace 0, a new Pod (a new UID) started. Each run of a
 // container writes its output to its own file (podlog.ts), which the lab API server serves to
 // `kubectl logs`.
+//
+// The harness (LabCluster.stopOperator / startOperator: a test restarting an operator, maybe with
+// other flags) and the kubelet's own replacement of a deleted pod must never fight. The rules:
+// 1. A pod is replaced only on evidence about that pod itself, by UID (deletedBy): a DELETED event
+//    or a deletionTimestamp of its UID, or a relist that lacks it and was taken after it was
+//    created. The old pod's late events, or a list older than the new pod, never touch the new one.
+// 2. Everything done under one key (run, stop, a replacement) happens in turn, never two at once.
+// 3. Each run() and stop() is a deliberate act on the key; a replacement is decided for the pod it
+//    saw deleted, and any deliberate act after that decision supersedes it: it starts no pod then
+//    (the harness's stop finishes the old container, its run() starts the pod it asked for).
+// 4. A pod stopped on purpose is never restarted (Supervisor.stop, no back-off restart pending).
 import type { ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -40,8 +51,30 @@ interface RunningPod {
   /** Status writes, in order; after `closed` none is sent. */
   writes: Promise<unknown>;
   closed: boolean;
-  /** The replacement after a deletion, in progress. */
+  /** The replacement after a deletion, decided (in turn or under way). */
   replacing?: Promise<void>;
+}
+
+/** What the kubelet knows of a pod it runs: its UID and the resourceVersion it was created at. */
+export interface OwnPod { uid: string; resourceVersion: string }
+
+/**
+ * Whether `u` shows the pod `own` deleted (rule 1 of the file comment): a watch event of its UID
+ * that is DELETED or carries a deletionTimestamp; or a list in which its UID carries one, or from
+ * which it is missing although the list was taken at or after its creation (the lab API servers'
+ * resourceVersions are one increasing counter, so they compare as numbers; a list taken before
+ * the pod was created cannot show it). Any other pod's update, the same name's included, is not.
+ */
+export function deletedBy(u: PodsUpdate, own: OwnPod): boolean {
+  if (u.type === 'LIST') {
+    const p = u.items.find((x) => x.metadata.uid === own.uid);
+    if (p) return p.metadata.deletionTimestamp !== undefined;
+    const listed = Number(u.resourceVersion);
+    const created = Number(own.resourceVersion);
+    return Number.isFinite(listed) && Number.isFinite(created) && created > 0 && created <= listed;
+  }
+  if (u.pod.metadata.uid !== own.uid) return false;
+  return u.type === 'DELETED' || u.pod.metadata.deletionTimestamp !== undefined;
 }
 
 /** The lab's kubelet (see the file comment): at most one pod per key (a node's DaemonSet pod). */
@@ -49,23 +82,48 @@ export class Kubelet {
   private readonly pods = new Map<string, RunningPod>();
   /** The watch of each namespace that has pods of ours. */
   private readonly watches = new Map<string, AbortController>();
+  /** Each key's operations, chained: one at a time, in the order asked (rule 2). */
+  private readonly turns = new Map<string, Promise<unknown>>();
+  /** Each key's count of deliberate acts (run, stop): a replacement decided at one count is superseded by the next (rule 3). */
+  private readonly acts = new Map<string, number>();
 
   constructor(private readonly o: { request: ApiRequest; endpoint: () => ApiEndpoint; logDir: string; log: (line: string) => void; policy?: BackoffPolicy }) {}
 
   /**
    * Creates the Pod `make()` describes (a leftover of the same name is removed first) and starts
-   * its container without waiting for it; its Supervisor. Throws when `key` has a pod running or
-   * the API server refuses the Pod.
+   * its container without waiting for it; its Supervisor. After whatever was asked of `key`
+   * before (a stop, a replacement) is done. Throws when `key` has a pod running then or the API
+   * server refuses the Pod.
    */
   run(key: string, make: () => PodLaunch): Promise<Supervisor> {
-    return this.start(key, make);
+    this.act(key);
+    return this.inTurn(key, async () => {
+      const existing = this.pods.get(key);
+      if (existing && !existing.closed) throw new Error(`lab kubelet: ${key} has a pod running already`);
+      // A pod whose deletion was seen and whose replacement this run() superseded: its container is stopped.
+      if (existing) this.pods.delete(key);
+      return this.begin(key, make, await this.createPod(make()));
+    });
   }
 
-  /** run(), or with `replacing` the pod that takes over from a deleted one (which stays under `key` until then, so stop() finds it). */
-  private async start(key: string, make: () => PodLaunch, replacing?: RunningPod): Promise<Supervisor> {
-    const existing = this.pods.get(key);
-    if (existing && existing !== replacing) throw new Error(`lab kubelet: ${key} has a pod running already`);
-    const launch = make();
+  /** Counts a deliberate act on `key`; the new count. */
+  private act(key: string): number {
+    const n = (this.acts.get(key) ?? 0) + 1;
+    this.acts.set(key, n);
+    return n;
+  }
+
+  /** Runs `op` once every earlier operation on `key` has ended (whether it failed or not). */
+  private inTurn<T>(key: string, op: () => Promise<T>): Promise<T> {
+    const done = (this.turns.get(key) ?? Promise.resolve()).then(op, op);
+    const settled = done.then(() => undefined, () => undefined);
+    this.turns.set(key, settled);
+    void settled.then(() => { if (this.turns.get(key) === settled) this.turns.delete(key); });
+    return done;
+  }
+
+  /** POSTs the pod (a leftover of the same name removed first, as the kubelet's 409 tells). */
+  private async createPod(launch: PodLaunch): Promise<{ launch: PodLaunch; pod: RunningPod['pod'] }> {
     const { name, namespace } = launch.pod.metadata;
     const collection = `/api/v1/namespaces/${namespace}/pods`;
     const body = { apiVersion: 'v1', kind: 'Pod', ...launch.pod };
@@ -74,12 +132,17 @@ export class Kubelet {
       await this.o.request('DELETE', `${collection}/${name}?gracePeriodSeconds=0`);
       return this.o.request('POST', collection, body);
     }) as { metadata: { uid: string; resourceVersion: string } };
-    const pod = { name, uid: created.metadata.uid, resourceVersion: created.metadata.resourceVersion };
+    return { launch, pod: { name, uid: created.metadata.uid, resourceVersion: created.metadata.resourceVersion } };
+  }
+
+  /** Starts the created pod's container under a Supervisor, the pod kept under `key`. */
+  private begin(key: string, make: () => PodLaunch, { launch, pod }: { launch: PodLaunch; pod: RunningPod['pod'] }): Supervisor {
+    const { namespace } = launch.pod.metadata;
     const container = (launch.pod.spec.containers as Array<{ name: string; image?: string }>)[0]!;
     const startTime = now();
     const run: RunningPod = { make, namespace, pod, writes: Promise.resolve(), closed: false, supervisor: undefined as unknown as Supervisor };
     run.supervisor = new Supervisor({
-      name: container.name, image: container.image ?? '', pod: `${namespace}/${name}`, graceMs: launch.graceMs, log: this.o.log,
+      name: container.name, image: container.image ?? '', pod: `${namespace}/${pod.name}`, graceMs: launch.graceMs, log: this.o.log,
       ...(this.o.policy ? { policy: this.o.policy } : {}),
       spawn: (restartCount) => launch.spawn(podLogPath(this.o.logDir, { namespace, ...pod }, container.name, restartCount)),
       probe: async () => (await fetch(launch.readyUrl, { signal: AbortSignal.timeout(2000) })).ok,
@@ -97,25 +160,29 @@ export class Kubelet {
   }
 
   /**
-   * Stops `key`'s pod on purpose: its container without a restart (a replacement being started is
-   * waited for and stopped), and with `removePod` its Pod object (a failure to remove it is
-   * logged). The container's last exit code; null when there is no pod.
+   * Stops `key`'s pod on purpose: its container without a restart, and with `removePod` its Pod
+   * object (a failure to remove it is logged). After whatever was asked of `key` before; a
+   * replacement decided before this call starts no new pod (rule 3). The container's last exit
+   * code; null when there is no pod.
    */
-  async stop(key: string, removePod = true): Promise<number | null> {
-    await this.pods.get(key)?.replacing;
-    const run = this.pods.get(key);
-    if (!run) return null;
-    this.pods.delete(key);
-    const code = await this.close(run);
-    if (removePod) await this.removePod(run).catch((e: Error) => this.o.log(`pod ${run.pod.name}: not deleted: ${e.message}`));
-    return code;
+  stop(key: string, removePod = true): Promise<number | null> {
+    this.act(key);
+    return this.inTurn(key, async () => {
+      const run = this.pods.get(key);
+      if (!run) return null;
+      this.pods.delete(key);
+      const code = await this.close(run);
+      if (removePod) await this.removePod(run).catch((e: Error) => this.o.log(`pod ${run.pod.name}: not deleted: ${e.message}`));
+      return code;
+    });
   }
 
   /** Ends the watches and stops every container, leaving the Pod objects (the cluster goes down with its API server). */
   async stopAll(): Promise<void> {
     for (const w of this.watches.values()) w.abort();
     this.watches.clear();
-    await Promise.all([...this.pods.keys()].map((k) => this.stop(k, false)));
+    // Keys being started count too: their stop comes after the start, in turn.
+    await Promise.all([...new Set([...this.pods.keys(), ...this.turns.keys()])].map((k) => this.stop(k, false)));
   }
 
   private async close(run: RunningPod): Promise<number | null> {
@@ -145,29 +212,35 @@ export class Kubelet {
   }
 
   private podsChanged(namespace: string, u: PodsUpdate): void {
+    if (u.type === 'LIST') this.o.log(`lab kubelet: pods of ${namespace} listed at resourceVersion ${u.resourceVersion}`);
     for (const [key, run] of this.pods) {
-      if (run.namespace !== namespace || run.replacing || run.closed) continue;
-      let gone: boolean;
-      if (u.type === 'LIST') {
-        const p = u.items.find((x) => x.metadata.uid === run.pod.uid);
-        // A pod created after the list was taken is not in it, and not gone.
-        gone = p ? p.metadata.deletionTimestamp !== undefined : Number(run.pod.resourceVersion) <= Number(u.resourceVersion);
-      } else {
-        if (u.pod.metadata.uid !== run.pod.uid) continue;
-        gone = u.type === 'DELETED' || u.pod.metadata.deletionTimestamp !== undefined;
-      }
-      if (gone) run.replacing = this.replace(key, run);
+      if (run.namespace !== namespace || run.replacing || run.closed || !deletedBy(u, run.pod)) continue;
+      const decidedAt = this.acts.get(key) ?? 0;
+      run.replacing = this.inTurn(key, () => this.replace(key, run, decidedAt));
     }
   }
 
-  /** `kubectl delete pod`: the container stopped (SIGTERM, the grace period), the Pod removed with grace 0 as the kubelet does, and a new Pod started. */
-  private async replace(key: string, run: RunningPod): Promise<void> {
+  /**
+   * `kubectl delete pod`: the container stopped (SIGTERM, the grace period), the Pod removed with
+   * grace 0 as the kubelet does, and a new Pod started, unless the harness acted on `key` since the
+   * deletion was seen (`decidedAt`): then it does nothing, or stops at the new pod's creation.
+   */
+  private async replace(key: string, run: RunningPod, decidedAt: number): Promise<void> {
+    const superseded = () => this.pods.get(key) !== run || (this.acts.get(key) ?? 0) !== decidedAt;
+    if (superseded()) return;
     this.o.log(`pod ${run.pod.name} deleted: stopping it, a new pod follows`);
     await this.close(run);
     try {
       await this.removePod(run);
-      if (this.pods.get(key) !== run) return; // stopped meanwhile
-      await this.start(key, run.make, run);
+      if (superseded()) return; // a deliberate stop or start came meanwhile: it finishes the job
+      const created = await this.createPod(run.make());
+      if (superseded()) {
+        this.o.log(`pod ${run.pod.name}: the replacement is not started: stopped or started on purpose meanwhile`);
+        await this.removePod({ ...run, pod: created.pod });
+        return;
+      }
+      this.pods.delete(key);
+      this.begin(key, run.make, created);
     } catch (e) {
       if (this.pods.get(key) === run) this.pods.delete(key);
       this.o.log(`pod ${run.pod.name}: not replaced: ${(e as Error).message}`);

@@ -114,14 +114,21 @@ export class Supervisor {
     const child = this.spec.spawn(this.status.restartCount);
     const containerID = `lab://${child.pid ?? 0}`;
     const startedAt = now();
-    const exit = new Promise<Terminated>((resolve) => child.once('exit', (code, signal) => {
-      const signo = signal ? constants.signals[signal] : undefined;
-      // As the container runtime reports a signal: 128 + its number.
-      const exitCode = code ?? 128 + (signo ?? 0);
-      resolve({ exitCode, ...(signo ? { signal: signo } : {}), reason: exitCode === 0 ? 'Completed' : 'Error', startedAt, finishedAt: now(), containerID });
-    }));
-    // A spawn that fails (no such program) is an exit too, not a crash of the supervisor.
-    child.once('error', (e) => this.spec.log?.(`${this.spec.pod}: ${e.message}`));
+    const exit = new Promise<Terminated>((resolve) => {
+      child.once('exit', (code, signal) => {
+        const signo = signal ? constants.signals[signal] : undefined;
+        // As the container runtime reports a signal: 128 + its number.
+        const exitCode = code ?? 128 + (signo ?? 0);
+        resolve({ exitCode, ...(signo ? { signal: signo } : {}), reason: exitCode === 0 ? 'Completed' : 'Error', startedAt, finishedAt: now(), containerID });
+      });
+      // A spawn that fails (no such program) emits 'error' and never 'exit': a run that ended at
+      // once, as a runtime reports a container it could not start (StartError, 128); restarted
+      // with back-off like any exit, and stop() does not wait for an exit that never comes.
+      child.once('error', (e) => {
+        this.spec.log?.(`${this.spec.pod}: ${e.message}`);
+        if (child.pid === undefined) resolve({ exitCode: 128, reason: 'StartError', startedAt, finishedAt: now(), containerID });
+      });
+    });
     const run: Run = { child, startedAt, exit };
     this.current = run;
     this.setStatus({ containerID, started: true, ready: false, state: { running: { startedAt } } });
