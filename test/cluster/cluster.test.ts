@@ -169,7 +169,9 @@ beforeAll(async () => {
     podLogDir: POD_LOG_DIR,
   });
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
-  cluster = await LabCluster.up({ nodes: 4, api: access });
+  // The cluster's own lines (operators ready, the kubelet's restarts and replacements) in the run's
+  // output: what a scenario's failure is read against.
+  cluster = await LabCluster.up({ nodes: 4, api: access, log: (l) => process.stderr.write(`lab cluster: ${l}\n`) });
   timings.network = Date.now() - t0;
   // The API server as the nodes see it: on the bridge (the fake listens on 127.0.0.1 of this netns).
   const target = new URL(api.url);
