@@ -127,6 +127,22 @@ async function programmedEverywhere(vip: string, n: number): Promise<void> {
     async () => (await realServers(node.name, vip)) === n, 60_000, 300)));
 }
 
+/**
+ * What a stuck wait is read against: the processes in every node's netns (one operator each?),
+ * `client`'s IPVS connection entries to `backend` and its table, and the sockets of `pods`.
+ */
+async function diagnose(client: string, backend: string, pods: string[]): Promise<string> {
+  const out: string[] = [];
+  for (const n of cluster.nodes) {
+    const ps = await run('sh', ['-c', `for p in $(ip netns pids ${n.name}); do printf '%s ' "$p"; tr '\\0' ' ' < /proc/$p/cmdline | cut -c1-160; done`]);
+    out.push(`processes in ${n.name} (operator pid ${cluster.operatorPid(n.name)}):\n${ps.stdout}`);
+  }
+  const conns = (await cluster.exec(client, ['ipvsadm', '-Lnc'])).stdout.split('\n').filter((l) => l.includes(backend));
+  out.push(`${client} ipvsadm -Lnc to ${backend} (${conns.length}):\n${conns.join('\n')}`, `${client} ipvsadm -Ln:\n${await ipvsOn(client)}`);
+  for (const p of pods) out.push(`${p} ss -tan:\n${(await cluster.exec(p, ['ss', '-tan'])).stdout}`);
+  return out.join('\n');
+}
+
 /** Waits until no node has `vip`. */
 async function goneEverywhere(vip: string): Promise<void> {
   await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} gone on ${node.name}`, async () => !(await ipvsOn(node.name)).includes(` ${vip} `), 60_000, 300)));
@@ -747,18 +763,31 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     await cluster.addPod({ name: 'webpod-4', node: 'myk8s-worker', labels: { app: 'webpod' }, ports: [80, 8080] });
     api.put('endpointslices', sliceOf('webpod', [...WEBPODS, 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
     await programmedEverywhere('10.200.1.10:80', 4);
-    // webpod-1 terminating (not ready, still serving): new connections go elsewhere.
-    api.put('endpointslices', sliceOf('webpod', [{ pod: 'webpod-1', ready: false, terminating: true }, ...['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod }))], { ports: [{ name: 'http', port: 80 }] }));
     const old = cluster.pods.get('webpod-1')!.ipv4;
+    const clientNode = cluster.pods.get('net-pod-3')!.node;
+    const conns = async (node: string) => realServerConns(await ipvsOn(node), '10.200.1.10:80', `${old}:80`);
+    // The client's node carries connections to webpod-1 (IPVS counts them, TIME_WAIT as inactive).
+    await waitFor(`net-pod-3's connections to webpod-1 on ${clientNode}`, async () => {
+      const c = await conns(clientNode);
+      return c !== undefined && c.active + c.inactive > 0;
+    }, 60_000, 200);
+    // webpod-1 terminating (not ready, still serving): new connections go elsewhere. On the
+    // client's node it drains at weight 0, its connections kept; a node with none to it may
+    // delete it at once (kube-proxy's graceful termination).
+    api.put('endpointslices', sliceOf('webpod', [{ pod: 'webpod-1', ready: false, terminating: true }, ...['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod }))], { ports: [{ name: 'http', port: 80 }] }));
     await Promise.all(cluster.nodes.map((n) => waitFor(`webpod-1 out of rotation on ${n.name}`, async () => {
-      const line = (await ipvsOn(n.name)).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 '))?.split('\n').find((l) => l.includes(`${old}:80`));
-      return line === undefined || /Masq\s+0\s/.test(line);
+      const c = await conns(n.name);
+      if (c === undefined && n.name === clientNode) throw new Error(`webpod-1 deleted on ${clientNode} with connections, not drained`);
+      return c === undefined || c.weight === 0;
     }, 60_000, 300)));
     // Out of rotation is not drained: wait until the client's node has no connection left to it
-    // (IPVS ActiveConn, from the kernel), then delete it as a kubelet would (SIGTERM, grace period).
-    const clientNode = cluster.pods.get('net-pod-3')!.node;
-    await waitFor(`webpod-1's connections from net-pod-3 ended on ${clientNode}`,
-      async () => realServerConns(await ipvsOn(clientNode), '10.200.1.10:80', `${old}:80`)?.active === 0, 60_000, 200);
+    // (IPVS ActiveConn, from the kernel; a real server deleted after its last connection has none),
+    // then delete it as a kubelet would (SIGTERM, grace period).
+    await waitFor(`webpod-1's connections from net-pod-3 ended on ${clientNode}`, async () => ((await conns(clientNode))?.active ?? 0) === 0, 60_000, 200)
+      .catch(async (e: Error) => {
+        process.stderr.write(`rolling replacement: ${e.message}\n${await diagnose(clientNode, old, ['webpod-1', 'net-pod-3'])}\n`);
+        throw e;
+      });
     const terminated = await cluster.deletePod('webpod-1');
     api.put('endpointslices', sliceOf('webpod', ['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
     // Gone from the slice: a real server with connections left (TIME_WAIT included, as kube-proxy
