@@ -197,11 +197,17 @@ export class Kubelet {
       .catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
   }
 
-  /** Writes the pod's status (merge patch of /status), after the writes before it; failures are logged, not thrown (the API server may be down). */
+  /**
+   * Writes the pod's status (merge patch of /status), after the writes before it; failures are
+   * logged, not thrown (the API server may be down), except a 404 of a pod seen deleted: its
+   * container's last status has no pod left to go to, as expected.
+   */
   private writeStatus(run: RunningPod, status: Record<string, unknown>): void {
     if (run.closed) return;
     run.writes = run.writes.then(() => this.o.request('PATCH', `/api/v1/namespaces/${run.namespace}/pods/${run.pod.name}/status`, { status }))
-      .catch((e: Error) => this.o.log(`pod ${run.pod.name}: status not written: ${e.message}`));
+      .catch((e: Error & { status?: number }) => {
+        if (!(e.status === 404 && run.replacing)) this.o.log(`pod ${run.pod.name}: status not written: ${e.message}`);
+      });
   }
 
   private follow(namespace: string): void {

@@ -267,6 +267,8 @@ describe('lab kubelet: a deliberate stop/start and the kubelet\'s replacement ne
       api.remove('pods', 'op-delete', 'kubelet-test');
       await waitFor('a new pod, ready', () => h.podNow() !== undefined && h.podNow()!.metadata.uid !== before && h.podNow()!.status?.containerStatuses?.[0]?.ready, 10_000, 20);
       expect({ spawned: h.spawned, running: h.children.filter((c) => c.exitCode === null && c.signalCode === null).length }).toEqual({ spawned: ['--a', '--b', '--b'], running: 1 });
+      // The deleted pod's last status (its container terminated) had no pod to go to: not an error.
+      expect(h.lines.filter((l) => /status not written/.test(l))).toEqual([]);
       expect(await h.kubelet.stop('n1')).toBe(0);
       expect(h.podNow()).toBeUndefined();
     } finally {
