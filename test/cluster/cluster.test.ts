@@ -881,7 +881,11 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(await cluster.stopOperator(leader)).toBe(0);
       await waitFor('another node leads', async () => holder() !== '' && holder() !== leader, 60_000, 500);
       await cluster.startOperator(leader, undefined, OPERATOR_ARGS);
-      for (const n of cluster.nodes) expect(weightedDown(await weightsOn(n.name))).toBe(true);
+      for (const n of cluster.nodes) {
+        // Which node, and what it had against what the leader published, if one is not.
+        const [w, published] = [await weightsOn(n.name), api.get('ipvsserviceweights', 'balanced', 'default')?.spec];
+        expect({ node: n.name, weights: w, down: weightedDown(w), published }).toEqual({ node: n.name, weights: w, down: true, published });
+      }
 
       // Stale: the Lease cannot be read or written, so no node sees the leader's stamp move; after
       // three periods every node is back to local weights (1 each), with a ClusterViewStale Event.
