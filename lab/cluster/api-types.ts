@@ -73,4 +73,6 @@ export interface LabApiServerOptions {
   lab?: LabOptions;
   /** An etcd client URL (http://host:port): objects, resourceVersions, history and compaction persist there (etcd.ts); none: in memory. */
   etcd?: string;
+  /** Where the lab's kubelet writes container logs (podlog.ts's layout): GET pods/NAME/log reads them; none: every log is "waiting to start". */
+  podLogDir?: string;
 }

@@ -6,6 +6,7 @@
 //     [--advertise-address IP]  (the `kubernetes` Service's endpoint)
 //     [--load-balancer-pool CIDR]  (IPv4: LoadBalancer ingress IPs, loadbalancer.ts)
 //     [--etcd-servers http://127.0.0.1:2379]  (the persistent store, etcd.ts; none: in memory)
+//     [--pod-log-dir DIR]  (the lab kubelet's container logs, for `kubectl logs`: podlog.ts)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
 // (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing (every
 // change written to etcd first). Started again over the same etcd, it serves what it served:
@@ -25,7 +26,7 @@ import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from '.
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
   serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string;
-  etcd?: string;
+  etcd?: string; podLogDir?: string;
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -52,6 +53,7 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
         if (!/^http:\/\/[^/,]+$/.test(value)) throw new Error(`--etcd-servers: expected one http://host:port, got "${value}"`);
         out.etcd = value;
         break;
+      case '--pod-log-dir': out.podLogDir = value; break;
       case '--advertise-address':
         if (!parseIp(value)) throw new Error(`--advertise-address: expected an IP address, got "${value}"`);
         out.advertiseAddress = value;
@@ -95,6 +97,7 @@ async function main(): Promise<void> {
       ...(args.advertiseAddress ? { advertiseAddress: args.advertiseAddress } : {}),
       ...(args.loadBalancerPool ? { loadBalancerPool: args.loadBalancerPool } : {}),
     },
+    ...(args.podLogDir ? { podLogDir: args.podLogDir } : {}),
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
     ...(args.etcd ? { etcd: args.etcd } : {}),

@@ -9,12 +9,13 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { run, runOk, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
-import { containerScript, launchFromDaemonSet, type Launch } from './daemonset.js';
+import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
+import { Kubelet, type PodLaunch } from './kubelet.js';
 import {
   BRIDGE, EXTERNAL, LB_POOL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
@@ -31,6 +32,10 @@ export const IMAGE_NODE_FLAGS = ['--optimize-for-size'];
 export const DAEMONSET_FILE = join(projectRoot, 'manifests', 'daemonset.yaml');
 /** Where nodes keep their "host" files (hostPath volumes, logs, kubeconfig): one directory each. */
 export const CLUSTER_RUN_DIR = '/run/lab-cluster';
+/** Where the lab's kubelet writes the operator pods' container logs (podlog.ts), which the API server serves to `kubectl logs`. */
+export const POD_LOG_DIR = join(CLUSTER_RUN_DIR, 'pods');
+/** The namespace of the operator's DaemonSet pods (manifests/daemonset.yaml). */
+const OPERATOR_NAMESPACE = 'ipvs-operator';
 /** Every IPVS scheduler module, loaded once: the operator's container cannot load modules. */
 export const MODULES = ['ip_vs', 'ip_vs_rr', 'ip_vs_wrr', 'ip_vs_lc', 'ip_vs_wlc', 'ip_vs_lblc', 'ip_vs_lblcr', 'ip_vs_dh',
   'ip_vs_sh', 'ip_vs_sed', 'ip_vs_nq', 'ip_vs_fo', 'ip_vs_ovf', 'ip_vs_mh', 'nf_conntrack', 'br_netfilter', 'sctp'] as const;
@@ -144,7 +149,7 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
     '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4,
-    '--load-balancer-pool', LB_POOL, '--etcd-servers', etcd.url];
+    '--load-balancer-pool', LB_POOL, '--etcd-servers', etcd.url, '--pod-log-dir', POD_LOG_DIR];
   let child: ChildProcess;
   try {
     child = await spawnApiServer(argv);
@@ -196,7 +201,10 @@ async function ipBatch(lines: readonly string[], ns?: string, force = false): Pr
 /** The cluster (see the file comment). Build it with LabCluster.up(); down() removes all of it. */
 export class LabCluster {
   readonly pods = new Map<string, LabPod>();
-  private readonly operators = new Map<string, OperatorRun>();
+  /** Runs the operator pods (kubelet.ts). */
+  private readonly kubelet = new Kubelet({
+    request: (method, path, body) => apiRequest(this.api, method, path, body), endpoint: () => this.api, logDir: POD_LOG_DIR, log: (l) => this.log(l),
+  });
   private readonly kubeProxies = new Map<string, OperatorRun>();
   private readonly log: (line: string) => void;
   private daemonSet: unknown;
@@ -274,14 +282,8 @@ export class LabCluster {
   /** The DaemonSet's container as it runs on node `name`. */
   launch(name: string): Launch {
     const n = this.node(name);
-    this.daemonSet ??= parseAllDocuments(readFileSync(this.daemonSetFile, 'utf8')).map((d) => d.toJS() as unknown)
-      .find((d) => (d as { kind?: string } | null)?.kind === 'DaemonSet');
-    const url = new URL(this.api.url);
-    const l = launchFromDaemonSet(this.daemonSet, {
-      nodeName: n.name, podName: `ipvs-operator-${n.name}`, namespace: 'ipvs-operator', podIP: n.ipv4,
-      serviceAccountName: 'ipvs-operator', apiHost: url.hostname, apiPort: Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
-    });
-    if (url.protocol === 'http:') {
+    const l = launchFromDaemonSet(this.operatorDaemonSet(), this.podFacts(n));
+    if (new URL(this.api.url).protocol === 'http:') {
       // client-node's in-cluster config is https only: over http the node gets a kubeconfig
       // (KUBECONFIG, read when KUBERNETES_SERVICE_HOST is unset) with the same server and token.
       delete l.env.KUBERNETES_SERVICE_HOST;
@@ -290,6 +292,20 @@ export class LabCluster {
       l.env.KUBECONFIG = join(this.nodeRoot(n.name), 'kubeconfig');
     }
     return l;
+  }
+
+  private operatorDaemonSet(): unknown {
+    this.daemonSet ??= parseAllDocuments(readFileSync(this.daemonSetFile, 'utf8')).map((d) => d.toJS() as unknown)
+      .find((d) => (d as { kind?: string } | null)?.kind === 'DaemonSet');
+    return this.daemonSet;
+  }
+
+  private podFacts(n: NodePlan) {
+    const url = new URL(this.api.url);
+    return {
+      nodeName: n.name, podName: `ipvs-operator-${n.name}`, namespace: OPERATOR_NAMESPACE, podIP: n.ipv4,
+      serviceAccountName: 'ipvs-operator', apiHost: url.hostname, apiPort: Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+    };
   }
 
   private writeCredentials(name: string): string | undefined {
@@ -317,9 +333,25 @@ export class LabCluster {
    * answers. From the working tree (dist/, this node binary with the image's node flags), or with
    * `imageRootfs` from the built image's filesystem (`lab image export`): the container's `/` is
    * the image's, and the DaemonSet's command is looked up in it as a runtime does.
+   * As a kubelet (kubelet.ts): its Pod `ipvs-operator-<node>` is created in the API server first,
+   * the container restarts with back-off whenever it exits and its status is the Pod's; a
+   * `kubectl delete pod` of it stops it and starts a new pod. Its output goes to
+   * operator.log (all runs) and to the run's own file under POD_LOG_DIR (`kubectl logs`). Throws
+   * when the first run exits before it is ready.
    */
   async startOperator(name: string, readyMs = 900_000, extraArgs: readonly string[] = [], imageRootfs?: string): Promise<void> {
-    if (this.operators.has(name)) throw new Error(`lab cluster: the operator on ${name} runs already`);
+    const supervisor = await this.kubelet.run(name, () => this.operatorLaunch(name, extraArgs, imageRootfs));
+    try {
+      await supervisor.whenReady(readyMs);
+    } catch (e) {
+      await this.stopOperator(name);
+      throw new Error(`lab cluster: the operator on ${name}: ${(e as Error).message}: ${this.operatorLog(name).slice(-2000)}`);
+    }
+    this.log(`operator ready on ${name}`);
+  }
+
+  /** The operator's pod on node `name`, its container script written: what the kubelet runs (again for each new pod). */
+  private operatorLaunch(name: string, extraArgs: readonly string[], imageRootfs: string | undefined): PodLaunch {
     const n = this.node(name);
     const l = this.launch(name);
     l.argv.push(...extraArgs);
@@ -329,26 +361,31 @@ export class LabCluster {
     const files = l.env.KUBECONFIG ? [l.env.KUBECONFIG] : [];
     const script = containerScript(l, { nodeRoot: this.nodeRoot(name), program, serviceAccount, image, files, keep: [projectRoot] });
     writeFileSync(join(this.nodeRoot(name), 'operator.sh'), script);
-    const log = createWriteStream(join(this.nodeRoot(name), 'operator.log'), { flags: 'a' });
+    const ds = this.operatorDaemonSet();
+    return {
+      pod: podFromDaemonSet(ds, this.podFacts(n)), hostIP: n.ipv4, hostIPv6: n.ipv6, graceMs: graceMsOf(ds),
+      readyUrl: `http://${n.ipv4}:${l.readyPort ?? 10262}${l.readyPath ?? '/readyz'}`,
+      spawn: (podLog) => this.spawnOperator(name, podLog),
+    };
+  }
+
+  /** One run of node `name`'s operator container: `ip netns exec <node> sh operator.sh`, its output appended to operator.log and `podLog`. */
+  private spawnOperator(name: string, podLog: string): ChildProcess {
+    mkdirSync(dirname(podLog), { recursive: true });
+    const logs = [createWriteStream(join(this.nodeRoot(name), 'operator.log'), { flags: 'a' }), createWriteStream(podLog, { flags: 'a' })];
     const child = spawn('ip', ['netns', 'exec', name, 'sh', join(this.nodeRoot(name), 'operator.sh')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.pipe(log, { end: false });
-    child.stderr!.pipe(log, { end: false });
-    const exited = new Promise<number | null>((res) => child.once('exit', (code) => res(code)));
-    void exited.then(() => log.end());
-    this.operators.set(name, { child, log, exited });
-    const end = Date.now() + readyMs;
-    const url = `http://${n.ipv4}:${l.readyPort ?? 10262}${l.readyPath ?? '/readyz'}`;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error(`lab cluster: the operator on ${name} exited with ${child.exitCode}: ${this.operatorLog(name).slice(-2000)}`);
-      try {
-        if ((await fetch(url, { signal: AbortSignal.timeout(2000) })).ok) break;
-      } catch {
-        // not listening yet
-      }
-      if (Date.now() > end) throw new Error(`lab cluster: the operator on ${name} not ready after ${readyMs / 1000} s: ${this.operatorLog(name).slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 250));
+    for (const log of logs) {
+      child.stdout!.pipe(log, { end: false });
+      child.stderr!.pipe(log, { end: false });
     }
-    this.log(`operator ready on ${name} (${url})`);
+    // 'close': after the pipes gave their last bytes ('exit' may come before).
+    child.once('close', () => { for (const log of logs) log.end(); });
+    return child;
+  }
+
+  /** The pid of node `name`'s running operator (its container's process; undefined when none runs, e.g. during a back-off). */
+  operatorPid(name: string): number | undefined {
+    return this.kubelet.pid(name);
   }
 
   /** Starts the operator on every node, all at once; the nodes in `fromImage.nodes` run it from the image's filesystem. */
@@ -362,19 +399,13 @@ export class LabCluster {
     return existsSync(f) ? readFileSync(f, 'utf8') : '';
   }
 
-  /** SIGTERM to the operator on `name` (the kernel table is left as it is, as on a pod deletion); its exit code. */
-  async stopOperator(name: string): Promise<number | null> {
-    const op = this.operators.get(name);
-    if (!op) return null;
-    this.operators.delete(name);
-    if (op.child.exitCode === null && op.child.signalCode === null) {
-      const timer = setTimeout(() => op.child.kill('SIGKILL'), 30_000);
-      op.child.kill('SIGTERM');
-      const code = await op.exited;
-      clearTimeout(timer);
-      return code;
-    }
-    return op.child.exitCode;
+  /**
+   * Stops the operator on `name` on purpose: SIGTERM (the kernel table is left as it is, as on a
+   * pod deletion), no restart, and its Pod object removed; its exit code. A replacement pod being
+   * started (after a `kubectl delete pod`) is waited for and stopped too.
+   */
+  stopOperator(name: string, removePod = true): Promise<number | null> {
+    return this.kubelet.stop(name, removePod);
   }
 
   /**
@@ -499,7 +530,7 @@ export class LabCluster {
 
   /** Stops operators and pods and removes every netns, the bridge and the nodes' directories. */
   async down(): Promise<void> {
-    await Promise.all([...this.operators.keys()].map((n) => this.stopOperator(n)));
+    await this.kubelet.stopAll();
     await Promise.all([...this.kubeProxies.keys()].map((n) => this.stopKubeProxy(n)));
     await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));
     const lines = [...this.pods.keys(), ...this.nodes.map((n) => n.name), EXTERNAL.name]

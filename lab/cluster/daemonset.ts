@@ -114,6 +114,27 @@ export function launchFromDaemonSet(ds: unknown, pod: PodFacts): Launch {
   };
 }
 
+/**
+ * The Pod object of the DaemonSet's pod on a node, as its controller creates it (the template's
+ * labels and spec, bound to the node) without a status, which the kubelet writes. Named
+ * `pod.podName` (a real DaemonSet pod's name has a random suffix; the lab's is stable per node).
+ */
+export function podFromDaemonSet(ds: unknown, pod: PodFacts): { apiVersion: 'v1'; kind: 'Pod'; metadata: { name: string; namespace: string; labels: Record<string, string> }; spec: Record<string, unknown> } {
+  const template = rec(rec(rec(ds).spec).template);
+  const labels = Object.fromEntries(Object.entries(rec(rec(template.metadata).labels)).map(([k, v]) => [k, String(v)]));
+  return {
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name: pod.podName, namespace: pod.namespace, labels },
+    spec: { ...structuredClone(rec(template.spec)), nodeName: pod.nodeName, restartPolicy: 'Always' },
+  };
+}
+
+/** The DaemonSet pod's terminationGracePeriodSeconds in ms (the API's default, 30 s, when unset). */
+export function graceMsOf(ds: unknown): number {
+  const g = rec(rec(rec(rec(ds).spec).template).spec).terminationGracePeriodSeconds;
+  return (typeof g === 'number' ? g : 30) * 1000;
+}
+
 /** A Kubernetes memory quantity ("16Mi", "1G", "512") as a tmpfs size in bytes. */
 export function quantityBytes(q: string): number {
   const m = /^(\d+)(Ki|Mi|Gi|k|M|G)?$/.exec(q);

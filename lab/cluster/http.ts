@@ -3,12 +3,14 @@
 // routes (health, /version, discovery, OpenAPI, resources and their status subresource), answers
 // injected faults, then lists (selectors, pages, Tables), watches, creates, updates, patches and
 // deletes through the server's core. Errors are answered as Status objects (status.ts).
+import { existsSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { PROJECT_CRDS, readCrd } from '../../src/config/load.js';
 import type { Fault, LabApiServerOptions, Obj, RecordedRequest } from './api-types.js';
 import { objectKey } from './objects.js';
 import { type Definitions, type FieldValidation, OpenApiDocuments, buildDefinitions, definitionOf, unknownFields } from './openapi.js';
+import { type LogQuery, parseLogQuery, podLogPath, selectLog } from './podlog.js';
 import { type RbacPolicy, type RequestAttributes, type UserInfo, authorize, forbiddenMessage, userGroups } from './rbac.js';
 import { HttpError, STATUS_REASONS, conflict, send, sendStatus, sendText } from './status.js';
 import {
@@ -122,6 +124,7 @@ async function serve(core: ApiCore, req: IncomingMessage, res: ServerResponse, u
   const resource = resourceAt(route.group, route.version, route.plural);
   if (!resource || core.opts.notServed?.includes(resource)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
   const info: ResourceInfo = RESOURCES[resource];
+  if (resource === 'pods' && route.subresource === 'log' && verb === 'get') return sendLog(core, res, route.namespace ?? 'default', route.name!, url.searchParams);
   if (route.subresource && !(route.subresource === 'status' && info.status)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
   const namespace = info.namespaced ? route.namespace : undefined;
   const faultVerb = verb === 'watch' ? 'watch' : verb === 'list' ? 'list' : 'other';
@@ -176,6 +179,37 @@ async function serve(core: ApiCore, req: IncomingMessage, res: ServerResponse, u
   checkFields(next);
   if (!route.subresource) next = core.admit(resource, next, current);
   return send(res, 200, core.put(resource, next));
+}
+
+/**
+ * GET pods/NAME/log (`kubectl logs`): the plain text of the container's current run, or with
+ * previous=true the run before it, as the lab's kubelet wrote it (podlog.ts); tailLines and
+ * limitBytes as the kubelet applies them. follow, sinceSeconds and timestamps are not served:
+ * the answer is what the file holds now. kube-apiserver's messages for a missing container name,
+ * a wrong one, and a run with no log.
+ */
+function sendLog(core: ApiCore, res: ServerResponse, namespace: string, name: string, query: URLSearchParams): void {
+  const pod = core.get('pods', name, namespace);
+  if (!pod) throw new HttpError(404, 'NotFound', `pods "${name}" not found`);
+  let q: LogQuery;
+  try {
+    q = parseLogQuery(query);
+  } catch (e) {
+    throw new HttpError(400, 'BadRequest', (e as Error).message);
+  }
+  const containers = ((pod.spec as { containers?: Array<{ name?: string }> } | undefined)?.containers ?? []).map((c) => String(c.name));
+  const container = q.container ?? (containers.length === 1 ? containers[0] : undefined);
+  if (container === undefined) throw new HttpError(400, 'BadRequest', `a container name must be specified for pod ${name}, choose one of: [${containers.join(' ')}]`);
+  if (!containers.includes(container)) throw new HttpError(400, 'BadRequest', `container ${container} is not valid for pod ${name}`);
+  const status = (pod.status as { containerStatuses?: Array<{ name?: string; restartCount?: number }> } | undefined)?.containerStatuses?.find((c) => c.name === container);
+  const run = (status?.restartCount ?? 0) - (q.previous ? 1 : 0);
+  const dir = core.opts.podLogDir;
+  const file = dir && status && run >= 0 ? podLogPath(dir, { namespace, name, uid: pod.metadata.uid ?? '' }, container, run) : undefined;
+  if (!file || !existsSync(file)) {
+    throw new HttpError(400, 'BadRequest', q.previous ? `previous terminated container "${container}" in pod "${name}" not found`
+      : `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
+  }
+  sendText(res, 200, selectLog(readFileSync(file, 'utf8'), q));
 }
 
 /** Creates an object from a request body as a POST does (namespace, generateName, 409 when it exists, admission). */

@@ -41,6 +41,21 @@ const str = (v: unknown, none = '<none>') => (v === undefined || v === null || v
 type Addr = { type: string; address: string };
 type Cond = { type: string; status: string };
 
+type ContainerStatus = { restartCount?: number; state?: { waiting?: { reason?: string }; terminated?: { reason?: string; exitCode?: number; signal?: number } } };
+const containerStatuses = (o: O) => (at(o, 'status', 'containerStatuses') as ContainerStatus[] | undefined) ?? [];
+
+/** kubectl's STATUS of a pod (printPod, shortened): Terminating, else a waiting or terminated container's reason, else the phase. */
+function podStatusText(o: O): string {
+  if (o.metadata.deletionTimestamp) return 'Terminating';
+  let reason = str(at(o, 'status', 'phase'), 'Pending');
+  for (const c of containerStatuses(o)) {
+    const t = c.state?.terminated;
+    if (c.state?.waiting?.reason) reason = c.state.waiting.reason;
+    else if (t) reason = t.reason ?? (t.signal ? `Signal:${t.signal}` : `ExitCode:${t.exitCode ?? 0}`);
+  }
+  return reason;
+}
+
 const COLUMNS: Record<string, Col[]> = {
   nodes: [
     ['Status', 0, (o) => ((at(o, 'status', 'conditions') as Cond[] | undefined)?.find((c) => c.type === 'Ready')?.status === 'True' ? 'Ready' : 'NotReady')],
@@ -58,8 +73,8 @@ const COLUMNS: Record<string, Col[]> = {
       const ready = (at(o, 'status', 'conditions') as Cond[] | undefined)?.some((c) => c.type === 'Ready' && c.status === 'True');
       return `${ready ? n : 0}/${n}`;
     }],
-    ['Status', 0, (o) => (o.metadata.deletionTimestamp ? 'Terminating' : str(at(o, 'status', 'phase'), 'Pending'))],
-    ['Restarts', 0, () => 0],
+    ['Status', 0, podStatusText],
+    ['Restarts', 0, (o) => containerStatuses(o).reduce((n, c) => n + (c.restartCount ?? 0), 0)],
     ['Age', 0, (o) => age(o.metadata.creationTimestamp)],
     ['IP', 1, (o) => str(at(o, 'status', 'podIP'))],
     ['Node', 1, (o) => str(at(o, 'spec', 'nodeName'))],

@@ -4,7 +4,8 @@
 // the cluster (one dump of the virtual servers, then real servers in turn, the whole check with
 // the VIP listing and the iptables check kept to a tenth of syncPeriod: TableCache.verify; a change
 // arriving meanwhile ends the reading in turn); else only the real servers whose connection
-// counters decide a drain, and the virtual servers due for a retry.
+// counters decide a drain (read now, whatever the cache holds), and the virtual servers due for a
+// retry.
 import type { Desired } from '../desired/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import { realServerKey } from '../model/ipvs.js';
@@ -68,21 +69,22 @@ export class KernelReader {
       );
       for (const key of checked) reread.add(key);
     }
-    // Draining real servers, and real servers about to go whose connection counters the cache
-    // does not know (it holds what we wrote, not what the kernel counts): read them, so one that
-    // carries no connections is deleted at once rather than drained a sync later.
-    const doubtful = [...r.changed].filter((k) => !reread.has(k) && this.goneWithoutCounters(k, r.table));
-    await this.cache.readSome(this.ipvs, new Set([...r.draining.keys(), ...doubtful]));
+    // Draining real servers, and real servers about to go: whether one is drained or deleted
+    // depends on the connections the kernel counts now. The cache cannot tell: it holds what we
+    // wrote (no counters) or what an earlier read saw, maybe before the traffic came. So they are
+    // read, and one that carries no connections is deleted at once rather than drained a sync later.
+    const going = [...r.changed].filter((k) => !reread.has(k) && this.losesRealServer(k, r.table));
+    await this.cache.readSome(this.ipvs, new Set([...r.draining.keys(), ...going]));
     return reread;
   }
 
-  /** Whether a real server of `key` in the cache, not desired any more, has unknown connection counters. */
-  private goneWithoutCounters(key: string, table: Desired['table']): boolean {
+  /** Whether the cache has a real server of `key` that is not desired any more. */
+  private losesRealServer(key: string, table: Desired['table']): boolean {
     const have = this.cache.view.get(key);
     const want = table.get(key);
     if (!have || !want || have.dests.size === 0) return false;
     const wanted = new Set(want.dests.map(realServerKey));
-    for (const [rkey, rs] of have.dests) if (!wanted.has(rkey) && rs.activeConns === undefined) return true;
+    for (const rkey of have.dests.keys()) if (!wanted.has(rkey)) return true;
     return false;
   }
 }

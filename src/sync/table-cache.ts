@@ -2,8 +2,9 @@
 // at start and on every full sync, checked for drift on periodic syncs (verify), re-read per
 // virtual server where counters or a failure make the copy doubtful, and otherwise kept in step by
 // recording each op that succeeded (applyOp, the function FakeIpvs applies ops with). Real servers
-// the operator wrote carry no connection counters (undefined): the planner then knows it has to
-// read them before deciding a drain.
+// the operator wrote carry no connection counters (undefined), and those read carry the counters
+// of that read, which traffic has moved since: before deciding a drain the sync reads them again
+// (kernel-read.ts).
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { LabCluster, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
+import { LabCluster, POD_LOG_DIR, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../lab/cluster/nodes.js';
 import { projectRoot } from '../../lab/paths.js';
 import { join } from 'node:path';
@@ -132,6 +132,22 @@ async function programmedEverywhere(vip: string, n: number): Promise<void> {
     async () => (await realServers(node.name, vip)) === n, 60_000, 300)));
 }
 
+/**
+ * What a stuck wait is read against: the processes in every node's netns (one operator each?),
+ * `client`'s IPVS connection entries to `backend` and its table, and the sockets of `pods`.
+ */
+async function diagnose(client: string, backend: string, pods: string[]): Promise<string> {
+  const out: string[] = [];
+  for (const n of cluster.nodes) {
+    const ps = await run('sh', ['-c', `for p in $(ip netns pids ${n.name}); do printf '%s ' "$p"; tr '\\0' ' ' < /proc/$p/cmdline | cut -c1-160; done`]);
+    out.push(`processes in ${n.name} (operator pid ${cluster.operatorPid(n.name)}):\n${ps.stdout}`);
+  }
+  const conns = (await cluster.exec(client, ['ipvsadm', '-Lnc'])).stdout.split('\n').filter((l) => l.includes(backend));
+  out.push(`${client} ipvsadm -Lnc to ${backend} (${conns.length}):\n${conns.join('\n')}`, `${client} ipvsadm -Ln:\n${await ipvsOn(client)}`);
+  for (const p of pods) out.push(`${p} ss -tan:\n${(await cluster.exec(p, ['ss', '-tan'])).stdout}`);
+  return out.join('\n');
+}
+
 /** Waits until no node has `vip`. */
 async function goneEverywhere(vip: string): Promise<void> {
   await Promise.all(cluster.nodes.map((node) => waitFor(`${vip} gone on ${node.name}`, async () => !(await ipvsOn(node.name)).includes(` ${vip} `), 60_000, 300)));
@@ -173,10 +189,13 @@ beforeAll(async () => {
     tls: { cert: readFileSync(cert.cert, 'utf8'), key: readFileSync(cert.key, 'utf8') },
     auth: { tokens: parseTokenFile(`${adminToken},kubernetes-admin,uid-admin,"system:masters"\n${operatorToken},${OPERATOR_USER},uid-ipvs-operator\n`), rbacYaml },
     etcd: etcd.url,
+    podLogDir: POD_LOG_DIR,
   };
   api = await FakeApiServer.start(apiOptions);
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
-  cluster = await LabCluster.up({ nodes: 4, api: access });
+  // The cluster's own lines (operators ready, the kubelet's restarts and replacements) in the run's
+  // output: what a scenario's failure is read against.
+  cluster = await LabCluster.up({ nodes: 4, api: access, log: (l) => process.stderr.write(`lab cluster: ${l}\n`) });
   timings.network = Date.now() - t0;
   // The API server as the nodes see it: on the bridge (the fake listens on 127.0.0.1 of this netns).
   const target = new URL(api.url);
@@ -753,23 +772,93 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     await goneEverywhere('10.200.1.70:80');
   }, 600_000);
 
+  it('supervised as restartPolicy Always: SIGKILLed, it is back at once with 0 changes; kubectl delete pod makes a new pod; kubectl logs shows its run', async () => {
+    const node = 'myk8s-worker';
+    const name = `ipvs-operator-${node}`;
+    const strip = (t: string) => t.replace(/( +\d+){2} *$/gm, ''); // without the connection counters
+    const before = strip(await ipvsOn(node));
+    const home = mkdtempSync('/tmp/kubectl-');
+    writeFileSync(join(home, 'config'), kubeconfigYaml(api.url, access.adminToken!, certFile));
+    const kubectl = (...args: string[]) => run('kubectl', ['--request-timeout=60s', '-n', 'ipvs-operator', ...args],
+      { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') } });
+    type PodView = { metadata: { uid: string }; status?: { containerStatuses?: Array<{ restartCount: number; ready: boolean; state: Record<string, unknown>; lastState: { terminated?: Record<string, unknown> } }> } };
+    const podNow = () => api.get('pods', name, 'ipvs-operator') as PodView | undefined;
+    const container = (p: PodView | undefined) => p?.status?.containerStatuses?.[0];
+    const podJson = async () => {
+      const r = await kubectl('get', 'pod', name, '-o', 'json');
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      return JSON.parse(r.stdout) as PodView;
+    };
+    /** The first sync of the pod's current run, from `kubectl logs`: the run's own log. */
+    const firstSync = async () => {
+      const r = await kubectl('logs', name);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      return r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.message === 'synced');
+    };
+    const { uid } = podNow()!.metadata;
+    // The supervisor's pid is the operator's own process: the one listening on :10262 in the node.
+    const pid = cluster.operatorPid(node)!;
+    expect((await cluster.exec(node, ['sh', '-c', 'ss -Hltnp "sport = :10262" | sed -n "s/.*pid=\\([0-9]*\\).*/\\1/p"'])).stdout.trim()).toBe(String(pid));
+
+    // A crash: restarted at once (the first restart has no back-off), in the same pod.
+    process.kill(pid, 'SIGKILL');
+    await waitFor('the operator restarted and ready', () => container(podNow())?.restartCount === 1 && container(podNow())?.ready, 120_000, 200);
+    const killed = await podJson();
+    expect({ uid: killed.metadata.uid, ...container(killed) }).toMatchObject({
+      uid, restartCount: 1, ready: true, state: { running: expect.any(Object) }, lastState: { terminated: { exitCode: 137, signal: 9, reason: 'Error' } },
+    });
+    expect(cluster.operatorPid(node)).not.toBe(pid);
+    expect(await firstSync()).toMatchObject({ ops: 0, full: true });
+    expect(strip(await ipvsOn(node))).toBe(before);
+    // The killed run's log is the previous one.
+    const previous = await kubectl('logs', name, '--previous', '--tail=1');
+    expect({ code: previous.code, lines: previous.stdout.trim().split('\n').length }).toEqual({ code: 0, lines: 1 });
+
+    // kubectl delete pod: the container stopped, a new pod (a new UID, no restarts) started.
+    const del = await kubectl('delete', 'pod', name);
+    expect({ code: del.code, stderr: del.stderr }).toEqual({ code: 0, stderr: '' });
+    await waitFor('a new operator pod, ready', () => podNow()?.metadata.uid !== uid && container(podNow())?.ready, 120_000, 200);
+    expect(container(await podJson())).toMatchObject({ restartCount: 0, ready: true, state: { running: expect.any(Object) } });
+    expect(await firstSync()).toMatchObject({ ops: 0, full: true });
+    expect(strip(await ipvsOn(node))).toBe(before);
+    // kubectl logs --tail: the last lines of this run, each one of the node's operator log.
+    const tail = await kubectl('logs', name, '--tail=3');
+    const lines = tail.stdout.trimEnd().split('\n');
+    expect({ code: tail.code, count: lines.length }).toEqual({ code: 0, count: 3 });
+    const all = cluster.operatorLog(node);
+    for (const l of lines) expect(all).toContain(`${l}\n`);
+  }, 600_000);
+
   it('a rolling replacement of a pod under steady traffic: the terminating endpoint drains, 0 failed requests', async () => {
     const steady = runLoad({ client: 'net-pod-3', url: 'http://10.200.1.10/json', count: 400, concurrency: 2 });
     await cluster.addPod({ name: 'webpod-4', node: 'myk8s-worker', labels: { app: 'webpod' }, ports: [80, 8080] });
     api.put('endpointslices', sliceOf('webpod', [...WEBPODS, 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
     await programmedEverywhere('10.200.1.10:80', 4);
-    // webpod-1 terminating (not ready, still serving): new connections go elsewhere.
-    api.put('endpointslices', sliceOf('webpod', [{ pod: 'webpod-1', ready: false, terminating: true }, ...['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod }))], { ports: [{ name: 'http', port: 80 }] }));
     const old = cluster.pods.get('webpod-1')!.ipv4;
+    const clientNode = cluster.pods.get('net-pod-3')!.node;
+    const conns = async (node: string) => realServerConns(await ipvsOn(node), '10.200.1.10:80', `${old}:80`);
+    // The client's node carries connections to webpod-1 (IPVS counts them, TIME_WAIT as inactive).
+    await waitFor(`net-pod-3's connections to webpod-1 on ${clientNode}`, async () => {
+      const c = await conns(clientNode);
+      return c !== undefined && c.active + c.inactive > 0;
+    }, 60_000, 200);
+    // webpod-1 terminating (not ready, still serving): new connections go elsewhere. On the
+    // client's node it drains at weight 0, its connections kept; a node with none to it may
+    // delete it at once (kube-proxy's graceful termination).
+    api.put('endpointslices', sliceOf('webpod', [{ pod: 'webpod-1', ready: false, terminating: true }, ...['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod }))], { ports: [{ name: 'http', port: 80 }] }));
     await Promise.all(cluster.nodes.map((n) => waitFor(`webpod-1 out of rotation on ${n.name}`, async () => {
-      const line = (await ipvsOn(n.name)).split(/\n(?=TCP)/).find((b) => b.includes(' 10.200.1.10:80 '))?.split('\n').find((l) => l.includes(`${old}:80`));
-      return line === undefined || /Masq\s+0\s/.test(line);
+      const c = await conns(n.name);
+      if (c === undefined && n.name === clientNode) throw new Error(`webpod-1 deleted on ${clientNode} with connections, not drained`);
+      return c === undefined || c.weight === 0;
     }, 60_000, 300)));
     // Out of rotation is not drained: wait until the client's node has no connection left to it
-    // (IPVS ActiveConn, from the kernel), then delete it as a kubelet would (SIGTERM, grace period).
-    const clientNode = cluster.pods.get('net-pod-3')!.node;
-    await waitFor(`webpod-1's connections from net-pod-3 ended on ${clientNode}`,
-      async () => realServerConns(await ipvsOn(clientNode), '10.200.1.10:80', `${old}:80`)?.active === 0, 60_000, 200);
+    // (IPVS ActiveConn, from the kernel; a real server deleted after its last connection has none),
+    // then delete it as a kubelet would (SIGTERM, grace period).
+    await waitFor(`webpod-1's connections from net-pod-3 ended on ${clientNode}`, async () => ((await conns(clientNode))?.active ?? 0) === 0, 60_000, 200)
+      .catch(async (e: Error) => {
+        process.stderr.write(`rolling replacement: ${e.message}\n${await diagnose(clientNode, old, ['webpod-1', 'net-pod-3'])}\n`);
+        throw e;
+      });
     const terminated = await cluster.deletePod('webpod-1');
     api.put('endpointslices', sliceOf('webpod', ['webpod-2', 'webpod-3', 'webpod-4'].map((pod) => ({ pod })), { ports: [{ name: 'http', port: 80 }] }));
     // Gone from the slice: a real server with connections left (TIME_WAIT included, as kube-proxy
@@ -863,7 +952,11 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect(await cluster.stopOperator(leader)).toBe(0);
       await waitFor('another node leads', async () => holder() !== '' && holder() !== leader, 60_000, 500);
       await cluster.startOperator(leader, undefined, OPERATOR_ARGS);
-      for (const n of cluster.nodes) expect(weightedDown(await weightsOn(n.name))).toBe(true);
+      for (const n of cluster.nodes) {
+        // Which node, and what it had against what the leader published, if one is not.
+        const [w, published] = [await weightsOn(n.name), api.get('ipvsserviceweights', 'balanced', 'default')?.spec];
+        expect({ node: n.name, weights: w, down: weightedDown(w), published }).toEqual({ node: n.name, weights: w, down: true, published });
+      }
 
       // Stale: the Lease cannot be read or written, so no node sees the leader's stamp move; after
       // three periods every node is back to local weights (1 each), with a ClusterViewStale Event.

@@ -1,23 +1,29 @@
 // The lab API server over real HTTP with its lab behaviour on: bearer tokens and RBAC from
 // manifests/clusterrole.yaml + clusterrolebinding.yaml (403 as a Status), Service allocation
 // (422 Invalid like the real API), the EndpointSlice controller following Pods, graceful Pod
-// deletion, patches, selectors, and garbage requests answered with a Status, never a crash.
+// deletion, patches, selectors, pods/log from the kubelet's files (`kubectl logs`), and garbage
+// requests answered with a Status, never a crash.
 // Addresses: Services 10.200.1.0/24 (+ fd00:10:200::/108), pods 10.10.0.0/16, nodes 192.168.10.0/24.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { request } from 'node:http';
 import { LabApiServer } from '../../../lab/cluster/apiserver.js';
+import { podLogPath } from '../../../lab/cluster/podlog.js';
 import { parseTokenFile } from '../../../lab/cluster/rbac.js';
 
 const manifest = (f: string) => readFileSync(new URL(`../../../../manifests/${f}`, import.meta.url), 'utf8');
 const SA = 'system:serviceaccount:ipvs-operator:ipvs-operator';
 let api: LabApiServer;
+const podLogDir = mkdtempSync(join(tmpdir(), 'lab-pod-logs-'));
 
 beforeAll(async () => {
   api = await LabApiServer.start({
     auth: { tokens: parseTokenFile(`admin-t,admin,1,"system:masters"\nop-t,${SA},2\nnobody-t,someone,3\n`), rbacYaml: [manifest('clusterrole.yaml'), manifest('clusterrolebinding.yaml')] },
     lab: { alloc: { serviceCIDRs: ['10.200.1.0/24', 'fd00:10:200::/108'], nodePortRange: [30000, 30003] }, defaultGraceSeconds: 30, advertiseAddress: '172.18.0.2',
       loadBalancerPool: '172.18.255.200/30' },
+    podLogDir,
   });
 });
 afterAll(() => api.close());
@@ -242,6 +248,57 @@ describe('lab API server: EndpointSlice controller and Pods', () => {
     await admin('POST', '/api/v1/namespaces/gone/configmaps', { metadata: { name: 'c' }, data: { a: '1' } });
     await admin('DELETE', '/api/v1/namespaces/gone');
     expect((await admin('GET', '/api/v1/namespaces/gone/configmaps/c')).code).toBe(404);
+  });
+});
+
+describe('lab API server: pods/log, as kubectl logs reads it', () => {
+  const logOf = async (token: string, path: string) => {
+    const r = await fetch(`${api.url}/api/v1/namespaces/logs/pods/${path}`, { headers: { authorization: `Bearer ${token}` } });
+    const text = await r.text();
+    return { code: r.status, type: r.headers.get('content-type'), text: r.headers.get('content-type') === 'text/plain' ? text : (JSON.parse(text) as { message: string }).message };
+  };
+  const op = (restartCount: number, containers = ['op']) => ({
+    metadata: { name: 'op' }, spec: { nodeName: 'w1', containers: containers.map((name) => ({ name })) },
+    status: { phase: 'Running', containerStatuses: [{ name: 'op', restartCount }] },
+  });
+
+  it('answers the current run\'s file as plain text, the previous one with previous=true, the tail with tailLines', async () => {
+    const created = await admin('POST', '/api/v1/namespaces/logs/pods', op(1));
+    const uid = String((created.json.metadata as { uid: string }).uid);
+    for (const [run, text] of [[0, 'first run\nkilled\n'], [1, 'a\nb\nc\n']] as const) {
+      const f = podLogPath(podLogDir, { namespace: 'logs', name: 'op', uid }, 'op', run);
+      mkdirSync(dirname(f), { recursive: true });
+      writeFileSync(f, text);
+    }
+    expect(await logOf('admin-t', 'op/log')).toEqual({ code: 200, type: 'text/plain', text: 'a\nb\nc\n' });
+    expect(await logOf('admin-t', 'op/log?container=op&tailLines=2')).toEqual({ code: 200, type: 'text/plain', text: 'b\nc\n' });
+    expect(await logOf('admin-t', 'op/log?previous=true')).toEqual({ code: 200, type: 'text/plain', text: 'first run\nkilled\n' });
+    // Another pod of the same name (a new UID) has no log yet.
+    await admin('DELETE', '/api/v1/namespaces/logs/pods/op?gracePeriodSeconds=0');
+    await admin('POST', '/api/v1/namespaces/logs/pods', op(0));
+    expect(await logOf('admin-t', 'op/log')).toMatchObject({ code: 400, text: 'container "op" in pod "op" is waiting to start: ContainerCreating' });
+    expect(await logOf('admin-t', 'op/log?previous=true')).toMatchObject({ code: 400, text: 'previous terminated container "op" in pod "op" not found' });
+  });
+
+  it('refuses what kube-apiserver refuses: no container named among several, a wrong one, a bad tail, no pod, no RBAC grant', async () => {
+    await admin('POST', '/api/v1/namespaces/logs/pods', { ...op(0, ['op', 'side']), metadata: { name: 'two' } });
+    expect(await logOf('admin-t', 'two/log')).toMatchObject({ code: 400, text: 'a container name must be specified for pod two, choose one of: [op side]' });
+    expect(await logOf('admin-t', 'two/log?container=nope')).toMatchObject({ code: 400, text: 'container nope is not valid for pod two' });
+    expect(await logOf('admin-t', 'two/log?container=op&tailLines=x')).toMatchObject({ code: 400 });
+    expect(await logOf('admin-t', 'missing/log')).toMatchObject({ code: 404, text: 'pods "missing" not found' });
+    // manifests/clusterrole.yaml grants the operator no pods/log.
+    expect(await logOf('op-t', 'two/log?container=op')).toMatchObject({ code: 403 });
+  });
+
+  it('shows restarts and a crash-looping container in kubectl get pods\' table', async () => {
+    await admin('POST', '/api/v1/namespaces/logs/pods', {
+      ...op(3), metadata: { name: 'looping' },
+      status: { phase: 'Running', containerStatuses: [{ name: 'op', restartCount: 3, state: { waiting: { reason: 'CrashLoopBackOff' } } }] },
+    });
+    const r = await fetch(`${api.url}/api/v1/namespaces/logs/pods/looping`, { headers: { authorization: 'Bearer admin-t', accept: 'application/json;as=Table;v=v1;g=meta.k8s.io' } });
+    const table = await r.json() as { columnDefinitions: Array<{ name: string }>; rows: Array<{ cells: unknown[] }> };
+    const row = Object.fromEntries(table.columnDefinitions.map((c, i) => [c.name, table.rows[0]!.cells[i]]));
+    expect(row).toMatchObject({ Name: 'looping', Status: 'CrashLoopBackOff', Restarts: 3 });
   });
 });
 

@@ -90,6 +90,31 @@ describe('Operator.sync', () => {
     expect(op.last).toMatchObject({ ops: 1, full: false });
   });
 
+  it('drains a real server by the kernel\'s counters now, not by those of the table read at start', async () => {
+    // A restarted operator reads the table while no traffic runs (counters 0); connections come;
+    // then the endpoint goes: it must drain (weight 0), not delete the real server and its flows.
+    const ipvs = new FakeIpvs();
+    const first = setup(ipvs);
+    first.op.handle({ kind: 'service', type: 'upsert', object: web() });
+    first.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await first.op.sync();
+    const { op } = setup(ipvs);
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await op.sync();
+    expect(op.last).toMatchObject({ ops: 0, full: true });
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80 });
+    expect(ipvs.setConnections(vs, { address: '10.10.1.3', port: 8080 }, 0, 5)).toBe(true);
+    const before = ipvs.applied.length;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.4'], '2') });
+    await op.sync();
+    expect(ipvs.applied.slice(before)).toEqual(['update-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=0 masq']);
+    // Its connections gone, the next sync deletes it.
+    ipvs.setConnections(vs, { address: '10.10.1.3', port: 8080 }, 0, 0);
+    await op.sync();
+    expect(ipvs.applied.slice(before + 1)).toEqual(['delete-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080']);
+  });
+
   it('never touches a foreign virtual server, across many syncs', async () => {
     const ipvs = new FakeIpvs();
     const foreign = makeVirtualServer({ family: 'IPv4', address: '10.99.0.1', port: 443, scheduler: 'wrr' });
