@@ -1,5 +1,5 @@
 // Small process helpers for the host side of the lab (and for the in-guest topology helpers).
-import { spawn, type SpawnOptions } from 'node:child_process';
+import { type ChildProcess, spawn, type SpawnOptions } from 'node:child_process';
 import { run } from '../src/util/proc.js';
 
 export { type RunResult, run } from '../src/util/proc.js';
@@ -26,4 +26,14 @@ export function runInherit(cmd: string, args: readonly string[], opts: SpawnOpti
 /** Quotes a string for a POSIX shell (single quotes). */
 export function shQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** SIGTERM, then SIGKILL after `killAfterMs`; resolves once `child` has exited (at once if it has). */
+export async function stopChild(child: ChildProcess | undefined, killAfterMs = 5000): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+    child.once('exit', () => { clearTimeout(timer); done(); });
+    child.kill('SIGTERM');
+  });
 }

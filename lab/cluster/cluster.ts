@@ -12,7 +12,7 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFi
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { run, runOk, type RunResult } from '../proc.js';
+import { run, runOk, stopChild, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
 import { Kubelet, type PodLaunch } from './kubelet.js';
@@ -582,13 +582,4 @@ async function terminate(child: ChildProcess, killAfterMs: number): Promise<PodT
   if (out && !out.readableEnded && !out.destroyed) await new Promise((r) => { out.once('end', r); out.once('close', r); });
   const line = (serverOutput.get(child) ?? '').split('\n').find((l) => l.startsWith('{"terminated"'));
   return line ? (JSON.parse(line) as { terminated: PodTermination }).terminated : undefined;
-}
-
-async function stopChild(child: ChildProcess | undefined, killAfterMs = 5000): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  await new Promise<void>((done) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    child.once('exit', () => { clearTimeout(timer); done(); });
-    child.kill('SIGTERM');
-  });
 }

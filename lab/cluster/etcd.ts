@@ -18,6 +18,7 @@ import { mkdirSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import type { Change, Obj } from './api-types.js';
 import { RESOURCES, type ResourceName } from './store.js';
+import { stopChild } from '../proc.js';
 
 const PREFIX = '/registry/';
 
@@ -273,11 +274,6 @@ export class EtcdProcess {
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    await new Promise<void>((done) => {
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
-      this.child.once('exit', () => { clearTimeout(timer); done(); });
-      this.child.kill('SIGTERM');
-    });
+    await stopChild(this.child, 10_000);
   }
 }

@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { stopChild } from '../proc.js';
 
 /** The operator's metrics port in manifests/daemonset.yaml (--metrics-addr). */
 export const OPERATOR_METRICS_PORT = 10262;
@@ -81,12 +82,7 @@ export class LabPrometheus {
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    await new Promise<void>((done) => {
-      const timer = setTimeout(() => this.child.kill('SIGKILL'), 10_000);
-      this.child.once('exit', () => { clearTimeout(timer); done(); });
-      this.child.kill('SIGTERM');
-    });
+    await stopChild(this.child, 10_000);
   }
 }
 
