@@ -13,8 +13,13 @@ import { DEAL_STALE_PERIODS } from './cluster-view-options.js';
 
 /** Active connections summed over a period's reads, per `viewKey backend`. */
 export type ActiveSums = Map<string, { sum: number; n: number }>;
-/** The aggregator's state of one view key, and the newest report time used per node. */
-export interface ViewEntry { state: ViewState; used: Map<string, number>; choices?: ReadonlyMap<string, string> }
+/**
+ * The aggregator's state of one view key, the newest report time used per node, the dealt first
+ * choices and the nodes whose newest report was refused for what it says (dealt nothing).
+ */
+export interface ViewEntry {
+  state: ViewState; used: Map<string, number>; choices?: ReadonlyMap<string, string>; refused?: ReadonlySet<string>;
+}
 /** What the leader would write for one Service: its ports' weights, and whether anything moved. */
 export interface ServiceWeights { write: boolean; ports: PortWeights[] }
 /** What a sent report was made of: the reading, the connection counters and when. */
@@ -130,11 +135,15 @@ export function stepViews(
     // younger than DEAL_STALE_PERIODS × the stale window, not only to the nodes fresh enough
     // for the estimate: a report a period late would otherwise re-deal the choices (a write,
     // and an update-dest on the moved nodes) and deal them back when it arrives.
+    // A node whose newest report was refused for its content (a lie, garbage) is dealt nothing:
+    // it would shift the other nodes' choices. Late is not refused here (the window above).
+    const refused = refusedNodes(prev.refused, fresh, step.state, step.rejections);
     const before = prev.choices ?? input.weights.publishedChoicesOf(vk);
-    const dealTo = (perView.get(vk) ?? []).filter((r) => now - r.at < DEAL_STALE_PERIODS * staleMs).map((r) => r.node);
+    const dealTo = (perView.get(vk) ?? [])
+      .filter((r) => now - r.at < DEAL_STALE_PERIODS * staleMs && !refused.has(r.node)).map((r) => r.node);
     // Above DEAL_MAX_NODES nothing is dealt: each node takes its own (localFirstChoice).
     const choices = assignFirstChoices(dealTo, step.weights, before);
-    next.set(vk, { state: step.state, used, choices });
+    next.set(vk, { state: step.state, used, choices, ...(refused.size ? { refused } : {}) });
     const imbalance = viewImbalance(backends.map((b) => step.state.smoothed.get(b)?.load));
     hooks.onEstimate?.(vk, step.estimate, step.weights, imbalance);
     const cut = vk.lastIndexOf('/');
@@ -154,6 +163,21 @@ export function stepViews(
     byService.set(service, s);
   }
   return { next, byService };
+}
+
+/**
+ * The nodes whose newest report was dropped whole for what it says, after one step: a node's
+ * fresh report the step kept (the node is in the view) clears it; one it dropped with a reason
+ * other than `stale` adds it; a node with no fresh report keeps what it had.
+ */
+export function refusedNodes(before: ReadonlySet<string> | undefined, fresh: readonly NodeReport[], after: ViewState,
+  rejections: ReadonlyArray<{ node: string; reason: RejectReason }>): Set<string> {
+  const out = new Set(before);
+  for (const r of fresh) {
+    if (after.nodes.has(r.node)) out.delete(r.node);
+    else if (rejections.some((x) => x.node === r.node && x.reason !== 'stale')) out.add(r.node);
+  }
+  return out;
 }
 
 /**

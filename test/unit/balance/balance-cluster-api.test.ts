@@ -251,6 +251,18 @@ describe('the cluster load view against an API server', () => {
     // The weights follow the honest node alone: the slow backend still goes down, the fast stay at the top.
     await waitFor(() => (weightOf(published(), '10.10.1.3:8080') ?? 20) <= 3, 'weights from the honest node', 30_000);
     expect(weightOf(published(), '10.10.1.1:8080')).toBe(20);
+    // Nor is the liar dealt a first choice (it would shift the honest nodes' choices) while it
+    // keeps lying with fresh reports: only node-a is.
+    const choices = () => Object.keys((published()?.spec as { ports?: Array<{ firstChoices?: Record<string, string> }> } | undefined)?.ports?.[0]?.firstChoices ?? {});
+    const keepLying = setInterval(() => lie(100_000_000, 50_000_000, Date.now()), 100);
+    try {
+      await waitFor(() => choices().join() === 'node-a', 'first choices for node-a alone', 5_000);
+      const stepsBefore = leader.stepped.length;
+      await waitFor(() => leader.stepped.length >= stepsBefore + 3, 'three more aggregation periods', 10_000);
+      expect(choices()).toEqual(['node-a']);
+    } finally {
+      clearInterval(keepLying);
+    }
 
     server.put('ipvsserviceweights', { metadata: { name: 'web', namespace: 'shop' }, spec: { leader: 'mallory', at: new Date().toISOString(), ports: [{ port: 'http', weights: { '10.10.1.1:8080': 1000 } }] } });
     await waitFor(() => leader.weights.apply(table, new Set(), Date.now()).problems.some((p) => p.reason === 'ClusterWeightsInvalid'), 'the forged object refused', 10_000);
