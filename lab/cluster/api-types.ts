@@ -1,6 +1,7 @@
 // The lab API server's shared types: stored objects, changes, options and test controls. Types
 // only; every room of the server (objects, watch, controllers, http) imports them from here.
 import type { AllocConfig } from './alloc.js';
+import type { PodRuntime } from './exec.js';
 import type { UserInfo } from './rbac.js';
 import type { ResourceName } from './store.js';
 
@@ -75,4 +76,6 @@ export interface LabApiServerOptions {
   etcd?: string;
   /** Where the lab's kubelet writes container logs (podlog.ts's layout): GET pods/NAME/log reads them; none: every log is "waiting to start". */
   podLogDir?: string;
+  /** How pods/exec runs a command (exec.ts: netnsRuntime in the lab cluster); none: every exec is refused with a 400. */
+  exec?: PodRuntime;
 }
