@@ -1,7 +1,6 @@
 // The lab API server's shared types: stored objects, changes, options and test controls. Types
 // only; every room of the server (objects, watch, controllers, http) imports them from here.
 import type { AllocConfig } from './alloc.js';
-import type { PodRuntime } from './exec.js';
 import type { UserInfo } from './rbac.js';
 import type { ResourceName } from './store.js';
 
@@ -51,6 +50,11 @@ export interface LabOptions {
   advertiseAddress?: string;
   /** LoadBalancer ingress IPs (IPv4 CIDR) the lab's controller hands out (loadbalancer.ts); none: no controller. */
   loadBalancerPool?: string;
+}
+
+/** How the lab runs a command in a pod's container (pods/exec, exec.ts): the argv to spawn; throws an HttpError when the container cannot take one. */
+export interface PodRuntime {
+  argv(pod: Obj, container: string, command: readonly string[]): string[];
 }
 
 /** Authentication and authorization: token -> user, and RBAC documents (YAML texts). */

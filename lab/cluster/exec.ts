@@ -15,7 +15,7 @@ import { existsSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { constants as osConstants } from 'node:os';
 import type { Duplex } from 'node:stream';
-import type { Obj, RecordedRequest } from './api-types.js';
+import type { Obj, PodRuntime, RecordedRequest } from './api-types.js';
 import type { ApiCore } from './http.js';
 import { authenticate } from './http.js';
 import { type RequestAttributes, authorize, forbiddenMessage } from './rbac.js';
@@ -25,11 +25,6 @@ import {
 } from './remotecommand.js';
 import { HttpError, statusObject } from './status.js';
 import { CloseCode, Opcode, WsDecoder, WsProtocolError, acceptKey, closePayload, encodeFrame } from './websocket.js';
-
-/** How the lab runs a command in a pod's container: the argv to spawn; throws HttpError when the container cannot take one. */
-export interface PodRuntime {
-  argv(pod: Obj, container: string, command: readonly string[]): string[];
-}
 
 /** The annotation naming a lab pod's network namespace (the harness's pods carry it, cluster.ts podObject). */
 export const NETNS_ANNOTATION = 'lab.ipvs-operator.io/netns';
