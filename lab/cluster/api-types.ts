@@ -52,6 +52,11 @@ export interface LabOptions {
   loadBalancerPool?: string;
 }
 
+/** How the lab runs a command in a pod's container (pods/exec, exec.ts): the argv to spawn; throws an HttpError when the container cannot take one. */
+export interface PodRuntime {
+  argv(pod: Obj, container: string, command: readonly string[]): string[];
+}
+
 /** Authentication and authorization: token -> user, and RBAC documents (YAML texts). */
 export interface AuthOptions {
   tokens: Map<string, UserInfo>;
@@ -75,4 +80,6 @@ export interface LabApiServerOptions {
   etcd?: string;
   /** Where the lab's kubelet writes container logs (podlog.ts's layout): GET pods/NAME/log reads them; none: every log is "waiting to start". */
   podLogDir?: string;
+  /** How pods/exec runs a command (exec.ts: netnsRuntime in the lab cluster); none: every exec is refused with a 400. */
+  exec?: PodRuntime;
 }

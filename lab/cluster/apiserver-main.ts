@@ -7,6 +7,7 @@
 //     [--load-balancer-pool CIDR]  (IPv4: LoadBalancer ingress IPs, loadbalancer.ts)
 //     [--etcd-servers http://127.0.0.1:2379]  (the persistent store, etcd.ts; none: in memory)
 //     [--pod-log-dir DIR]  (the lab kubelet's container logs, for `kubectl logs`: podlog.ts)
+//     [--exec netns]  (`kubectl exec` runs the command in the pod's network namespace: exec.ts)
 // Prints one JSON line {"ready":true,"url":...} on stdout once listening, logs requests that fail
 // (4xx/5xx are answered, never fatal) nowhere, and exits 0 on SIGTERM/SIGINT after closing (every
 // change written to etcd first). Started again over the same etcd, it serves what it served:
@@ -18,6 +19,7 @@ import { pathToFileURL } from 'node:url';
 import { parseAllDocuments } from 'yaml';
 import { DEFAULT_ALLOC, parseIp } from './alloc.js';
 import { LabApiServer, type LabApiServerOptions } from './apiserver.js';
+import { netnsRuntime } from './exec.js';
 import { poolAddresses } from './loadbalancer.js';
 import { parseTokenFile } from './rbac.js';
 import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from './store.js';
@@ -26,7 +28,7 @@ import { RESOURCES, type ResourceInfo, type ResourceName, apiVersionOf } from '.
 export interface ApiServerArgs {
   host: string; port: number; cert?: string; key?: string; tokens?: string; rbac: string[];
   serviceCIDRs: string[]; nodePortRange: [number, number]; seed: string[]; advertiseAddress?: string; loadBalancerPool?: string;
-  etcd?: string; podLogDir?: string;
+  etcd?: string; podLogDir?: string; exec?: 'netns';
 }
 
 /** Parses the command line; throws with a usage message on anything unknown or malformed. */
@@ -54,6 +56,10 @@ export function parseApiServerArgs(argv: readonly string[]): ApiServerArgs {
         out.etcd = value;
         break;
       case '--pod-log-dir': out.podLogDir = value; break;
+      case '--exec':
+        if (value !== 'netns') throw new Error(`--exec: expected netns, got "${value}"`);
+        out.exec = value;
+        break;
       case '--advertise-address':
         if (!parseIp(value)) throw new Error(`--advertise-address: expected an IP address, got "${value}"`);
         out.advertiseAddress = value;
@@ -98,6 +104,7 @@ async function main(): Promise<void> {
       ...(args.loadBalancerPool ? { loadBalancerPool: args.loadBalancerPool } : {}),
     },
     ...(args.podLogDir ? { podLogDir: args.podLogDir } : {}),
+    ...(args.exec === 'netns' ? { exec: netnsRuntime } : {}),
     ...(args.cert && args.key ? { tls: { cert: readFileSync(args.cert, 'utf8'), key: readFileSync(args.key, 'utf8') } } : {}),
     ...(args.tokens ? { auth: { tokens: parseTokenFile(readFileSync(args.tokens, 'utf8')), rbacYaml: args.rbac.map((f) => readFileSync(f, 'utf8')) } } : {}),
     ...(args.etcd ? { etcd: args.etcd } : {}),

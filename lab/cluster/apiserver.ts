@@ -11,6 +11,7 @@ import { KubeClient } from '../../src/kube/client.js';
 import { LabControlPlane } from './admission.js';
 import type { Change, Fault, LabApiServerOptions, Obj, RecordedRequest } from './api-types.js';
 import { EtcdStore, type StoredState } from './etcd.js';
+import { handleUpgrade } from './exec.js';
 import { type ApiCore, Faults, createFrom, handleRequest } from './http.js';
 import { ObjectStore } from './objects.js';
 import { type RbacPolicy, parseRbac, withStored } from './rbac.js';
@@ -59,6 +60,8 @@ export class LabApiServer implements ApiCore {
         else res.destroy();
       });
     });
+    // kubectl exec: an upgrade to WebSocket (exec.ts).
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => handleUpgrade(this, req, socket, head));
     const a = server.address();
     this.controlPlane?.bootstrap(a && typeof a !== 'string' ? a.port : 443);
   }

@@ -15,6 +15,7 @@ import { parseAllDocuments } from 'yaml';
 import { run, runOk, stopChild, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
+import { NETNS_ANNOTATION } from './exec.js';
 import { Kubelet, type PodLaunch } from './kubelet.js';
 import {
   BRIDGE, EXTERNAL, LB_POOL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
@@ -149,7 +150,7 @@ ${operatorToken},system:serviceaccount:ipvs-operator:ipvs-operator,uid-ipvs-oper
     '--listen', '0.0.0.0:6443', '--cert', cert.cert, '--key', cert.key, '--tokens', tokens,
     '--rbac', join(projectRoot, 'manifests', 'clusterrole.yaml'), '--rbac', join(projectRoot, 'manifests', 'clusterrolebinding.yaml'),
     '--service-cidr', SERVICE_CIDR, '--node-port-range', '30000-32767', '--advertise-address', controlPlane.ipv4,
-    '--load-balancer-pool', LB_POOL, '--etcd-servers', etcd.url, '--pod-log-dir', POD_LOG_DIR];
+    '--load-balancer-pool', LB_POOL, '--etcd-servers', etcd.url, '--pod-log-dir', POD_LOG_DIR, '--exec', 'netns'];
   let child: ChildProcess;
   try {
     child = await spawnApiServer(argv);
@@ -495,7 +496,8 @@ export class LabCluster {
     if (!p) throw new Error(`lab cluster: no pod ${name}`);
     return {
       apiVersion: 'v1', kind: 'Pod',
-      metadata: { name, namespace, labels: p.labels },
+      // Where `kubectl exec` runs its commands (exec.ts): the pod's own netns.
+      metadata: { name, namespace, labels: p.labels, annotations: { [NETNS_ANNOTATION]: p.name } },
       spec: { nodeName: p.node, containers: [{ name: 'whoami', image: 'lab/pod', ports: [{ name: 'web', containerPort: 80, protocol: 'TCP' }, { name: 'dns', containerPort: 53, protocol: 'UDP' }] }] },
       status: {
         phase: 'Running', podIP: p.ipv4, podIPs: [{ ip: p.ipv4 }, { ip: p.ipv6 }], hostIP: this.node(p.node).ipv4,

@@ -125,6 +125,8 @@ async function serve(core: ApiCore, req: IncomingMessage, res: ServerResponse, u
   if (!resource || core.opts.notServed?.includes(resource)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
   const info: ResourceInfo = RESOURCES[resource];
   if (resource === 'pods' && route.subresource === 'log' && verb === 'get') return sendLog(core, res, route.namespace ?? 'default', route.name!, url.searchParams);
+  // pods/exec is served on the upgrade (exec.ts); a plain request gets kube-apiserver's answer.
+  if (resource === 'pods' && route.subresource === 'exec') throw new HttpError(400, 'BadRequest', 'Upgrade request required');
   if (route.subresource && !(route.subresource === 'status' && info.status)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
   const namespace = info.namespaced ? route.namespace : undefined;
   const faultVerb = verb === 'watch' ? 'watch' : verb === 'list' ? 'list' : 'other';
@@ -231,7 +233,8 @@ export function createFrom(core: ApiCore, resource: ResourceName, namespace: str
   return core.put(resource, core.admit(resource, o, undefined));
 }
 
-function authenticate(opts: LabApiServerOptions, req: IncomingMessage): UserInfo | undefined {
+/** The user of a request's bearer token (undefined without `auth`); throws a 401 HttpError for a missing or unknown token. */
+export function authenticate(opts: LabApiServerOptions, req: IncomingMessage): UserInfo | undefined {
   if (!opts.auth) return undefined;
   const m = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? '');
   const user = m ? opts.auth.tokens.get(m[1]!) : undefined;

@@ -15,6 +15,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { kubeconfigYaml } from '../../lab/cluster/apiserver.js';
 import type { LabApiServerOptions } from '../../lab/cluster/api-types.js';
 import { EtcdProcess } from '../../lab/cluster/etcd.js';
+import { netnsRuntime } from '../../lab/cluster/exec.js';
 import { LabPrometheus, OPERATOR_METRICS_PORT, type Sample } from '../../lab/cluster/prometheus.js';
 import { parseTokenFile } from '../../lab/cluster/rbac.js';
 import { makeSelfSignedCert } from '../../lab/cluster/tls.js';
@@ -192,6 +193,7 @@ beforeAll(async () => {
     auth: { tokens: parseTokenFile(`${adminToken},kubernetes-admin,uid-admin,"system:masters"\n${operatorToken},${OPERATOR_USER},uid-ipvs-operator\n`), rbacYaml },
     etcd: etcd.url,
     podLogDir: POD_LOG_DIR,
+    exec: netnsRuntime,
   };
   api = await FakeApiServer.start(apiOptions);
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
@@ -610,6 +612,33 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     expect({ code: d.code, stderr: d.stderr }).toEqual({ code: 0, stderr: '' });
     expect(d.stdout).toMatch(/Warning\s+UnknownScheduler\s+.*no-such-scheduler/);
     expect((await runLoad({ client: 'net-pod-1', url: 'http://10.200.1.35/json', count: 3 })).errors).toBe(0);
+  }, 300_000);
+
+  it('kubectl exec runs in the pod\'s netns: its output, stdin to EOF, the command\'s exit code, NotFound; an operator pod\'s in its node\'s', async () => {
+    const home = mkdtempSync('/tmp/kubectl-');
+    writeFileSync(join(home, 'config'), kubeconfigYaml(api.url, access.adminToken!, certFile));
+    // (asynchronously: the API server answering it, and running the command, lives in this process)
+    const kubectl = (args: string[], input?: string) => run('kubectl', ['--request-timeout=60s', ...args],
+      { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') }, ...(input === undefined ? {} : { input }) });
+    const pod = cluster.pods.get('net-pod-0')!;
+    // Its Pod object, as `npm run cluster` registers its pods (with the netns annotation).
+    await apiRequest(access, 'POST', '/api/v1/namespaces/default/pods', cluster.podObject(pod.name));
+    try {
+      // The pod's own interface and address: what `npm run cluster -- exec` sees in its netns.
+      const addr = await kubectl(['exec', pod.name, '--', 'ip', '-o', '-4', 'addr', 'show', 'dev', 'eth0']);
+      expect({ code: addr.code, stderr: addr.stderr }).toEqual({ code: 0, stderr: '' });
+      expect(addr.stdout).toContain(` inet ${pod.ipv4}/`);
+      expect(addr.stdout).toBe((await cluster.exec(pod.name, ['ip', '-o', '-4', 'addr', 'show', 'dev', 'eth0'])).stdout);
+      expect(await kubectl(['exec', '-i', pod.name, '--', 'cat'], 'data\n')).toEqual({ code: 0, stdout: 'data\n', stderr: '' });
+      expect(await kubectl(['exec', pod.name, '--', 'sh', '-c', 'echo partial; exit 3'])).toEqual({ code: 3, stdout: 'partial\n', stderr: 'command terminated with exit code 3\n' });
+      expect(await kubectl(['exec', 'no-such-pod', '--', 'true'])).toEqual({ code: 1, stdout: '', stderr: 'Error from server (NotFound): pods "no-such-pod" not found\n' });
+      // The operator's pod is hostNetwork: its node's netns, the node's address.
+      const node = cluster.node('myk8s-worker');
+      const onNode = await kubectl(['exec', '-n', 'ipvs-operator', `ipvs-operator-${node.name}`, '--', 'ip', '-o', '-4', 'addr', 'show']);
+      expect({ code: onNode.code, stderr: onNode.stderr, hasNodeIp: onNode.stdout.includes(` inet ${node.ipv4}/`) }).toEqual({ code: 0, stderr: '', hasNodeIp: true });
+    } finally {
+      await apiRequest(access, 'DELETE', `/api/v1/namespaces/default/pods/${pod.name}`);
+    }
   }, 300_000);
 
   it('beside kube-proxy\'s iptables mode, following the API: the labelled Service is the operator\'s, the unlabelled ones kube-proxy\'s, both served on every node', async () => {

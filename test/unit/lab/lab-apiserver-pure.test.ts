@@ -224,6 +224,8 @@ describe('paths, selectors and the command line', () => {
     expect(() => parseApiServerArgs(['--bogus', 'x'])).toThrow(/unknown flag/);
     expect(parseApiServerArgs(['--etcd-servers', 'http://127.0.0.1:2379'])).toMatchObject({ etcd: 'http://127.0.0.1:2379' });
     expect(() => parseApiServerArgs(['--etcd-servers', 'https://a:1,http://b:2'])).toThrow(/one http:\/\/host:port/);
+    expect(parseApiServerArgs(['--exec', 'netns'])).toMatchObject({ exec: 'netns' });
+    expect(() => parseApiServerArgs(['--exec', 'docker'])).toThrow(/--exec: expected netns/);
     expect(resourceOfDocument('apps/v1', 'DaemonSet')).toBe('daemonsets');
     expect(resourceOfDocument('v1', 'Secret')).toBeUndefined();
   });
