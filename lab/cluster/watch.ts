@@ -24,6 +24,15 @@ function eventLine(w: Watcher, type: WatchType, o: Obj): string {
   return `${JSON.stringify({ type, object: w.table ? tableOf(w.resource, [o], true) : o })}\n`;
 }
 
+/**
+ * Writes to a watch unless its response has ended or its socket is gone (a watch ended by its
+ * timeout, or reset, stays in the set until 'close'; a write then would throw "write after end").
+ */
+function send(w: Watcher, text: string): void {
+  if (w.res.writableEnded || w.res.destroyed) return;
+  w.res.write(text);
+}
+
 export class WatchHub {
   private readonly watchers = new Set<Watcher>();
   private readonly corrupt = new Set<ResourceName>();
@@ -53,7 +62,10 @@ export class WatchHub {
     res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     res.flushHeaders(); // as the real server does: clients see the watch established before any event
     if (timeoutSeconds !== undefined) {
-      const timer = setTimeout(() => res.end(), timeoutSeconds * 1000);
+      const timer = setTimeout(() => {
+        this.watchers.delete(w); // no event may follow the end ('close' comes later)
+        res.end();
+      }, timeoutSeconds * 1000);
       res.on('close', () => clearTimeout(timer));
     }
     if (this.stalled.has(w.resource)) {
@@ -73,7 +85,7 @@ export class WatchHub {
     for (const w of this.watchers) {
       if (!matches(w, c.resource, c.object) || w.stalled) continue;
       const text = eventLine(w, c.type, c.object);
-      w.res.write(corrupt ? `${text.slice(0, Math.floor(text.length / 2))}\n` : text);
+      send(w, corrupt ? `${text.slice(0, Math.floor(text.length / 2))}\n` : text);
     }
   }
 
@@ -95,7 +107,7 @@ export class WatchHub {
   bookmark(): void {
     for (const w of this.watchers) {
       const info: ResourceInfo = RESOURCES[w.resource];
-      w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object: { kind: info.kind, apiVersion: apiVersionOf(info), metadata: { resourceVersion: String(this.store.resourceVersion) } } })}\n`);
+      send(w, `${JSON.stringify({ type: 'BOOKMARK', object: { kind: info.kind, apiVersion: apiVersionOf(info), metadata: { resourceVersion: String(this.store.resourceVersion) } } })}\n`);
     }
   }
 
