@@ -912,6 +912,8 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     // Three live webpods (the rolling replacement before this one swapped webpod-1 for webpod-4):
     // port 8090 answers in 50, 1000 and 50 ms; one closed-loop client per node. (With 500 ms, two
     // lab VMs beside this one slowed the fast pods enough that the view saw all three alike.)
+    // Each client runs batches of 200 requests: every batch is one loadgen process, whose start
+    // under TCG costs the CPU the pods answer with.
     const pods = [...cluster.pods.keys()].filter((p) => /^webpod-\d+$/.test(p)).sort().slice(0, 3);
     // Every server started is kept here at once, so the finally below ends them whatever failed.
     const servers: ChildProcess[] = [];
@@ -935,7 +937,7 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       await programmedEverywhere(`${vip}:8090`, 3);
       load = Promise.all(cluster.nodes.map(async (_n, i) => {
         let failed = 0;
-        while (loading) failed += (await runLoad({ client: `net-pod-${i}`, url: `http://${vip}:8090/json`, count: 40, concurrency: 4, timeoutMs: 15_000 })).errors;
+        while (loading) failed += (await runLoad({ client: `net-pod-${i}`, url: `http://${vip}:8090/json`, count: 200, concurrency: 4, timeoutMs: 15_000 })).errors;
         return failed;
       }));
       // Every node's kernel gets the cluster's weights: the slow pod below a fast one. (How far
