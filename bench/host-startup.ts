@@ -6,7 +6,8 @@
 //   it after every PAGE events, as the wiring does after each list page);
 // - desired: from start() to the first IPVS read (the desired state, the weights, the record);
 // - read: the first to the last IPVS/VIP read; plan: from it to the first write (IPVS apply);
-// - beforeWrite: from the first event to the first write, the whole gap.
+// - beforeWrite: from the first event to the first write, the whole gap; cpuBeforeWrite: the
+//   process's CPU time over it (every thread: GC helpers too), less moved by a loaded host.
 // Figures only: nothing here is asserted. Run: node dist/bench/host-startup.js [services] [--prepare PAGE]
 import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/config/types.js';
@@ -29,7 +30,7 @@ for (let p = 0; p < N; p += LIST_PAGE) {
   for (const object of c.services.slice(p, p + LIST_PAGE)) events.push({ kind: 'service', type: 'upsert', object });
   for (const object of c.slices.slice(p, p + LIST_PAGE)) events.push({ kind: 'endpointslice', type: 'upsert', object });
 }
-const at = { readStart: 0n, readEnd: 0n, write: 0n };
+const at = { readStart: 0n, readEnd: 0n, write: 0n, cpu: { user: 0, system: 0 } };
 const fake = new FakeIpvs();
 // Every call timed by name: the first list is the read's start, the first apply the first write.
 const ipvs = new Proxy(fake, {
@@ -38,7 +39,10 @@ const ipvs = new Proxy(fake, {
     if (typeof v !== 'function') return v;
     return async (...args: unknown[]) => {
       const t = process.hrtime.bigint();
-      if (name === 'apply' && !at.write) at.write = t;
+      if (name === 'apply' && !at.write) {
+        at.write = t;
+        at.cpu = process.cpuUsage(cpu0);
+      }
       if (String(name).startsWith('list') && !at.readStart) at.readStart = t;
       const r = await (v as (...a: unknown[]) => Promise<unknown>).apply(target, args);
       if (String(name).startsWith('list') && !at.write) at.readEnd = process.hrtime.bigint();
@@ -56,6 +60,7 @@ const op = new Operator({ ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3
 });
 const keepAlive = setInterval(() => undefined, 60_000);
 const t0 = process.hrtime.bigint();
+const cpu0 = process.cpuUsage();
 let prebuildMs = 0;
 for (let i = 0; i < events.length; i++) {
   op.handle(events[i]!);
@@ -75,5 +80,5 @@ const ms = (a: bigint, b: bigint) => Number(b - a) / 1e6;
 console.log(JSON.stringify({
   services: N, page: PAGE, ops: op.last?.ops, eventsMs, prebuildMs, desiredMs: ms(tStart, at.readStart),
   readMs: ms(at.readStart, at.readEnd), planMs: ms(at.readEnd, at.write), beforeWriteMs: ms(t0, at.write),
-  fromStartMs: ms(tStart, at.write),
+  fromStartMs: ms(tStart, at.write), cpuBeforeWriteMs: (at.cpu.user + at.cpu.system) / 1000,
 }));
