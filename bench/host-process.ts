@@ -82,7 +82,7 @@ const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(
 const status = () => {
   const text = readFileSync(`/proc/${child.pid}/status`, 'utf8');
   const kb = (k: string) => Number(/(\d+) kB/.exec(text.split('\n').find((l) => l.startsWith(`${k}:`)) ?? '')?.[1] ?? NaN) * 1024;
-  return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
+  return { rss: kb('VmRSS'), hwm: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') };
 };
 try {
   for (;;) {
@@ -101,7 +101,10 @@ try {
     await new Promise((r) => setTimeout(r, 100));
   }
   await new Promise((r) => setTimeout(r, 200)); // the file is written in one call; let it land
-  const probe = JSON.parse(readFileSync(probeOut, 'utf8')) as { memory: NodeJS.MemoryUsage; heap: { used_heap_size: number; total_heap_size: number } };
+  const probe = JSON.parse(readFileSync(probeOut, 'utf8')) as {
+    memory: NodeJS.MemoryUsage; heap: { used_heap_size: number; total_heap_size: number };
+    spaces: Record<string, { size: number; used: number }>;
+  };
   const after = status();
   const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
   const rs = N * E;
@@ -110,6 +113,10 @@ try {
     rssMb: mb(after.rss), rssAtReadyMb: mb(rssReady.rss), peakRssMb: mb(after.hwm),
     heapUsedMb: mb(probe.memory.heapUsed), heapTotalMb: mb(probe.memory.heapTotal), externalMb: mb(probe.memory.external),
     arrayBuffersMb: mb(probe.memory.arrayBuffers),
+    // RSS split: anonymous (heap, malloc, JIT code) and file-backed (the node binary's pages).
+    rssAnonMb: mb(after.anon), rssFileMb: mb(after.file),
+    // Each V8 space's size (used) in MB after the probe's GC: new_space is the young generation.
+    spacesMb: Object.fromEntries(Object.entries(probe.spaces).map(([k, v]) => [k, `${mb(v.size)} (${mb(v.used)})`])),
     // Whole-process figures divided out (the ~50 MB of an idle node process included).
     rssBytesPerService: Math.round(after.rss / N), heapBytesPerService: Math.round(probe.memory.heapUsed / N),
     rssBytesPerEndpoint: Math.round(after.rss / rs), heapBytesPerEndpoint: Math.round(probe.memory.heapUsed / rs),

@@ -1,10 +1,10 @@
 // Preloaded into the operator process by bench/host-process.ts (`node --expose-gc --import
 // dist/bench/mem-probe.js dist/src/cli/main.js run ...`): on SIGUSR2 it collects garbage and
-// writes process.memoryUsage() and v8.getHeapStatistics() as JSON to $IPVSOP_MEM_PROBE. With
+// writes process.memoryUsage(), v8.getHeapStatistics() and each heap space's size as JSON to $IPVSOP_MEM_PROBE. With
 // $IPVSOP_HEAP_SNAPSHOT set, it also writes a heap snapshot there. Bench-only; the operator's code
 // knows nothing of it.
 import { writeFileSync } from 'node:fs';
-import { getHeapStatistics, writeHeapSnapshot } from 'node:v8';
+import { getHeapSpaceStatistics, getHeapStatistics, writeHeapSnapshot } from 'node:v8';
 
 const out = process.env.IPVSOP_MEM_PROBE;
 if (out) {
@@ -12,6 +12,7 @@ if (out) {
     (globalThis as { gc?: () => void }).gc?.();
     const snapshot = process.env.IPVSOP_HEAP_SNAPSHOT;
     if (snapshot) writeHeapSnapshot(snapshot);
-    writeFileSync(out, JSON.stringify({ memory: process.memoryUsage(), heap: getHeapStatistics() }));
+    const spaces = Object.fromEntries(getHeapSpaceStatistics().map((s) => [s.space_name, { size: s.space_size, used: s.space_used_size }]));
+    writeFileSync(out, JSON.stringify({ memory: process.memoryUsage(), heap: getHeapStatistics(), spaces }));
   });
 }

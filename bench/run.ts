@@ -68,6 +68,7 @@ if (reuse) {
   report.vm = JSON.parse(readFileSync(reuse, 'utf8'));
 } else if (!process.argv.includes('--no-vm')) {
   const guestOut = join(projectRoot, '.cache', 'bench', 'guest.json');
+  mkdirSync(dirname(guestOut), { recursive: true }); // --no-host: the host part did not make it
   rmSync(guestOut, { force: true });
   // The kernel floor's replayer (bench/nl-replay.c), run in the guest from the shared project.
   const why = buildReplayer(projectRoot);

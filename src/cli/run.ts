@@ -147,15 +147,27 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ipvs.close();
   };
   // A SIGTERM while waiting for the first lists ends the wait: nothing has been programmed yet.
+  // While they arrive, what came is built once the events of a page are in (Operator.prepare:
+  // compute only), so the first sync finds it built; it still starts only once every list is whole.
+  const preparing = { listing: true, queued: false };
   const starting = source.start((e) => {
     if (e.kind === 'service' || e.kind === 'endpointslice') proxierHealth.queuedUpdate();
     if (e.kind === 'node') proxierHealth.syncNode(e.type === 'delete' ? undefined : e.object);
     if (e.kind === 'config' && !o.dryRun) void proxierServer.ensure(e.config.healthzBindAddress);
     operator.handle(e);
     if (e.kind === 'config') void node.configure(e.config);
+    if (preparing.listing && !preparing.queued) {
+      preparing.queued = true;
+      setImmediate(() => {
+        preparing.queued = false;
+        if (preparing.listing) operator.prepare();
+      });
+    }
   });
   starting.catch(() => undefined); // owned below; a stop during start leaves it to settle alone
-  if (await Promise.race([starting.then(() => false), stopped.then(() => true)])) {
+  const stoppedFirst = await Promise.race([starting.then(() => false), stopped.then(() => true)]);
+  preparing.listing = false;
+  if (stoppedFirst) {
     await closeAll();
     return 0;
   }

@@ -32,6 +32,11 @@ export class BuildEnvironment {
     return this.cfg;
   }
 
+  /** Whether this node's Node object is known (until it is, NodePorts have no addresses). */
+  get hasNode(): boolean {
+    return this.node !== undefined;
+  }
+
   /** A new configuration (remakes the environment). */
   setConfig(config: ProxyConfig): void {
     this.cfg = config;

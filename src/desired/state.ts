@@ -33,6 +33,8 @@ export class DesiredState {
   /** sets(), healthChecks() and problems() as last assembled; undefined when a sync may have changed them. */
   private readonly cache: { sets?: SetEntry[]; healthChecks?: HealthCheck[]; problems?: Problem[] } = {};
   private readonly environment: BuildEnvironment;
+  /** What prepare() built since the last sync(): handed to the next sync() with its own. */
+  private prepared = { changed: new Set<string>(), recomputed: 0 };
 
   constructor(config: ProxyConfig, registry: PluginRegistry, nodeName: string, kernel: KernelContext = {}) {
     this.environment = new BuildEnvironment(config, registry, nodeName, kernel, () => {
@@ -89,9 +91,34 @@ export class DesiredState {
    * others sync as usual. The dirty set is always emptied.
    */
   sync(): SyncResult {
-    const changed = new Set<string>();
-    const dirty = [...this.objects.dirty];
-    this.objects.dirty.clear();
+    const changed = this.prepared.changed;
+    const recomputed = this.prepared.recomputed + this.rebuild(changed);
+    this.prepared = { changed: new Set(), recomputed: 0 };
+    return { changed, recomputed };
+  }
+
+  /**
+   * Builds the dirty Services now, as sync() would, and keeps the keys they changed for the next
+   * sync(), which returns them with its own: a source's lists can be built as they arrive, so the
+   * first sync finds only what came since. Only Services with an EndpointSlice are built (one
+   * listed before its slices would be built twice), and nothing until this node's Node is known
+   * (its addresses would rebuild every Service again). Compute only: nothing is read or written.
+   */
+  prepare(): void {
+    if (!this.environment.hasNode) return;
+    const { services, slices } = this.objects;
+    const ready = (id: string) => services.has(id) && (slices.get(id)?.size ?? 0) > 0;
+    this.prepared.recomputed += this.rebuild(this.prepared.changed, ready);
+  }
+
+  /**
+   * Rebuilds the dirty Services (those `only` accepts, else all), adding the keys that changed to
+   * `changed`; how many were rebuilt.
+   */
+  private rebuild(changed: Set<string>, only?: (id: string) => boolean): number {
+    const dirty = only ? [...this.objects.dirty].filter(only) : [...this.objects.dirty];
+    if (only) for (const id of dirty) this.objects.dirty.delete(id);
+    else this.objects.dirty.clear();
     for (const id of dirty) {
       const old = this.entries.get(id);
       const svc = this.objects.services.get(id);
@@ -126,7 +153,7 @@ export class DesiredState {
         this.claims.elect(key, changed);
       }
     }
-    return { changed, recomputed: dirty.length };
+    return dirty.length;
   }
 
   /** buildServiceEntry, or on an exception the last good entry with a BuildFailed problem. */

@@ -16,6 +16,8 @@ export interface ListPaging<T> {
   /** A list item skipped, and why. */
   malformed(why: string): void;
   trim?: (o: T) => T;
+  /** Each page's well-formed items, as the page arrives (before the list is known to be whole). */
+  onPage?: (items: readonly T[]) => void;
 }
 
 /** The well-formed items by key and the first page's resourceVersion; undefined when stopped. */
@@ -38,6 +40,7 @@ export async function listPages<T extends KubernetesObject>(
     }
     const meta = isRecord(l.metadata) ? l.metadata : {};
     if (page === 0) rv = typeof meta.resourceVersion === 'string' ? meta.resourceVersion : undefined;
+    const pageItems: T[] = [];
     for (const item of l.items) {
       const why = malformedObject(item);
       if (why) {
@@ -46,7 +49,9 @@ export async function listPages<T extends KubernetesObject>(
       }
       const obj = p.trim ? p.trim(item as T) : (item as T);
       items.set(keyOf(obj), obj);
+      pageItems.push(obj);
     }
+    p.onPage?.(pageItems);
     cont = typeof meta.continue === 'string' && meta.continue ? meta.continue : undefined;
     if (!cont) break;
     if (seen.has(cont)) {

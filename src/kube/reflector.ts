@@ -1,6 +1,7 @@
 // One resource listed and watched, kept in a cache, with every failure owned: client-go's
 // Reflector and its informer in one awaited loop on the project's own client (client.ts):
-// list every page → diff against the cache → emit → watch from the list's resourceVersion →
+// list every page (the first list emits each page as it comes) → diff against the cache → emit →
+// watch from the list's resourceVersion →
 // re-watch; list again on 410 or periodically; back off on anything else. Bad input is
 // skipped and counted, never ends the loop. The loop's rules and bounds: docs/kube-client.md.
 import type { KubernetesObject } from '@kubernetes/client-node';
@@ -154,6 +155,10 @@ export class Reflector<T extends KubernetesObject> {
   }
 
   private async list(): Promise<void> {
+    // An empty cache (the first list) has nothing the list could delete: each page is emitted as it
+    // arrives, so the consumer works while the rest is listed. The informer counts as synced only
+    // once the whole list has come (the operator's first sync waits for that).
+    const early = this.cache.size === 0;
     const listed = await listPages<T>({
       path: this.o.path, limits: this.o.client.limits, trim: this.o.trim,
       page: (cont) => {
@@ -162,6 +167,7 @@ export class Reflector<T extends KubernetesObject> {
       },
       stopped: () => this.run.stopped,
       malformed: (why) => this.health.malformed(`list item: ${why}`),
+      ...(early ? { onPage: (objs: readonly T[]) => this.emitPage(objs) } : {}),
     });
     if (!listed) return;
     const { items, rv } = listed;
@@ -183,6 +189,15 @@ export class Reflector<T extends KubernetesObject> {
     this.at.needList = false;
     this.health.progressed();
     this.firstSync.resolve();
+  }
+
+  /** Upserts one page of the first list, unless stopped; the list's diff later skips them (same resourceVersion). */
+  private emitPage(objs: readonly T[]): void {
+    if (this.run.stopped) return;
+    for (const obj of objs) {
+      this.cache.set(keyOf(obj), obj);
+      this.o.handlers.upsert(obj);
+    }
   }
 
   private async watchOnce(): Promise<void> {

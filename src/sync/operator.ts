@@ -111,6 +111,11 @@ export class Operator {
     this.timers.runner.run();
   }
 
+  /** Builds what the source sent so far (DesiredState.prepare; between the first lists' pages). */
+  prepare(): void {
+    this.state.prepare();
+  }
+
   /** Feeds one source event; a sync follows within minSyncPeriod. */
   handle(e: SourceEvent): void {
     this.progress.pendingSince ??= this.timers.clock.now();
@@ -249,9 +254,7 @@ export class Operator {
     t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean,
     pendingSince: number | undefined, error?: string,
   ): void {
-    const p = this.progress;
-    const now = this.timers.clock.now();
-    const ops = plan?.ops.length ?? 0;
+    const [p, now, ops] = [this.progress, this.timers.clock.now(), plan?.ops.length ?? 0];
     const failed = settled?.refused.length ?? 0;
     p.last = { at: now, durationMs: now - t0, ops, failed, full, ...(error ? { error } : {}) };
     p.failedInARow = error ? p.failedInARow + 1 : 0;
@@ -263,8 +266,7 @@ export class Operator {
       realServers: this.reader.cache.realServers,
       lastSyncTime: new Date(now).toISOString(),
       lastSyncDurationSeconds: (now - t0) / 1000,
-      lastError: error ?? '',
-      problems: this.problems().length,
+      lastError: error ?? '', problems: this.problems().length,
       consecutiveFailedSyncs: p.failedInARow,
       healthy: health.healthy,
       healthReason: health.reason,
