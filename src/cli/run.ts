@@ -160,7 +160,14 @@ export async function runOperator(o: RunOptions): Promise<number> {
       preparing.queued = true;
       setImmediate(() => {
         preparing.queued = false;
-        if (preparing.listing) operator.prepare();
+        if (!preparing.listing) return;
+        try {
+          operator.prepare();
+        } catch (e) {
+          // Only a head start: the first sync builds what is left (and says what fails).
+          preparing.listing = false;
+          log('warn', 'building while listing failed; the first sync builds it', { error: (e as Error).message });
+        }
       });
     }
   });

@@ -108,7 +108,13 @@ export class DesiredState {
     if (!this.environment.hasNode) return;
     const { services, slices } = this.objects;
     const ready = (id: string) => services.has(id) && (slices.get(id)?.size ?? 0) > 0;
-    this.prepared.recomputed += this.rebuild(this.prepared.changed, ready);
+    const taken = [...this.objects.dirty].filter(ready);
+    try {
+      this.prepared.recomputed += this.rebuild(this.prepared.changed, ready);
+    } catch (e) {
+      for (const id of taken) this.objects.dirty.add(id); // the next sync builds them again
+      throw e;
+    }
   }
 
   /**

@@ -256,7 +256,7 @@ describe('the cluster load view against an API server', () => {
     const choices = () => Object.keys((published()?.spec as { ports?: Array<{ firstChoices?: Record<string, string> }> } | undefined)?.ports?.[0]?.firstChoices ?? {});
     const keepLying = setInterval(() => lie(100_000_000, 50_000_000, Date.now()), 100);
     try {
-      await waitFor(() => choices().join() === 'node-a', 'first choices for node-a alone', 5_000);
+      await waitFor(() => choices().join() === 'node-a', 'first choices for node-a alone', 15_000);
       const stepsBefore = leader.stepped.length;
       await waitFor(() => leader.stepped.length >= stepsBefore + 3, 'three more aggregation periods', 10_000);
       expect(choices()).toEqual(['node-a']);
