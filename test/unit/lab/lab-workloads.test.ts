@@ -9,6 +9,7 @@ import {
   type DeploymentLike, type NodeLike, type PodLike, type ReplicaSetLike, POD_TEMPLATE_HASH, fits, nameSuffix, orphansOf, planDeployment,
   planReplicaSet, podTemplateHash, scaleOf, schedulePods, selectorMatches, selectorString,
 } from '../../../lab/cluster/workloads.js';
+import { type WorkloadPod, decidePod, podRunOf, runningStatus } from '../../../lab/cluster/workload-kubelet.js';
 
 const NOW = '2026-11-26T09:00:00Z';
 const template = { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'web', image: 'lab/pod', ports: [{ containerPort: 80 }] }] } };
@@ -248,5 +249,46 @@ describe('workload controllers in the lab API server', () => {
     expect(api.list('replicasets')).toEqual([]);
     expect(active()).toEqual([]);
     expect(pods().length).toBe(1);
+  });
+});
+
+describe('the workload kubelet\'s decisions, pure', () => {
+  const host = { nodes: () => ['w1', 'w2'], isHarnessPod: (name: string) => name === 'webpod-1' };
+  const wp = (mut: (p: WorkloadPod) => void = () => undefined): WorkloadPod => {
+    const p: WorkloadPod = { metadata: { name: 'web-1-bbbbb', namespace: 'default', uid: 'u1' }, spec: { nodeName: 'w1', containers: [{ name: 'web', image: 'lab/pod' }] }, status: { phase: 'Pending' } };
+    mut(p);
+    return p;
+  };
+
+  it('starts a bound pod of its nodes once; leaves unbound, other nodes\', hostNetwork, harness and finished pods alone', () => {
+    expect(decidePod(wp(), false, undefined, host)).toBe('start');
+    expect(decidePod(wp(), false, 'u1', host)).toBe('none');
+    expect(decidePod(wp((p) => { delete p.spec!.nodeName; }), false, undefined, host)).toBe('none');
+    expect(decidePod(wp((p) => { p.spec!.nodeName = 'elsewhere'; }), false, undefined, host)).toBe('none');
+    expect(decidePod(wp((p) => { p.spec!.hostNetwork = true; }), false, undefined, host)).toBe('none');
+    expect(decidePod(wp((p) => { p.metadata.name = 'webpod-1'; }), false, undefined, host)).toBe('none');
+    expect(decidePod(wp((p) => { p.status!.phase = 'Succeeded'; }), false, undefined, host)).toBe('none');
+  });
+
+  it('stops its running pod when terminating or gone; finishes (grace-0 delete) a terminating one it never ran; another UID is not its pod', () => {
+    expect(decidePod(wp((p) => { p.metadata.deletionTimestamp = NOW; }), false, 'u1', host)).toBe('stop');
+    expect(decidePod(wp(), true, 'u1', host)).toBe('stop');
+    expect(decidePod(wp((p) => { p.metadata.deletionTimestamp = NOW; }), false, undefined, host)).toBe('finish');
+    expect(decidePod(wp(), true, undefined, host)).toBe('none');
+    expect(decidePod(wp((p) => { p.metadata.deletionTimestamp = NOW; p.spec!.nodeName = 'elsewhere'; }), false, undefined, host)).toBe('none');
+    expect(decidePod(wp(), true, 'u0', host)).toBe('none');
+  });
+
+  it('the server\'s ports from the containers (TCP 80 when none), the grace period; the Running status', () => {
+    expect(podRunOf(wp())).toEqual({ tcp: [80], udp: [], graceSeconds: 30 });
+    expect(podRunOf(wp((p) => {
+      p.spec!.terminationGracePeriodSeconds = 5;
+      p.spec!.containers = [{ ports: [{ containerPort: 8080 }, { containerPort: 53, protocol: 'UDP' }, { containerPort: 70000 }] }, { ports: [{ containerPort: 80, protocol: 'TCP' }, { containerPort: 8080 }] }];
+    }))).toEqual({ tcp: [80, 8080], udp: [53], graceSeconds: 5 });
+    expect(podRunOf(wp((p) => { p.spec!.containers = [{ ports: [{ containerPort: 53, protocol: 'UDP' }] }]; }))).toEqual({ tcp: [], udp: [53], graceSeconds: 30 });
+    const s = runningStatus(wp(), { ipv4: '10.10.1.2', ipv6: 'fd00:10:10:1::2', hostIP: '172.18.0.3', pid: 42 }, NOW);
+    expect(s).toMatchObject({ phase: 'Running', podIP: '10.10.1.2', podIPs: [{ ip: '10.10.1.2' }, { ip: 'fd00:10:10:1::2' }], hostIP: '172.18.0.3',
+      containerStatuses: [{ name: 'web', ready: true, restartCount: 0, containerID: 'lab://42', state: { running: { startedAt: NOW } } }] });
+    expect((s.conditions as Array<{ type: string; status: string }>).map((c) => `${c.type}=${c.status}`)).toEqual(['PodScheduled=True', 'Initialized=True', 'ContainersReady=True', 'Ready=True']);
   });
 });
