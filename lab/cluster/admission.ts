@@ -11,6 +11,9 @@ import { type LbService, poolAddresses, reconcileLoadBalancers } from './loadbal
 import { objectKey } from './objects.js';
 import { HttpError } from './status.js';
 import { RESOURCES, type ResourceName } from './store.js';
+import {
+  type DeploymentLike, type NodeLike, type PodLike, type ReplicaSetLike, nameSuffix, orphansOf, planDeployment, planReplicaSet, schedulePods,
+} from './workloads.js';
 
 /** What the controllers write through: the server's own writes (each one seen by watches and, again, by the controllers). */
 export interface Writes {
@@ -99,6 +102,11 @@ export class LabControlPlane {
       if (!r.ok) throw new HttpError(422, 'Invalid', `Service "${o.metadata.name}" is invalid: ${r.message}`);
       return r.service as Obj;
     }
+    if (resource === 'deployments' || resource === 'replicasets') {
+      // metadata.generation counts spec changes (status.observedGeneration answers it).
+      const gen = old?.metadata.generation ?? 0;
+      o.metadata.generation = old && JSON.stringify(old.spec) === JSON.stringify(o.spec) ? gen : gen + 1;
+    }
     if (resource === 'pods' && !old) {
       const pod = o as Obj & { status?: { phase?: string } };
       pod.status = { phase: 'Pending', ...(pod.status as object | undefined) };
@@ -156,6 +164,54 @@ export class LabControlPlane {
     this.graceTimers.set(timerKey, timer);
   }
 
+  /**
+   * The workload controllers and the scheduler (workloads.ts), each step over the objects as the
+   * step before left them, until a round writes nothing (a Deployment's new ReplicaSet gets its
+   * pods, bound to nodes, in one reconcile). Bounded: a round that kept writing forever would be a
+   * bug, logged by leaving the rest to the next write.
+   */
+  private reconcileWorkloads(): void {
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const random = this.lab.random ?? Math.random;
+    for (let round = 0; round < 8; round++) {
+      let wrote = false;
+      const put = (resource: ResourceName, o: object) => {
+        this.api.put(resource, o);
+        wrote = true;
+      };
+      const deployments = this.api.list('deployments') as unknown as DeploymentLike[];
+      // The garbage collector: ReplicaSets of a deleted Deployment, then Pods of a deleted ReplicaSet.
+      for (const rs of orphansOf('Deployment', deployments, this.api.list('replicasets') as unknown as ReplicaSetLike[])) {
+        wrote = this.api.remove('replicasets', rs.metadata.name, rs.metadata.namespace) || wrote;
+      }
+      const replicaSets = this.api.list('replicasets') as unknown as ReplicaSetLike[];
+      for (const pod of orphansOf('ReplicaSet', replicaSets, this.api.list('pods') as unknown as PodLike[])) {
+        this.delete('pods', pod as unknown as Obj, undefined);
+        wrote = true;
+      }
+      for (const d of deployments) {
+        const plan = planDeployment(d, replicaSets, now);
+        if (plan.create) put('replicasets', plan.create);
+        for (const { rs, replicas } of plan.resize) put('replicasets', { ...rs, spec: { ...rs.spec, replicas } });
+        if (JSON.stringify(d.status) !== JSON.stringify(plan.status)) put('deployments', { ...d, status: plan.status });
+      }
+      const pods = this.api.list('pods') as unknown as PodLike[];
+      for (const rs of this.api.list('replicasets') as unknown as ReplicaSetLike[]) {
+        const plan = planReplicaSet(rs, pods, () => nameSuffix(random), (name) => !!this.api.get('pods', name, rs.metadata.namespace));
+        for (const p of plan.create) put('pods', p);
+        for (const p of plan.remove) {
+          this.delete('pods', p as unknown as Obj, undefined);
+          wrote = true;
+        }
+        if (JSON.stringify(rs.status ?? {}) !== JSON.stringify(plan.status)) put('replicasets', { ...rs, status: plan.status });
+      }
+      for (const { pod, node } of schedulePods(this.api.list('pods') as unknown as PodLike[], this.api.list('nodes') as unknown as NodeLike[])) {
+        put('pods', { ...pod, spec: { ...pod.spec, nodeName: node }, status: { ...pod.status, conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: now }] } });
+      }
+      if (!wrote) return;
+    }
+  }
+
   /** Deletes the Events whose TTL ran out since their last write (DELETED to watchers). */
   expireEvents(): void {
     if (this.eventExpiry.size === 0) return;
@@ -178,9 +234,10 @@ export class LabControlPlane {
    * Service write, LoadBalancer ingress IPs follow (when the lab has a pool).
    */
   private reconcile(resource: ResourceName): void {
-    if (this.reconciling || !['services', 'pods', 'nodes', 'namespaces'].includes(resource)) return;
+    if (this.reconciling || !['services', 'pods', 'nodes', 'namespaces', 'deployments', 'replicasets'].includes(resource)) return;
     this.reconciling = true;
     try {
+      if (resource !== 'services') this.reconcileWorkloads();
       if (resource === 'services' && this.lbPool.length) {
         for (const [svc, ip] of reconcileLoadBalancers(this.api.list('services') as LbService[], this.lbPool)) {
           const cur = svc as Obj & LbService;

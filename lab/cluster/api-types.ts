@@ -8,7 +8,7 @@ import type { ResourceName } from './store.js';
 export type Obj = {
   metadata: {
     name: string; namespace?: string; resourceVersion?: string; uid?: string; creationTimestamp?: string; generateName?: string;
-    labels?: Record<string, string>; deletionTimestamp?: string; deletionGracePeriodSeconds?: number;
+    labels?: Record<string, string>; deletionTimestamp?: string; deletionGracePeriodSeconds?: number; generation?: number;
   };
   status?: unknown;
 } & Record<string, unknown>;
@@ -50,6 +50,8 @@ export interface LabOptions {
   advertiseAddress?: string;
   /** LoadBalancer ingress IPs (IPv4 CIDR) the lab's controller hands out (loadbalancer.ts); none: no controller. */
   loadBalancerPool?: string;
+  /** Draws the 5 characters of a ReplicaSet's pod names (values in [0, 1); default Math.random): tests fix it. */
+  random?: () => number;
 }
 
 /** How the lab runs a command in a pod's container (pods/exec, exec.ts): the argv to spawn; throws an HttpError when the container cannot take one. */

@@ -51,6 +51,7 @@ export async function bringUp(nodes: number, log: (l: string) => void, kubeProxy
   writeFileSync(kubeconfig, kubeconfigYaml(apiServer.access.url, apiServer.access.adminToken!, join(CLUSTER_RUN_DIR, 'apiserver', 'cert.pem')));
   log(`API server ${apiServer.access.url} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await cluster.registerNodes();
+  cluster.runWorkloads();
   for (const ns of ['default', 'ipvs-operator']) await cluster.apply('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } } as { metadata: { name: string } });
   await cluster.apply('/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', {
     apiVersion: 'ipvs-operator.io/v1alpha1', kind: 'IPVSProxyConfig', metadata: { name: 'default' },

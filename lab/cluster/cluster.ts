@@ -17,6 +17,7 @@ import { projectRoot } from '../paths.js';
 import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
 import { NETNS_ANNOTATION } from './exec.js';
 import { Kubelet, type PodLaunch } from './kubelet.js';
+import { WorkloadKubelet } from './workload-kubelet.js';
 import {
   BRIDGE, EXTERNAL, LB_POOL, NODE_SYSCTLS, POD_CIDR, SERVICE_CIDR, bridgeLines, externalLines, freePodIndex, nodeLines, nodeRootLines, planNodes,
   planPod, podLines, podNodeLines, type NodePlan, type PodPlan,
@@ -206,6 +207,30 @@ export class LabCluster {
   private readonly kubelet = new Kubelet({
     request: (method, path, body) => apiRequest(this.api, method, path, body), endpoint: () => this.api, logDir: POD_LOG_DIR, log: (l) => this.log(l),
   });
+  /** Runs the workload pods (a Deployment's): workload-kubelet.ts; started by runWorkloads(). */
+  private readonly workloadKubelet = new WorkloadKubelet({
+    request: (method, path, body) => apiRequest(this.api, method, path, body), endpoint: () => this.api, log: (l) => this.log(l),
+    host: {
+      nodes: () => this.nodes.map((n) => n.name),
+      isHarnessPod: (name) => this.pods.has(name) && !this.workloadPods.has(name),
+      startPod: async (name, node, run) => {
+        this.workloadPods.add(name);
+        try {
+          const p = await this.addPod({ name, node, ports: run.tcp, udpPorts: run.udp, terminationGracePeriodSeconds: run.graceSeconds });
+          return { ipv4: p.ipv4, ipv6: p.ipv6, hostIP: this.node(node).ipv4, pid: p.server?.pid };
+        } catch (e) {
+          if (!this.pods.has(name)) this.workloadPods.delete(name);
+          throw e;
+        }
+      },
+      stopPod: async (name) => {
+        await this.deletePod(name);
+        this.workloadPods.delete(name);
+      },
+    },
+  });
+  /** The pods (netns names) the workload kubelet made. */
+  private readonly workloadPods = new Set<string>();
   private readonly kubeProxies = new Map<string, OperatorRun>();
   private readonly log: (line: string) => void;
   private daemonSet: unknown;
@@ -530,8 +555,19 @@ export class LabCluster {
     return run('ip', ['netns', 'exec', target, ...cmd], input !== undefined ? { input } : {});
   }
 
+  /**
+   * Starts the kubelet of workload pods (workload-kubelet.ts): from now on a Pod bound to a node
+   * that the harness did not make (a Deployment's) gets its netns, address and server, and
+   * terminates as a kubelet does. Needs the API server's workload controllers (its `lab` options)
+   * to have Deployments turned into bound Pods.
+   */
+  runWorkloads(): void {
+    this.workloadKubelet.start();
+  }
+
   /** Stops operators and pods and removes every netns, the bridge and the nodes' directories. */
   async down(): Promise<void> {
+    await this.workloadKubelet.stop();
     await this.kubelet.stopAll();
     await Promise.all([...this.kubeProxies.keys()].map((n) => this.stopKubeProxy(n)));
     await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));

@@ -18,6 +18,7 @@ import {
   parseFieldSelector, parseLabelSelector, parseResourcePath, resourceAt, strategicMergePatch,
 } from './store.js';
 import { tableOf, wantsTable } from './tables.js';
+import { scaleOf } from './workloads.js';
 import { type Filter, type WatchHub, matches } from './watch.js';
 
 const MAX_BODY = 4 << 20;
@@ -127,6 +128,9 @@ async function serve(core: ApiCore, req: IncomingMessage, res: ServerResponse, u
   if (resource === 'pods' && route.subresource === 'log' && verb === 'get') return sendLog(core, res, route.namespace ?? 'default', route.name!, url.searchParams);
   // pods/exec is served on the upgrade (exec.ts); a plain request gets kube-apiserver's answer.
   if (resource === 'pods' && route.subresource === 'exec') throw new HttpError(400, 'BadRequest', 'Upgrade request required');
+  if (route.subresource === 'scale' && info.scale && ['get', 'update', 'patch'].includes(verb)) {
+    return sendScale(core, req, res, resource, route.namespace ?? 'default', route.name!, verb, body);
+  }
   if (route.subresource && !(route.subresource === 'status' && info.status)) throw new HttpError(404, 'NotFound', `the server could not find the requested resource (${method} ${path})`);
   const namespace = info.namespaced ? route.namespace : undefined;
   const faultVerb = verb === 'watch' ? 'watch' : verb === 'list' ? 'list' : 'other';
@@ -212,6 +216,29 @@ function sendLog(core: ApiCore, res: ServerResponse, namespace: string, name: st
       : `container "${container}" in pod "${name}" is waiting to start: ContainerCreating`);
   }
   sendText(res, 200, selectLog(readFileSync(file, 'utf8'), q));
+}
+
+/**
+ * The autoscaling/v1 Scale subresource of a Deployment or ReplicaSet (`kubectl scale` PATCHes it
+ * with a merge patch, or GETs and PUTs it with --current-replicas): spec.replicas read from and
+ * written to the object; 409 on a stale resourceVersion, 422 on a replica count that is not a
+ * whole number >= 0.
+ */
+function sendScale(core: ApiCore, req: IncomingMessage, res: ServerResponse, resource: ResourceName, namespace: string, name: string, verb: string, body: unknown): void {
+  const current = core.get(resource, name, namespace);
+  if (!current) throw new HttpError(404, 'NotFound', `${resource} "${name}" not found`);
+  const scale = scaleOf(current);
+  if (verb === 'get') return send(res, 200, scale);
+  const next = verb === 'update' ? asObject(body) : patched(scale as unknown as Obj, body, String(req.headers['content-type'] ?? ''));
+  const rv = (Array.isArray(body) ? undefined : (body as Obj | undefined)?.metadata?.resourceVersion);
+  if (rv && rv !== current.metadata.resourceVersion) throw conflict(resource, name);
+  const replicas = (next.spec as { replicas?: unknown } | undefined)?.replicas;
+  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 0) {
+    throw new HttpError(422, 'Invalid', `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be greater than or equal to 0`);
+  }
+  const updated = structuredClone(current);
+  updated.spec = { ...(updated.spec as object), replicas };
+  send(res, 200, scaleOf(core.put(resource, core.admit(resource, updated, current))));
 }
 
 /** Creates an object from a request body as a POST does (namespace, generateName, 409 when it exists, admission). */

@@ -277,12 +277,12 @@ export interface PodLike { metadata: { name: string; uid?: string; resourceVersi
 export type PodsUpdate = { type: 'LIST'; items: PodLike[]; resourceVersion: string } | { type: 'ADDED' | 'MODIFIED' | 'DELETED'; pod: PodLike };
 
 /**
- * Lists the Pods of `namespace` and watches them from the list's resourceVersion, with the admin
- * token; after a watch ends or fails (the API server restarted, 410 Gone), lists again a second
- * later. Until `signal` aborts; errors go to `onError`, never thrown.
+ * Lists the Pods of `namespace` (undefined: of every namespace) and watches them from the list's
+ * resourceVersion, with the admin token; after a watch ends or fails (the API server restarted,
+ * 410 Gone), lists again a second later. Until `signal` aborts; errors go to `onError`, never thrown.
  */
-export function followPods(api: ApiEndpoint, namespace: string, onUpdate: (u: PodsUpdate) => void, signal: AbortSignal, onError: (e: Error) => void = () => undefined): void {
-  const path = `/api/v1/namespaces/${namespace}/pods`;
+export function followPods(api: ApiEndpoint, namespace: string | undefined, onUpdate: (u: PodsUpdate) => void, signal: AbortSignal, onError: (e: Error) => void = () => undefined): void {
+  const path = namespace === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${namespace}/pods`;
   const loop = async () => {
     while (!signal.aborted) {
       try {

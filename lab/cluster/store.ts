@@ -17,6 +17,8 @@
 export interface ResourceInfo {
   group: string; version: string; plural: string; kind: string; namespaced: boolean;
   singular: string; shortNames?: string[]; status?: boolean; categories?: string[];
+  /** Serves the autoscaling/v1 Scale subresource (`kubectl scale`): spec.replicas read and written through it. */
+  scale?: boolean;
 }
 
 const r = (group: string, version: string, plural: string, kind: string, namespaced: boolean, extra: Partial<ResourceInfo> = {}): ResourceInfo =>
@@ -39,7 +41,8 @@ export const RESOURCES = {
   configmaps: r('', 'v1', 'configmaps', 'ConfigMap', true, { shortNames: ['cm'] }),
   'events.events.k8s.io': r('events.k8s.io', 'v1', 'events', 'Event', true, { shortNames: ['ev'] }),
   daemonsets: r('apps', 'v1', 'daemonsets', 'DaemonSet', true, { shortNames: ['ds'], status: true, categories: ['all'] }),
-  deployments: r('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], status: true, categories: ['all'] }),
+  deployments: r('apps', 'v1', 'deployments', 'Deployment', true, { shortNames: ['deploy'], status: true, categories: ['all'], scale: true }),
+  replicasets: r('apps', 'v1', 'replicasets', 'ReplicaSet', true, { shortNames: ['rs'], status: true, categories: ['all'], scale: true }),
   clusterroles: r('rbac.authorization.k8s.io', 'v1', 'clusterroles', 'ClusterRole', false),
   clusterrolebindings: r('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', 'ClusterRoleBinding', false),
   customresourcedefinitions: r('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', 'CustomResourceDefinition', false, { shortNames: ['crd', 'crds'], status: true }),
@@ -291,6 +294,8 @@ function resourceList(gv: string, infos: ResourceInfo[]): unknown {
       { name: i.plural, singularName: i.singular, namespaced: i.namespaced, kind: i.kind, verbs: VERBS,
         ...(i.shortNames ? { shortNames: i.shortNames } : {}), ...(i.categories ? { categories: i.categories } : {}) },
       ...(i.status ? [{ name: `${i.plural}/status`, singularName: '', namespaced: i.namespaced, kind: i.kind, verbs: ['get', 'patch', 'update'] }] : []),
+      // kubectl scale finds the Scale's group-version-kind here (the scale client's discovery resolver).
+      ...(i.scale ? [{ name: `${i.plural}/scale`, singularName: '', namespaced: i.namespaced, group: 'autoscaling', version: 'v1', kind: 'Scale', verbs: ['get', 'patch', 'update'] }] : []),
     ]),
   };
 }

@@ -5,6 +5,7 @@
 // tests and the study notes' kind lab.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { request as httpsRequest } from 'node:https';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { LabCluster, POD_LOG_DIR, SCTP_TOOL, apiRequest, type ApiAccess } from '../../lab/cluster/cluster.js';
 import { BRIDGE_V4, EXTERNAL } from '../../lab/cluster/nodes.js';
@@ -194,6 +195,9 @@ beforeAll(async () => {
     etcd: etcd.url,
     podLogDir: POD_LOG_DIR,
     exec: netnsRuntime,
+    // The lab control plane: Service allocation, the EndpointSlice, Deployment and ReplicaSet
+    // controllers, the scheduler, graceful pod deletion (the workloads scenario's Kubernetes).
+    lab: {},
   };
   api = await FakeApiServer.start(apiOptions);
   access = { url: `https://${BRIDGE_V4}:6443`, caPem: readFileSync(cert.cert, 'utf8'), adminToken, operatorToken };
@@ -213,6 +217,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => forwarder.listen(6443, BRIDGE_V4, r));
   await cluster.registerNodes();
+  cluster.runWorkloads();
   await apiRequest(access, 'POST', '/apis/ipvs-operator.io/v1alpha1/ipvsproxyconfigs', proxyConfig());
   await Promise.all([
     ...WEBPODS.map((p, i) => cluster.addPod({ name: p, node: WORKERS[i]!, labels: { app: 'webpod' }, ports: [80, 8080], sctpPorts: [9999] })),
@@ -1202,6 +1207,126 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       for (const p of webpods) await cluster.exec(p, ['ip', 'addr', 'del', `${EIP}/32`, 'dev', 'tunl0']);
     }
   }, 300_000);
+
+  it('workloads: kubectl apply of a Deployment and Service, kubectl scale up and down, delete: pods in their nodes\' CIDRs, every node\'s table follows', async () => {
+    const VIP = '10.200.1.95';
+    const home = mkdtempSync('/tmp/kubectl-');
+    writeFileSync(join(home, 'config'), kubeconfigYaml(api.url, access.adminToken!, certFile));
+    const kubectl = async (...args: string[]) => {
+      const r = await run('kubectl', ['--request-timeout=60s', ...args], { env: { ...process.env, HOME: home, KUBECONFIG: join(home, 'config'), KUBECACHEDIR: join(home, 'cache') } });
+      expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: '' });
+      return r.stdout;
+    };
+    writeFileSync(join(home, 'wl.yaml'), `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: wl, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: wl}}
+  template:
+    metadata: {labels: {app: wl}}
+    spec:
+      terminationGracePeriodSeconds: 10
+      containers: [{name: whoami, image: lab/pod, ports: [{name: web, containerPort: 80}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: wl, namespace: default}
+spec: {clusterIP: ${VIP}, selector: {app: wl}, ports: [{name: http, port: 80, targetPort: web}]}
+`);
+    type P = { metadata: { name: string; deletionTimestamp?: string }; spec: { nodeName?: string }; status?: { podIP?: string; phase?: string } };
+    const pods = () => (api.list('pods') as unknown as P[]).filter((p) => (p as unknown as { metadata: { labels?: Record<string, string> } }).metadata.labels?.app === 'wl');
+    const running = () => pods().filter((p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && p.status.podIP);
+    /** Every node's real servers of the VIP (address and weight), sorted (undefined on a node without it). */
+    const tables = async () => Promise.all(cluster.nodes.map(async (n) => {
+      const block = (await ipvsOn(n.name)).split(/\n(?=TCP|UDP|SCTP)/).find((b) => b.includes(` ${VIP}:80 `));
+      return block?.split('\n').map((l) => /->\s+(\d+\.\d+\.\d+\.\d+):80\s+\S+\s+(\d+)/.exec(l)).filter((m): m is RegExpExecArray => !!m)
+        .map((m) => ({ ip: m[1]!, weight: Number(m[2]) })).sort((a, b) => a.ip.localeCompare(b.ip));
+    }));
+    const ipsOf = (t: Array<{ ip: string }> | undefined) => JSON.stringify((t ?? []).map((x) => x.ip));
+    /**
+     * Waits until `n` pods run and every node's table lists exactly their addresses, weighted; those
+     * pods. The client's node (net-pod-0's, the control plane) may keep a removed pod's real server
+     * at weight 0 while its connections drain (the operator's drain, as kube-proxy's: the
+     * connections' TIME_WAIT in IPVS lasts 2 min); every other node has none.
+     */
+    const converged = async (n: number, what: string) => {
+      let last: unknown;
+      await waitFor(`${what}: ${n} pods running, every node's table listing exactly them`, async () => {
+        const ips = running().map((p) => p.status!.podIP!).sort();
+        const t = await tables();
+        last = { ips, tables: t, pods: pods().map((p) => [p.metadata.name, p.spec.nodeName, p.status?.phase, p.metadata.deletionTimestamp]) };
+        return ips.length === n && pods().length === n && t.every((x, i) => {
+          const weighted = ipsOf(x?.filter((r) => r.weight > 0)) === JSON.stringify(ips);
+          return weighted && (i === 0 ? x!.every((r) => r.weight > 0 || !ips.includes(r.ip)) : ipsOf(x) === JSON.stringify(ips));
+        });
+      }, 180_000, 300).catch((e: Error) => { throw new Error(`${e.message}: ${JSON.stringify(last)}`); });
+      const now = running();
+      // Each pod's address is inside its node's pod CIDR (10.10.<i>.0/24), on a worker.
+      for (const p of now) {
+        const node = cluster.node(p.spec.nodeName!);
+        expect({ pod: p.metadata.name, role: node.role, inCidr: p.status!.podIP!.startsWith(node.podCIDR.replace(/0\/24$/, '')) }).toEqual({ pod: p.metadata.name, role: 'worker', inCidr: true });
+      }
+      return now;
+    };
+    /** Pod watch events (type, name, terminating) from now on, through a real watch. */
+    const watchPods = () => {
+      const events: string[] = [];
+      const req = httpsRequest(`${access.url}/api/v1/namespaces/default/pods?watch=true&labelSelector=app%3Dwl&resourceVersion=${api.resourceVersion}`,
+        { ca: access.caPem, headers: { authorization: `Bearer ${access.adminToken}` } }, (res) => {
+          let buf = '';
+          res.setEncoding('utf8').on('data', (d: string) => {
+            buf += d;
+            for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+              const e = JSON.parse(buf.slice(0, nl)) as { type: string; object: P };
+              buf = buf.slice(nl + 1);
+              events.push(`${e.type} ${e.object.metadata.name}${e.object.metadata.deletionTimestamp ? ' terminating' : ''}`);
+            }
+          });
+        });
+      req.on('error', () => undefined);
+      req.end();
+      return { events, stop: () => req.destroy() };
+    };
+    const load = async (pods: P[]) => {
+      const r = await runLoad({ client: 'net-pod-0', url: `http://${VIP}/json`, count: 4 * pods.length });
+      expect({ errors: r.errors, pods: Object.keys(r.byPod).sort() }).toEqual({ errors: 0, pods: pods.map((p) => p.metadata.name).sort() });
+    };
+
+    const t0 = Date.now();
+    expect(await kubectl('apply', '-f', join(home, 'wl.yaml'))).toBe('deployment.apps/wl created\nservice/wl created\n');
+    const two = await converged(2, 'applied');
+    expect(new Set(two.map((p) => p.spec.nodeName)).size).toBe(2); // spread
+    await load(two);
+    const tApplied = Date.now();
+    expect(await kubectl('scale', 'deployment', 'wl', '--replicas=3')).toBe('deployment.apps/wl scaled\n');
+    const three = await converged(3, 'scaled to 3');
+    expect(new Set(three.map((p) => p.spec.nodeName)).size).toBe(3);
+    await load(three);
+    const tUp = Date.now();
+    const watch = watchPods();
+    expect(await kubectl('scale', 'deployment', 'wl', '--replicas=1')).toBe('deployment.apps/wl scaled\n');
+    const one = await converged(1, 'scaled to 1');
+    watch.stop();
+    const removed = three.map((p) => p.metadata.name).filter((n) => n !== one[0]!.metadata.name);
+    // Each removed pod: marked terminating (MODIFIED with a deletionTimestamp) before it was DELETED, by the kubelet's grace-0 delete once its server stopped.
+    for (const name of removed) {
+      const mine = watch.events.filter((e) => e.split(' ')[1] === name);
+      expect({ name, first: mine.find((e) => e.endsWith('terminating')), last: mine.at(-1) }).toEqual({ name, first: `MODIFIED ${name} terminating`, last: `DELETED ${name} terminating` });
+      expect(api.requests.some((r) => r.method === 'DELETE' && r.path === `/api/v1/namespaces/default/pods/${name}` && r.query.includes('gracePeriodSeconds=0'))).toBe(true);
+      expect(existsSync(`/run/netns/${name}`)).toBe(false);
+    }
+    await load(one);
+    const tDown = Date.now();
+    expect(await kubectl('delete', 'deployment', 'wl')).toBe('deployment.apps "wl" deleted\n');
+    await waitFor('the Deployment\'s ReplicaSet and pods gone, the VIP without real servers on every node', async () =>
+      api.list('replicasets').length === 0 && pods().length === 0 && (await tables()).every((t, i) => (t ?? []).filter((r) => i === 0 ? r.weight > 0 : true).length === 0), 180_000, 300);
+    expect(existsSync(`/run/netns/${one[0]!.metadata.name}`)).toBe(false);
+    expect(await kubectl('delete', 'service', 'wl')).toBe('service "wl" deleted\n');
+    await goneEverywhere(`${VIP}:80`);
+    process.stderr.write(`workloads: applied and serving in ${tApplied - t0} ms, scaled to 3 in ${tUp - tApplied} ms, to 1 in ${tDown - tUp} ms, deleted in ${Date.now() - tDown} ms; ` +
+      `watch: ${watch.events.join(', ')}\n`);
+  }, 900_000);
 
   it('cleanup on every node removes everything of ours and leaves every foreign entry in place', async () => {
     for (const n of cluster.nodes) {

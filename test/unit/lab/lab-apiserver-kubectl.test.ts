@@ -237,6 +237,40 @@ spec: {selector: {app: webpod}, ports: [{port: 80, targetPrt: 8080}], clusterIp:
     }
   });
 
+  it('kubectl apply of a Deployment without flags, get deploy,rs,pods, kubectl scale up and down, delete: the controllers follow', async () => {
+    writeFileSync(join(dir, 'wl.yaml'), `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: wl, namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: wl}}
+  template:
+    metadata: {labels: {app: wl}}
+    spec: {containers: [{name: web, image: lab/pod, ports: [{containerPort: 80}]}]}
+`);
+    expect(await kubectl('admin', 'apply', '-f', join(dir, 'wl.yaml'))).toMatchObject({ code: 0, out: 'deployment.apps/wl created\n', err: '' });
+    /** The pods of app=wl from kubectl: `<name> <node> <terminating: x or ->` each. */
+    const pods = async () => (await kubectl('admin', 'get', 'pods', '-l', 'app=wl', '-o',
+      'jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.metadata.deletionTimestamp}{"\\n"}{end}')).out.trim().split('\n').filter(Boolean)
+      .map((l) => l.trim().split(' ')).map(([name, node, del]) => ({ name: name!, node: node!, terminating: !!del }));
+    const rs = (await kubectl('admin', 'get', 'rs', '-l', 'app=wl', '-o', 'jsonpath={.items[*].metadata.name}')).out;
+    expect(rs).toMatch(/^wl-[bcdfghjklmnpqrstvwxz2456789]+$/);
+    const first = await pods();
+    expect(first.map((p) => ({ ...p, name: p.name.replace(/-[bcdfghjklmnpqrstvwxz2456789]{5}$/, '-X') })))
+      .toEqual([{ name: `${rs}-X`, node: 'worker1', terminating: false }, { name: `${rs}-X`, node: 'worker1', terminating: false }]);
+    const scaled = await kubectl('admin', 'scale', 'deployment', 'wl', '--replicas=3');
+    expect(scaled).toMatchObject({ code: 0, out: 'deployment.apps/wl scaled\n' });
+    expect((await kubectl('admin', 'get', 'deploy', 'wl', '-o', 'jsonpath={.spec.replicas} {.metadata.generation} {.status.observedGeneration}')).out).toBe('3 2 2');
+    expect((await pods()).filter((p) => !p.terminating).length).toBe(3);
+    expect(await kubectl('admin', 'scale', 'deployment', 'wl', '--replicas=1', '--current-replicas=3')).toMatchObject({ code: 0 });
+    // Two pods terminating (bound, no kubelet here to finish them), one active.
+    const down = await pods();
+    expect({ terminating: down.filter((p) => p.terminating).length, active: down.filter((p) => !p.terminating).length }).toEqual({ terminating: 2, active: 1 });
+    expect(await kubectl('admin', 'delete', 'deployment', 'wl')).toMatchObject({ code: 0 });
+    expect((await kubectl('admin', 'get', 'deploy,rs', '-l', 'app=wl', '-o', 'name')).out).toBe('');
+    expect((await pods()).map((p) => p.terminating)).toEqual([true, true, true]);
+  });
+
   it('exits 0 on SIGTERM', async () => {
     const code = await new Promise<number | null>((resolve) => {
       proc.on('exit', (c) => resolve(c));
