@@ -39,7 +39,7 @@ afterAll(async () => {
   execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
   await api?.close();
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('the operator on client-node informers against a real-HTTP API server', () => {
   it('programs the Services; a bad annotation gets rr in the kernel and an Event on the Service', async () => {

@@ -38,14 +38,14 @@ afterEach(async () => {
   await op?.stop();
   op = undefined;
   spawnSync('ip', ['link', 'del', 'ipvs-op0'], { stdio: 'ignore' }); // gone already is fine
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
   dir?.dispose();
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('one poisoned Service', () => {
   it('leaves the healthy Services programmed and carrying traffic, gets its own problem, and /healthz stays 200', async () => {

@@ -35,12 +35,12 @@ afterEach(async () => {
   op = undefined;
   execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
   dir?.dispose();
-}, 60_000);
+}, 180_000);
 
 afterAll(async () => {
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('the operator on the files source', () => {
   it('creates, updates and deletes virtual servers as Services and endpoints change', async () => {

@@ -52,7 +52,7 @@ afterAll(async () => {
   spawnSync('ip', ['link', 'del', 'kube-ipvs0']);
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('a recorded ownership beside kube-proxy\'s IPVS mode', () => {
   it('removes only its own NodePort when the Service goes; cleanup removes all it created and leaves the foreign table', async () => {

@@ -54,7 +54,7 @@ afterAll(async () => {
   writeFileSync(`${ALL}/arp_announce`, a!);
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('strictARP', () => {
   it('stops ARP answers for the VIPs while on, restores the node\'s values when turned off, and cleanup restores them too', async () => {

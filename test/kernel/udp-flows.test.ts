@@ -145,7 +145,7 @@ afterAll(async () => {
   execFileSync('ipvsadm', ['-C']);
   execFileSync('ip', ['link', 'del', 'ctforeign0']);
   await cleanupTopology();
-}, 60_000);
+}, 180_000);
 
 describe('a UDP flow on one source port', () => {
   it('gets every answer from the first endpoint on, its first queries dropped by the empty virtual server without a conntrack entry', async () => {
