@@ -1,7 +1,7 @@
 // Server-side printing for kubectl, pure: `kubectl get` asks for a meta.k8s.io/v1 Table and prints
 // its columns (priority 1 only with -o wide). Columns follow the real server's printers for the
-// resources the lab walkthrough shows (nodes, pods, services, endpointslices, events); every other
-// resource gets NAME and AGE. Values are approximations of the real ones (no restarts counted,
+// resources the lab walkthrough shows (nodes, pods, services, endpointslices, events, deployments,
+// replicasets); every other resource gets NAME and AGE. Values are approximations of the real ones (no restarts counted,
 // events' LAST SEEN from lastTimestamp or eventTime).
 
 type O = Record<string, unknown> & { metadata: { name: string; creationTimestamp?: string; labels?: Record<string, string>; deletionTimestamp?: string } };
@@ -56,6 +56,17 @@ function podStatusText(o: O): string {
   return reason;
 }
 
+const num = (v: unknown, none = 0) => (typeof v === 'number' ? v : none);
+type Container = { name?: string; image?: string };
+const containers = (o: O) => (at(o, 'spec', 'template', 'spec', 'containers') as Container[] | undefined) ?? [];
+/** A Deployment's and a ReplicaSet's -o wide columns (the real printers'). */
+const WORKLOAD_WIDE: Col[] = [
+  ['Containers', 1, (o) => str(containers(o).map((c) => c.name ?? '').join(','))],
+  ['Images', 1, (o) => str(containers(o).map((c) => c.image ?? '').join(','))],
+  ['Selector', 1, (o) => str(Object.entries((at(o, 'spec', 'selector', 'matchLabels') as Record<string, string> | undefined) ?? {})
+    .map(([k, v]) => `${k}=${v}`).join(','))],
+];
+
 const COLUMNS: Record<string, Col[]> = {
   nodes: [
     ['Status', 0, (o) => ((at(o, 'status', 'conditions') as Cond[] | undefined)?.find((c) => c.type === 'Ready')?.status === 'True' ? 'Ready' : 'NotReady')],
@@ -88,6 +99,20 @@ const COLUMNS: Record<string, Col[]> = {
       .map((p) => `${p.port}${p.nodePort ? `:${p.nodePort}` : ''}/${p.protocol ?? 'TCP'}`).join(','))],
     ['Age', 0, (o) => age(o.metadata.creationTimestamp)],
     ['Selector', 1, (o) => str(Object.entries((at(o, 'spec', 'selector') as Record<string, string> | undefined) ?? {}).map(([k, v]) => `${k}=${v}`).join(','))],
+  ],
+  deployments: [
+    ['Ready', 0, (o) => `${num(at(o, 'status', 'readyReplicas'))}/${num(at(o, 'spec', 'replicas'), 1)}`],
+    ['Up-to-date', 0, (o) => num(at(o, 'status', 'updatedReplicas'))],
+    ['Available', 0, (o) => num(at(o, 'status', 'availableReplicas'))],
+    ['Age', 0, (o) => age(o.metadata.creationTimestamp)],
+    ...WORKLOAD_WIDE,
+  ],
+  replicasets: [
+    ['Desired', 0, (o) => num(at(o, 'spec', 'replicas'), 1)],
+    ['Current', 0, (o) => num(at(o, 'status', 'replicas'))],
+    ['Ready', 0, (o) => num(at(o, 'status', 'readyReplicas'))],
+    ['Age', 0, (o) => age(o.metadata.creationTimestamp)],
+    ...WORKLOAD_WIDE,
   ],
   endpointslices: [
     ['AddressType', 0, (o) => str(at(o, 'addressType'))],

@@ -262,6 +262,11 @@ spec:
     expect(scaled).toMatchObject({ code: 0, out: 'deployment.apps/wl scaled\n' });
     expect((await kubectl('admin', 'get', 'deploy', 'wl', '-o', 'jsonpath={.spec.replicas} {.metadata.generation} {.status.observedGeneration}')).out).toBe('3 2 2');
     expect((await pods()).filter((p) => !p.terminating).length).toBe(3);
+    // kubectl get's columns, as the real printers have them (no kubelet here: none ready).
+    const table = async (what: string) => (await kubectl('admin', 'get', what, '-o', 'wide')).out.trim().split('\n').map((l) => l.split(/\s{2,}/));
+    expect((await table('deploy')).map((r) => [...r.slice(0, 4), ...r.slice(5)]))
+      .toEqual([['NAME', 'READY', 'UP-TO-DATE', 'AVAILABLE', 'CONTAINERS', 'IMAGES', 'SELECTOR'], ['wl', '0/3', '3', '0', 'web', 'lab/pod', 'app=wl']]);
+    expect((await table('rs')).map((r) => r.slice(0, 4))).toEqual([['NAME', 'DESIRED', 'CURRENT', 'READY'], [rs, '3', '3', '0']]);
     expect(await kubectl('admin', 'scale', 'deployment', 'wl', '--replicas=1', '--current-replicas=3')).toMatchObject({ code: 0 });
     // Two pods terminating (bound, no kubelet here to finish them), one active.
     const down = await pods();
