@@ -28,6 +28,7 @@ import { tiltFirstChoice } from '../../src/balance/first-choice.js';
 import { FakeApiServer } from '../support/fake-apiserver.js';
 import { waitFor } from '../support/operator-process.js';
 import { recordPath } from '../../src/sync/record.js';
+import { deploymentYaml } from '../support/workloads.js';
 import { defaultProxyConfig } from '../../src/config/types.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -1229,18 +1230,8 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       expect({ args, code: r.code, stderr: r.stderr }).toEqual({ args, code: 0, stderr: '' });
       return r.stdout;
     };
-    writeFileSync(join(home, 'wl.yaml'), `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: wl, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: wl}}
-  template:
-    metadata: {labels: {app: wl}}
-    spec:
-      terminationGracePeriodSeconds: 10
-      containers: [{name: whoami, image: lab/pod, ports: [{name: web, containerPort: 80}]}]
----
+    writeFileSync(join(home, 'wl.yaml'), `${deploymentYaml('wl', 2,
+      '{terminationGracePeriodSeconds: 10, containers: [{name: whoami, image: lab/pod, ports: [{name: web, containerPort: 80}]}]}')}---
 apiVersion: v1
 kind: Service
 metadata: {name: wl, namespace: default}

@@ -17,6 +17,7 @@ import { kubeconfigYaml } from '../../../lab/cluster/apiserver.js';
 import { makeSelfSignedCert } from '../../../lab/cluster/tls.js';
 import type { SourceEvent } from '../../../src/source/types.js';
 import { waitFor } from '../../support/wait.js';
+import { deploymentYaml } from '../../support/workloads.js';
 
 const KUBECTL = '/usr/bin/kubectl';
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -238,16 +239,7 @@ spec: {selector: {app: webpod}, ports: [{port: 80, targetPrt: 8080}], clusterIp:
   });
 
   it('kubectl apply of a Deployment without flags, get deploy,rs,pods, kubectl scale up and down, delete: the controllers follow', async () => {
-    writeFileSync(join(dir, 'wl.yaml'), `apiVersion: apps/v1
-kind: Deployment
-metadata: {name: wl, namespace: default}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: wl}}
-  template:
-    metadata: {labels: {app: wl}}
-    spec: {containers: [{name: web, image: lab/pod, ports: [{containerPort: 80}]}]}
-`);
+    writeFileSync(join(dir, 'wl.yaml'), deploymentYaml('wl', 2, '{containers: [{name: web, image: lab/pod, ports: [{containerPort: 80}]}]}'));
     expect(await kubectl('admin', 'apply', '-f', join(dir, 'wl.yaml'))).toMatchObject({ code: 0, out: 'deployment.apps/wl created\n', err: '' });
     /** The pods of app=wl from kubectl: `<name> <node> <terminating: x or ->` each. */
     const pods = async () => (await kubectl('admin', 'get', 'pods', '-l', 'app=wl', '-o',
