@@ -276,20 +276,34 @@ export interface PodLike { metadata: { name: string; uid?: string; resourceVersi
 /** What followPods reports: a full list (`items`, at `resourceVersion`), or one watch event. */
 export type PodsUpdate = { type: 'LIST'; items: PodLike[]; resourceVersion: string } | { type: 'ADDED' | 'MODIFIED' | 'DELETED'; pod: PodLike };
 
+/** followPods' deadlines; the defaults suit the lab API server. */
+export interface FollowTimes {
+  /** A list that has not answered in this long is abandoned and tried again (default 30 000 ms). */
+  listMs?: number;
+  /** The watch asks the server to end it after this long (`timeoutSeconds`, default 300); it is
+   *  abandoned 30 s after that if the server does not, and the pods are listed again. */
+  watchSeconds?: number;
+}
+
 /**
  * Lists the Pods of `namespace` (undefined: of every namespace) and watches them from the list's
  * resourceVersion, with the admin token; after a watch ends or fails (the API server restarted,
- * 410 Gone), lists again a second later. Until `signal` aborts; errors go to `onError`, never thrown.
+ * 410 Gone, a deadline of `times` passed), lists again a second later. Until `signal` aborts;
+ * errors go to `onError`, never thrown: an API server that never answers holds nothing forever.
  */
-export function followPods(api: ApiEndpoint, namespace: string | undefined, onUpdate: (u: PodsUpdate) => void, signal: AbortSignal, onError: (e: Error) => void = () => undefined): void {
+export function followPods(api: ApiEndpoint, namespace: string | undefined, onUpdate: (u: PodsUpdate) => void, signal: AbortSignal, onError: (e: Error) => void = () => undefined, times: FollowTimes = {}): void {
   const path = namespace === undefined ? '/api/v1/pods' : `/api/v1/namespaces/${namespace}/pods`;
+  const listMs = times.listMs ?? 30_000;
+  const watchSeconds = times.watchSeconds ?? 300;
+  const within = (ms: number) => AbortSignal.any([signal, AbortSignal.timeout(ms)]);
   const loop = async () => {
     while (!signal.aborted) {
       try {
-        const list = JSON.parse(await get(api, path, signal)) as { items?: PodLike[]; metadata?: { resourceVersion?: string } };
+        const list = JSON.parse(await get(api, path, within(listMs))) as { items?: PodLike[]; metadata?: { resourceVersion?: string } };
         const rv = list.metadata?.resourceVersion ?? '0';
         onUpdate({ type: 'LIST', items: list.items ?? [], resourceVersion: rv });
-        await get(api, `${path}?watch=true&resourceVersion=${rv}`, signal, (line) => {
+        const watch = `${path}?watch=true&resourceVersion=${rv}&timeoutSeconds=${watchSeconds}`;
+        await get(api, watch, within((watchSeconds + 30) * 1000), (line) => {
           const e = JSON.parse(line) as { type: string; object: PodLike & { message?: string } };
           if (e.type === 'ERROR') throw new Error(`watch: ${e.object.message ?? 'error'}`);
           if (e.type === 'ADDED' || e.type === 'MODIFIED' || e.type === 'DELETED') onUpdate({ type: e.type, pod: e.object });

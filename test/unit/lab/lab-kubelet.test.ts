@@ -15,7 +15,7 @@ import { parseAllDocuments } from 'yaml';
 import { LabApiServer } from '../../../lab/cluster/apiserver.js';
 import { type BackoffEntry, KUBELET_BACKOFF, formatBackoff, planRestart } from '../../../lab/cluster/backoff.js';
 import { apiRequest } from '../../../lab/cluster/cluster.js';
-import { Kubelet, type PodLaunch, type PodsUpdate, deletedBy } from '../../../lab/cluster/kubelet.js';
+import { Kubelet, type PodLaunch, type PodsUpdate, deletedBy, followPods } from '../../../lab/cluster/kubelet.js';
 import { graceMsOf, podFromDaemonSet } from '../../../lab/cluster/daemonset.js';
 import { type ContainerStatus, Supervisor } from '../../../lab/cluster/supervisor.js';
 import { parseLogQuery, podLogPath, selectLog } from '../../../lab/cluster/podlog.js';
@@ -288,5 +288,40 @@ describe('lab kubelet: a deliberate stop/start and the kubelet\'s replacement ne
     await waitFor('2 restarts', () => sup.containerStatus.restartCount >= 2, 10_000, 10);
     await sup.stop();
     expect(seen.find((c) => c.state.waiting?.reason === 'CrashLoopBackOff')).toMatchObject({ lastState: { terminated: { exitCode: 128, reason: 'StartError' } } });
+  });
+});
+
+describe('lab kubelet: followPods never waits forever on the API server', () => {
+  it('abandons a list that does not answer, lists again, and asks the watch to end in time', async () => {
+    const paths: string[] = [];
+    const server = createServer((req, res) => {
+      paths.push(req.url ?? '');
+      if (paths.length === 1) return; // the first list: no answer, ever
+      if (req.url?.includes('watch=true')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return; // a watch left open, with nothing to say
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ items: [], metadata: { resourceVersion: '7' } }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const stop = new AbortController();
+    const updates: PodsUpdate[] = [];
+    const errors: string[] = [];
+    try {
+      followPods({ url: `http://127.0.0.1:${port}` }, 'default', (u) => updates.push(u), stop.signal,
+        (e) => errors.push(e.message), { listMs: 300, watchSeconds: 45 });
+      await waitFor('a list', () => updates.some((u) => u.type === 'LIST'), 20_000);
+      await waitFor('a watch', () => paths.some((p) => p.includes('watch=true')), 20_000);
+      expect(errors.length).toBeGreaterThanOrEqual(1);
+      expect(paths[0]).toBe('/api/v1/namespaces/default/pods');
+      expect(paths.find((p) => p.includes('watch=true')))
+        .toBe('/api/v1/namespaces/default/pods?watch=true&resourceVersion=7&timeoutSeconds=45');
+    } finally {
+      stop.abort();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
