@@ -84,6 +84,25 @@ if (reuse) {
   } else {
     report.vm = JSON.parse(readFileSync(guestOut, 'utf8'));
   }
+  // The process a node runs, on a real kernel (no dry run, the iptables path on), kube source,
+  // as the image runs node; at 10 000 Services or the largest size below it (the 200 MB target's).
+  const rssAt = Math.max(...sizes.split(',').map(Number).filter((n) => n <= 10_000));
+  if (Number.isFinite(rssAt)) {
+    progress(`lab VM: the operator process on the real kernel at ${rssAt} Services (kube source)`);
+    const rssOut = join(projectRoot, '.cache', 'bench', 'guest-rss.json');
+    rmSync(rssOut, { force: true });
+    const rc = await runInVm({
+      command: ['sh', '-c', `node ${join(dist, 'host-process.js')} kube ${rssAt} ${endpoints} --real ` +
+        `--node-flags --optimize-for-size > ${rssOut}`],
+      cwd: projectRoot, memoryMb, timeoutMs: 3600_000, out: process.stderr,
+    });
+    if (rc !== 0 || !existsSync(rssOut)) {
+      process.stderr.write(`bench: the VM's operator process run failed (exit ${rc})\n`);
+      process.exitCode = 1;
+    } else {
+      report.guestProcess = JSON.parse(readFileSync(rssOut, 'utf8').trim().split('\n').pop()!);
+    }
+  }
 }
 
 mkdirSync(dirname(out), { recursive: true });
@@ -199,6 +218,17 @@ function renderTable(r: any): string {
         `iptables ${s(big.restart.iptablesMs)}, VIPs ${s(big.restart.vipsMs)}).`);
     }
     lines.push(`Debounce, excluded above: minSyncPeriod ${r.vm.defaultMinSyncPeriodS} s by default (the runner's minimum interval between syncs); the files source adds 100 ms.`);
+  }
+  if (r.guestProcess) {
+    const p = r.guestProcess;
+    const t = memoryTarget(p.services);
+    lines.push('', 'Lab VM, the process a node runs (no dry run: IPVS, the VIPs and the iptables path on its real kernel), ' +
+      `kube source, node ${p.nodeFlags}, ready after ${s(p.readyMs)}:`, '');
+    row('what', 'value', 'target');
+    row('---', '---:', '---');
+    row(`operator process RSS (peak), ${p.services} x ${p.endpointsPerService} (heap used ${p.heapUsedMb.toFixed(0)} MB of ` +
+      `${p.heapTotalMb.toFixed(0)}; anonymous outside the heap ${(p.rssAnonMb - p.heapTotalMb).toFixed(0)} MB; the node binary ` +
+      `${p.rssFileMb.toFixed(0)} MB)`, `${p.rssMb.toFixed(0)} MB (${p.peakRssMb.toFixed(0)} MB)`, `${t.text}: ${verdict(p.rssMb < t.mb)}`);
   }
   if (r.planner || r.operatorHost || r.operatorProcess) {
     lines.push('', `Host (${r.host.cpu}, ${r.host.cpus} CPUs, node ${r.host.node}):`, '');
