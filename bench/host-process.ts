@@ -9,8 +9,11 @@
 // (--no-iptables): the dry run would run iptables-save on the host. Once /readyz answers (the first
 // sync ended), SIGUSR2 makes bench/mem-probe.js (preloaded) collect garbage and write
 // process.memoryUsage() + v8.getHeapStatistics(); VmRSS and VmHWM (peak) come from /proc.
+// With --real (in the lab VM, as root: `node dist/lab/cli.js run -- node dist/bench/host-process.js
+// kube 10000 10 --real`) the operator programs the kernel as a node does (no dry run, the iptables
+// path on): the process a node runs, without the dry run's table.
 // Prints one JSON object on stdout. Figures only: nothing here is asserted.
-// Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE]
+// Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE] [--real]
 //        [--node-flags '--max-semi-space-size=2 ...': given to the operator's node]
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -30,6 +33,7 @@ const snapAt = process.argv.indexOf('--snapshot');
 const snapshot = snapAt > 0 ? process.argv[snapAt + 1] : undefined;
 const flagsAt = process.argv.indexOf('--node-flags');
 const nodeFlags = flagsAt > 0 ? (process.argv[flagsAt + 1] ?? '').split(' ').filter(Boolean) : [];
+const real = process.argv.includes('--real');
 const PER_FILE = 100;
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 const PROBE = fileURLToPath(new URL('./mem-probe.js', import.meta.url));
@@ -74,7 +78,7 @@ const port = await new Promise<number>((resolve) => {
 const probeOut = join(work, 'probe.json');
 const t0 = process.hrtime.bigint();
 const child = spawn(process.execPath, [...nodeFlags, '--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
-  '--dry-run', '--no-iptables', '--metrics-addr', `127.0.0.1:${port}`, '--state-dir', join(work, 'state'), '--log-level', 'warn'], {
+  ...(real ? [] : ['--dry-run', '--no-iptables']), '--metrics-addr', `127.0.0.1:${port}`, '--state-dir', join(work, 'state'), '--log-level', 'warn'], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: { ...process.env, IPVSOP_MEM_PROBE: probeOut, ...(snapshot ? { IPVSOP_HEAP_SNAPSHOT: snapshot } : {}) },
 });
@@ -109,7 +113,7 @@ try {
   const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
   const rs = N * E;
   console.log(JSON.stringify({
-    source: kind, nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
+    source: kind, mode: real ? 'real kernel' : 'dry run', nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
     rssMb: mb(after.rss), rssAtReadyMb: mb(rssReady.rss), peakRssMb: mb(after.hwm),
     heapUsedMb: mb(probe.memory.heapUsed), heapTotalMb: mb(probe.memory.heapTotal), externalMb: mb(probe.memory.external),
     arrayBuffersMb: mb(probe.memory.arrayBuffers),
@@ -124,6 +128,10 @@ try {
 } finally {
   child.kill('SIGTERM');
   await exited;
+  if (real) {
+    // What the run programmed goes, as a node's `cleanup` removes it (the VM is discarded anyway).
+    await new Promise((r) => spawn(process.execPath, [CLI, 'cleanup', '--state-dir', join(work, 'state')], { stdio: 'ignore' }).once('exit', r));
+  }
   await api?.close();
   rmSync(work, { recursive: true, force: true });
 }
