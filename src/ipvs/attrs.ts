@@ -4,7 +4,7 @@
 // is drawn below the imports; docs/ipvs-client.md ("Message layout") says the rest.
 import type { ForwardMethod, Protocol, RealServer, TunnelType, VirtualServer } from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
-import { type Family, parseIPv4, parseIPv6 } from '../model/addr.js';
+import { type Family, parseIPv4Number, parseIPv6 } from '../model/addr.js';
 import {
   AF_INET, AF_INET6, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, SvcAttr, TunType,
 } from './constants.js';
@@ -52,70 +52,77 @@ function whatOf(what: What): string {
  */
 function writeNetmask(w: NlaWriter, vs: VirtualServer): void {
   if (vs.family === 'IPv6') w.u32(SvcAttr.NETMASK, vs.netmask);
-  else w.bytes(SvcAttr.NETMASK, be32(vs.netmask));
-}
-
-function be32(v: number): Uint8Array {
-  const b = new Uint8Array(4);
-  new DataView(b.buffer).setUint32(0, v >>> 0, false);
-  return b;
-}
-
-/** The 4 or 16 bytes of `address`; throws IpvsError when it is not of `family`. */
-function addrBytes(what: What, family: Family, address: string): Uint8Array {
-  const raw = family === 'IPv4' ? parseIPv4(address) : parseIPv6(address);
-  if (!raw) throw IpvsError.invalidArgument(whatOf(what), `${JSON.stringify(address)} is not an ${family} address`);
-  return raw;
+  else w.be32(SvcAttr.NETMASK, vs.netmask);
 }
 
 /**
- * The nested SERVICE attribute: AF + (FWMARK | PROTOCOL, ADDR, PORT) identify the virtual server;
- * `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL when any of SCHED_NAME,
- * FLAGS, TIMEOUT, NETMASK is missing); flags are sent with mask ~0.
+ * Writes the 16-byte address attribute `type` (an IPv4 address in the first 4 bytes); throws
+ * IpvsError when `address` is not of `family`.
  */
-export function encodeService(what: What, vs: VirtualServer, full: boolean): Buffer {
-  const addr = vs.fwmark ? undefined : addrBytes(what, vs.family, vs.address);
-  const sched = full ? Buffer.byteLength(vs.scheduler) : 0;
-  const pe = full && vs.peName ? Buffer.byteLength(vs.peName) : 0;
-  const size = NLA_HDRLEN + nlaSize(2) + (addr ? nlaSize(2) + nlaSize(16) + nlaSize(2) : nlaSize(4))
-    + (full ? nlaSize(sched + 1) + nlaSize(8) + nlaSize(4) + nlaSize(4) + (vs.peName ? nlaSize(pe + 1) : 0) : 0);
-  const w = new NlaWriter(size);
+function writeAddr(w: NlaWriter, type: number, what: What, family: Family, address: string): void {
+  if (family === 'IPv4') {
+    const v = parseIPv4Number(address);
+    if (v !== undefined) return w.addr4(type, v);
+  } else {
+    const raw = parseIPv6(address);
+    if (raw) return w.bytes(type, raw, 16);
+  }
+  throw IpvsError.invalidArgument(whatOf(what), `${JSON.stringify(address)} is not an ${family} address`);
+}
+
+/**
+ * The bytes of the nested SERVICE attribute: AF + (FWMARK | PROTOCOL, ADDR, PORT) identify the
+ * virtual server; `full` adds what NEW/SET_SERVICE require (the kernel answers EINVAL when any
+ * of SCHED_NAME, FLAGS, TIMEOUT, NETMASK is missing).
+ */
+export function serviceAttrSize(vs: VirtualServer, full: boolean): number {
+  return NLA_HDRLEN + nlaSize(2) + (vs.fwmark ? nlaSize(4) : nlaSize(2) + nlaSize(16) + nlaSize(2))
+    + (full ? nlaSize(Buffer.byteLength(vs.scheduler) + 1) + nlaSize(8) + nlaSize(4) + nlaSize(4)
+      + (vs.peName ? nlaSize(Buffer.byteLength(vs.peName) + 1) : 0) : 0);
+}
+
+/** Writes the SERVICE attribute of serviceAttrSize's size; flags are sent with mask ~0. */
+export function writeServiceAttr(w: NlaWriter, what: What, vs: VirtualServer, full: boolean): void {
   const at = w.nest(CmdAttr.SERVICE);
   w.u16(SvcAttr.AF, afOf[vs.family]);
-  if (addr) {
+  if (!vs.fwmark) {
     w.u16(SvcAttr.PROTOCOL, protoOf[vs.protocol]);
-    w.bytes(SvcAttr.ADDR, addr, 16); // union nf_inet_addr: an IPv4 address in the first 4 bytes
+    writeAddr(w, SvcAttr.ADDR, what, vs.family, vs.address);
     w.be16(SvcAttr.PORT, vs.port);
   } else {
     w.u32(SvcAttr.FWMARK, vs.fwmark);
   }
   if (full) {
-    w.cstring(SvcAttr.SCHED_NAME, vs.scheduler, sched);
-    const flags = new Uint8Array(8);
-    const dv = new DataView(flags.buffer);
-    dv.setUint32(0, vs.flags >>> 0, true);
-    dv.setUint32(4, 0xffffffff, true);
-    w.bytes(SvcAttr.FLAGS, flags);
+    w.cstring(SvcAttr.SCHED_NAME, vs.scheduler);
+    w.u32pair(SvcAttr.FLAGS, vs.flags, 0xffffffff);
     w.u32(SvcAttr.TIMEOUT, vs.timeout);
     writeNetmask(w, vs);
-    if (vs.peName) w.cstring(SvcAttr.PE_NAME, vs.peName, pe);
+    if (vs.peName) w.cstring(SvcAttr.PE_NAME, vs.peName);
   }
   w.end(at);
+}
+
+/** The SERVICE attribute in a buffer of its own (dumps, zero; a plan's ops write in place). */
+export function encodeService(what: What, vs: VirtualServer, full: boolean): Buffer {
+  const w = new NlaWriter(serviceAttrSize(vs, full));
+  writeServiceAttr(w, what, vs, full);
   return w.done();
 }
 
 /**
- * The nested DEST attribute. ADDR_FAMILY is always sent (kernels < 3.18 ignore it); `full` adds
- * what NEW/SET_DEST require (FWD_METHOD, WEIGHT, U_THRESH, L_THRESH) and the tunnel settings for
- * tunnel real servers (kernel >= 5.2).
+ * The bytes of the nested DEST attribute. ADDR_FAMILY is always sent (kernels < 3.18 ignore it);
+ * `full` adds what NEW/SET_DEST require (FWD_METHOD, WEIGHT, U_THRESH, L_THRESH) and the tunnel
+ * settings for tunnel real servers (kernel >= 5.2).
  */
-export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
-  const addr = addrBytes(what, rs.family, rs.address);
-  const tunnel = full && rs.forward === 'tunnel';
-  const w = new NlaWriter(NLA_HDRLEN + nlaSize(16) + 2 * nlaSize(2) + (full ? 4 * nlaSize(4) : 0)
-    + (tunnel ? nlaSize(1) + 2 * nlaSize(2) : 0));
+export function destAttrSize(rs: RealServer, full: boolean): number {
+  return NLA_HDRLEN + nlaSize(16) + 2 * nlaSize(2) + (full ? 4 * nlaSize(4) : 0)
+    + (full && rs.forward === 'tunnel' ? nlaSize(1) + 2 * nlaSize(2) : 0);
+}
+
+/** Writes the DEST attribute of destAttrSize's size. */
+export function writeDestAttr(w: NlaWriter, what: What, rs: RealServer, full: boolean): void {
   const at = w.nest(CmdAttr.DEST);
-  w.bytes(DestAttr.ADDR, addr, 16);
+  writeAddr(w, DestAttr.ADDR, what, rs.family, rs.address);
   w.be16(DestAttr.PORT, rs.port);
   w.u16(DestAttr.ADDR_FAMILY, afOf[rs.family]);
   if (full) {
@@ -123,12 +130,18 @@ export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
     w.u32(DestAttr.WEIGHT, rs.weight);
     w.u32(DestAttr.U_THRESH, rs.upperThreshold);
     w.u32(DestAttr.L_THRESH, rs.lowerThreshold);
-    if (tunnel) {
+    if (rs.forward === 'tunnel') {
       w.u8(DestAttr.TUN_TYPE, tunOf[rs.tunnelType]);
       w.be16(DestAttr.TUN_PORT, rs.tunnelPort);
       w.u16(DestAttr.TUN_FLAGS, rs.tunnelFlags);
     }
   }
   w.end(at);
+}
+
+/** The DEST attribute in a buffer of its own. */
+export function encodeDest(what: What, rs: RealServer, full: boolean): Buffer {
+  const w = new NlaWriter(destAttrSize(rs, full));
+  writeDestAttr(w, what, rs, full);
   return w.done();
 }

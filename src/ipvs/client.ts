@@ -5,8 +5,9 @@ import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '
 import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './decode.js';
 import {
   type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
-  opRequest, setTimeoutsRequest, zeroRequest,
+  opMessage, setTimeoutsRequest, zeroRequest,
 } from './requests.js';
+import { formatOp } from '../model/ipvs.js';
 import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
 import type { Outgoing, Reply } from './socket.js';
@@ -150,24 +151,21 @@ export class NetlinkIpvs implements IpvsClient {
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
     return this.queue.run(async () => {
       const results: OpResult[] = new Array(ops.length).fill(undefined);
-      const sent: Array<{ index: number; req: IpvsRequest }> = [];
-      const keys = new Map<VirtualServer, Buffer>();
+      const sent: number[] = [];
       ops.forEach((op, index) => {
         const invalid = checkOp(op);
-        if (invalid) {
-          results[index] = invalid;
-          return;
-        }
-        const req = opRequest(op, keys);
-        sent.push({ index, req });
+        if (invalid) results[index] = invalid;
+        else sent.push(index);
       });
       if (!sent.length) return results;
-      const { c, replies } = await this.link.exchange((conn) => sent.map((x) => this.outgoing(conn, x.req)));
+      const { c, replies } = await this.link.exchange((conn) =>
+        sent.map((index) => opMessage(conn.familyId, ops[index]!, conn.sock.nextSeq(), conn.sock.port)));
       const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
       replies.forEach((r, i) => {
-        const s = sent[i]!;
-        if (stale && r.errno === Errno.ENOENT) results[s.index] = new IpvsError(s.req.what, 0, 'ESTALEFAMILY', stale);
-        else if (r.errno) results[s.index] = IpvsError.fromErrno(s.req.what, r.errno, explain(ops[s.index]!, r.errno));
+        if (!r.errno) return;
+        const op = ops[sent[i]!]!;
+        results[sent[i]!] = stale && r.errno === Errno.ENOENT ? new IpvsError(formatOp(op), 0, 'ESTALEFAMILY', stale)
+          : IpvsError.fromErrno(formatOp(op), r.errno, explain(op, r.errno));
       });
       return results;
     });

@@ -5,8 +5,10 @@ import type { IpvsOp, IpvsTimeouts, VirtualServer } from '../model/ipvs.js';
 import { formatOp, virtualServerKey } from '../model/ipvs.js';
 import { Cmd, CmdAttr, IPVS_GENL_VERSION } from './constants.js';
 import { NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
-import { encodeDest, encodeService } from './attrs.js';
-import { encodeGenlMessage, nla, nlaNested, u32 } from '../netlink/framing.js';
+import { destAttrSize, encodeDest, encodeService, serviceAttrSize, writeDestAttr, writeServiceAttr } from './attrs.js';
+import { GENL_HDRLEN, NLMSG_HDRLEN } from '../netlink/constants.js';
+import { NlaWriter, encodeGenlMessage, nla, nlaNested, u32 } from '../netlink/framing.js';
+import type { OutgoingWriter } from '../netlink/socket.js';
 
 /** A request ready to be numbered and sent: its bytes are produced by `encodeRequest`. */
 export interface IpvsRequest {
@@ -56,6 +58,35 @@ export function opRequest(op: IpvsOp, keys?: Map<VirtualServer, Buffer>): IpvsRe
     case 'delete-dest':
       return new OpRequest(op, Cmd.DEL_DEST, [key, encodeDest(what, op.rs, false)]);
   }
+}
+
+const OP_CMD: Record<IpvsOp['kind'], number> = {
+  'add-service': Cmd.NEW_SERVICE, 'update-service': Cmd.SET_SERVICE, 'delete-service': Cmd.DEL_SERVICE,
+  'add-dest': Cmd.NEW_DEST, 'update-dest': Cmd.SET_DEST, 'delete-dest': Cmd.DEL_DEST,
+};
+
+/**
+ * One op's message as the socket takes it: sized now, written straight into the datagram that
+ * carries it (no buffer, attribute array or request object per op: at 400 000 ops those were most
+ * of the client's time, in the garbage collector). The same bytes as encodeRequest(opRequest(op)).
+ * Writing throws IpvsError only for an address checkOp refuses first.
+ */
+export function opMessage(familyId: number, op: IpvsOp, seq: number, port: number): OutgoingWriter {
+  const fullService = op.kind === 'add-service' || op.kind === 'update-service';
+  const rs = op.kind === 'add-dest' || op.kind === 'update-dest' || op.kind === 'delete-dest' ? op.rs : undefined;
+  const fullDest = op.kind !== 'delete-dest';
+  const size = NLMSG_HDRLEN + GENL_HDRLEN + serviceAttrSize(op.vs, fullService) + (rs ? destAttrSize(rs, fullDest) : 0);
+  return {
+    seq, dump: false, size,
+    write(buf: Buffer, at: number): void {
+      const what = () => formatOp(op);
+      const w = new NlaWriter(size, buf, at);
+      w.headers(size, familyId, NLM_F_REQUEST | NLM_F_ACK, seq, port, OP_CMD[op.kind], IPVS_GENL_VERSION);
+      writeServiceAttr(w, what, op.vs, fullService);
+      if (rs) writeDestAttr(w, what, rs, fullDest);
+      w.done();
+    },
+  };
 }
 
 /** GET_SERVICE dump: an empty nested SERVICE attribute, as ipvsadm sends. */

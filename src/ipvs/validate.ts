@@ -5,7 +5,7 @@
 // than an EINVAL/ERANGE from deep inside IPVS. pure.
 import type { IpvsOp, RealServer, VirtualServer } from '../model/ipvs.js';
 import { FORWARD_METHODS, formatOp } from '../model/ipvs.js';
-import { parseIPv4, parseIPv6 } from '../model/addr.js';
+import { parseIPv4Number, parseIPv6 } from '../model/addr.js';
 import { PENAME_MAXLEN, SCHEDNAME_MAXLEN } from './constants.js';
 import { IpvsError } from './errors.js';
 
@@ -18,7 +18,8 @@ function isInt(v: unknown, lo: number, hi: number): boolean {
 }
 
 function addressProblem(family: string, address: string): string | undefined {
-  const ok = family === 'IPv4' ? parseIPv4(address) : family === 'IPv6' ? parseIPv6(address) : undefined;
+  const ok = family === 'IPv4' ? parseIPv4Number(address) !== undefined
+    : family === 'IPv6' ? parseIPv6(address) !== undefined : false;
   if (family !== 'IPv4' && family !== 'IPv6') return `family ${JSON.stringify(family)} is not IPv4 or IPv6`;
   return ok ? undefined : `address ${JSON.stringify(address)} is not an ${family} address`;
 }

@@ -51,11 +51,37 @@ export function nlaSize(payload: number): number {
  */
 export class NlaWriter {
   readonly buf: Buffer;
-  private off = 0;
+  private off: number;
+  private readonly start: number;
+  private readonly limit: number;
 
-  constructor(size: number) {
+  /**
+   * A writer of `size` bytes: into a buffer of its own, or into `into` from `at` (a datagram
+   * holding many messages: no buffer per message), zeroed first there too.
+   */
+  constructor(size: number, into?: Buffer, at = 0) {
     // allocUnsafe takes small buffers from Node's pool; alloc would make a new ArrayBuffer for each.
-    this.buf = Buffer.allocUnsafe(size).fill(0);
+    this.buf = into ?? Buffer.allocUnsafe(size);
+    this.buf.fill(0, at, at + size);
+    this.start = at;
+    this.off = at;
+    this.limit = at + size;
+  }
+
+  /** Writes the netlink and generic netlink headers of a `len`-byte message (the first 20 bytes). */
+  headers(
+    len: number, type: number, flags: number, seq: number, port: number, cmd: number, version: number,
+  ): void {
+    const b = this.buf;
+    const at = this.off;
+    b.writeUInt32LE(len, at);
+    b.writeUInt16LE(type, at + 4);
+    b.writeUInt16LE(flags, at + 6);
+    b.writeUInt32LE(seq >>> 0, at + 8);
+    b.writeUInt32LE(port >>> 0, at + 12);
+    b[at + 16] = cmd;
+    b[at + 17] = version;
+    this.off = at + NLMSG_HDRLEN + GENL_HDRLEN;
   }
 
   /** Writes an attribute header for a `len`-byte payload; returns the payload's offset. */
@@ -79,6 +105,19 @@ export class NlaWriter {
   u32(type: number, v: number): void {
     this.buf.writeUInt32LE(v >>> 0, this.head(type, 4));
   }
+  be32(type: number, v: number): void {
+    this.buf.writeUInt32BE(v >>> 0, this.head(type, 4));
+  }
+  /** A 16-byte address payload (union nf_inet_addr), the IPv4 address `v` in its first 4 bytes. */
+  addr4(type: number, v: number): void {
+    this.buf.writeUInt32BE(v >>> 0, this.head(type, 16));
+  }
+  /** Two u32 (host order) in one 8-byte payload: a struct such as IPVS's {flags, mask}. */
+  u32pair(type: number, a: number, b: number): void {
+    const at = this.head(type, 8);
+    this.buf.writeUInt32LE(a >>> 0, at);
+    this.buf.writeUInt32LE(b >>> 0, at + 4);
+  }
   /** A payload of `len` bytes (default: all of `b`), starting with `b` and zero after it. */
   bytes(type: number, b: Uint8Array, len = b.length): void {
     this.buf.set(b, this.head(type, len));
@@ -98,9 +137,10 @@ export class NlaWriter {
   end(at: number): void {
     this.buf.writeUInt16LE(this.off - at, at);
   }
-  /** The buffer; throws when what was written does not fill it (a sizing bug, never input). */
+  /** The buffer; throws when what was written does not fill its size (a sizing bug, never input). */
   done(): Buffer {
-    if (this.off !== this.buf.length) throw new Error(`NlaWriter: wrote ${this.off} bytes of ${this.buf.length}`);
+    const [wrote, size] = [this.off - this.start, this.limit - this.start];
+    if (wrote !== size) throw new Error(`NlaWriter: wrote ${wrote} bytes of ${size}`);
     return this.buf;
   }
 }

@@ -35,14 +35,46 @@ interface Requests {
 }
 
 /** A message to send: its bytes, numbered with `seq`, and whether it is a dump. */
-export interface Outgoing {
+export interface OutgoingBytes {
   seq: number;
   bytes: Buffer;
   dump: boolean;
 }
 
+/**
+ * A message to send that writes itself into the datagram (`size` bytes at `at`): a plan's op
+ * (ipvs/requests.ts opMessage), with no buffer of its own.
+ */
+export interface OutgoingWriter {
+  seq: number;
+  size: number;
+  write(buf: Buffer, at: number): void;
+  dump: boolean;
+}
+
+/** A message to send, numbered with `seq`. */
+export type Outgoing = OutgoingBytes | OutgoingWriter;
+
+function sizeOf(o: Outgoing): number {
+  return 'bytes' in o ? o.bytes.length : o.size;
+}
+
+/** One datagram holding `chunk`'s messages in order; throws what a writer throws. */
+function datagramOf(chunk: readonly Outgoing[]): Buffer {
+  let len = 0;
+  for (const o of chunk) len += sizeOf(o);
+  const datagram = Buffer.allocUnsafe(len);
+  let at = 0;
+  for (const o of chunk) {
+    if ('bytes' in o) o.bytes.copy(datagram, at);
+    else o.write(datagram, at);
+    at += sizeOf(o);
+  }
+  return datagram;
+}
+
 /** Sees every message a NetlinkSocket sends, as sent: the bench's recording of a sync (bench/replay.ts). */
-export type SendRecorder = (protocol: number, sent: readonly Outgoing[]) => void;
+export type SendRecorder = (protocol: number, sent: readonly OutgoingBytes[]) => void;
 
 /** A netlink socket with pipelined, sequence-matched request/reply. */
 export class NetlinkSocket {
@@ -99,6 +131,12 @@ export class NetlinkSocket {
   private exchangeChunk(chunk: readonly Outgoing[]): Promise<Reply[]> {
     if (this.closed) return Promise.reject(this.malformed('send', 'socket closed'));
     if (this.failure) return Promise.reject(this.failure);
+    let datagram: Buffer;
+    try {
+      datagram = datagramOf(chunk);
+    } catch (e) {
+      return Promise.reject(e); // a message that cannot be written: nothing was sent
+    }
     return new Promise<Reply[]>((resolve, reject) => {
       const replies: Reply[] = chunk.map(() => ({ errno: 0, messages: [], interrupted: false }));
       const lastIndex = chunk.length - 1;
@@ -122,17 +160,17 @@ export class NetlinkSocket {
         if (waits) left++;
         this.requests.pending.set(o.seq, { dump: o.dump, reply: replies[i]!, done: waits ? awaited : silent });
       });
-      const datagram = Buffer.concat(chunk.map((o) => o.bytes));
       let off = 0;
       chunk.forEach((o, i) => {
         if (!o.dump && i < lastIndex) datagram.writeUInt16LE(datagram.readUInt16LE(off + 6) & ~NLM_F_ACK, off + 6);
-        off += o.bytes.length;
+        off += sizeOf(o);
       });
       this.onFailure = finish;
       const recorder = NetlinkSocket.recorder;
       if (recorder) {
         let at = 0;
-        recorder(this.protocol, chunk.map((o) => ({ ...o, bytes: datagram.subarray(at, (at += o.bytes.length)) })));
+        recorder(this.protocol,
+          chunk.map((o) => ({ seq: o.seq, dump: o.dump, bytes: datagram.subarray(at, (at += sizeOf(o))) })));
       }
       // A descriptor closed under us makes the package throw synchronously: a socket failure too.
       this.rawCall(() => {

@@ -8,7 +8,9 @@ import {
 import {
   decodeDest, decodeInfo, decodeService, decodeServiceMessage, decodeDestMessage, decodeStats, decodeTimeouts,
 } from '../../../src/ipvs/decode.js';
-import { encodeRequest, opRequest, setTimeoutsRequest, zeroRequest, listDestsRequest } from '../../../src/ipvs/requests.js';
+import {
+  encodeRequest, listDestsRequest, opMessage, opRequest, setTimeoutsRequest, zeroRequest,
+} from '../../../src/ipvs/requests.js';
 import {
   type NlMessage, decodeErrno, decodeFamily, decodeMessages, encodeGenlMessage, genlAttrs, nla, nlaNested, parseAttrs,
 } from '../../../src/netlink/framing.js';
@@ -209,5 +211,31 @@ describe('garbage in, IpvsError out', () => {
       onlyIpvsErrors(() => decodeMessages(cut, IpvsError).map(decodeServiceMessage));
     }
     expect(() => decodeMessages(full.subarray(0, 20), IpvsError)).toThrow(IpvsError);
+  });
+});
+
+describe('opMessage: an op written in place into the datagram', () => {
+  const ops: IpvsOp[] = [
+    ...services.flatMap(([, vs]): IpvsOp[] => [
+      { kind: 'add-service', vs }, { kind: 'update-service', vs }, { kind: 'delete-service', vs }]),
+    ...dests.flatMap(([, vs, rs]): IpvsOp[] => [
+      { kind: 'add-dest', vs, rs }, { kind: 'update-dest', vs, rs }, { kind: 'delete-dest', vs, rs }]),
+  ];
+  it.each(ops.map((op, i) => [i, op.kind, op] as const))('%i %s: the bytes of encodeRequest(opRequest(op))', (i, _, op) => {
+    const want = encodeRequest(0x25, opRequest(op), 1000 + i, 4242);
+    const m = opMessage(0x25, op, 1000 + i, 4242);
+    expect(m.size).toBe(want.length);
+    // A datagram of old bytes: padding and unwritten payload must come out zero, the neighbours untouched.
+    const buf = Buffer.alloc(want.length + 24, 0xaa);
+    m.write(buf, 12);
+    expect(buf.subarray(12, 12 + want.length).equals(want)).toBe(true);
+    expect([...buf.subarray(0, 12), ...buf.subarray(12 + want.length)].every((b) => b === 0xaa)).toBe(true);
+  });
+
+  it('an address checkOp would refuse throws IpvsError when written, naming the op', () => {
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.1.300', port: 80 });
+    const m = opMessage(0x25, { kind: 'add-service', vs }, 1, 1);
+    expect(() => m.write(Buffer.alloc(m.size), 0)).toThrow(IpvsError);
+    expect(() => m.write(Buffer.alloc(m.size), 0)).toThrow(/10\.200\.1\.300/);
   });
 });
