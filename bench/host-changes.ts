@@ -1,6 +1,9 @@
 // Host microbenchmark of the sync loop's incremental path: an Operator over FakeIpvs and
 // FakeVipLink at N Services, fed single-endpoint changes through handle(); reports the sync time
-// per change and how often the iptables path ran. Run: node dist/bench/host-changes.js [services] [changes]
+// per change (wall, and the process's CPU: on a shared machine the wall tail is mostly other
+// processes), the garbage collections during the changes and how often the iptables path ran.
+// Run: node dist/bench/host-changes.js [services] [changes]
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
@@ -28,7 +31,18 @@ let w = next();
 op.start();
 await w;
 iptablesCalls = 0;
+const gcs = { scavenges: 0, markCompacts: 0, ms: 0 };
+const observer = new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    const kind = (e as { detail?: { kind?: number } }).detail?.kind;
+    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) gcs.scavenges++;
+    if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) gcs.markCompacts++;
+    gcs.ms += e.duration;
+  }
+});
+observer.observe({ entryTypes: ['gc'] });
 const times: number[] = [];
+const cpu: number[] = [];
 const ops: number[] = [];
 for (let k = 0; k < K; k++) {
   const i = (k * 7919) % N;
@@ -36,11 +50,20 @@ for (let k = 0; k < K; k++) {
   const object = makeBenchSlice(i, `c${k}`, k % 2 ? js.slice(1) : [...js, E], E);
   w = next();
   const t = process.hrtime.bigint();
+  const c0 = process.cpuUsage();
   op.handle({ kind: 'endpointslice', type: 'upsert', object });
   await w;
   times.push(msSince(t));
+  const c1 = process.cpuUsage(c0);
+  cpu.push((c1.user + c1.system) / 1000);
   ops.push(op.last!.ops);
 }
+await new Promise((r) => setImmediate(r)); // the observer's last entries
+observer.disconnect();
 await op.stop();
 clearInterval(keepAlive);
-console.log(JSON.stringify({ services: N, changes: K, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99), opsPerChange: [...new Set(ops)], iptablesRuns: iptablesCalls }));
+console.log(JSON.stringify({
+  services: N, changes: K, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99),
+  cpuP50Ms: percentile(cpu, 50), cpuP99Ms: percentile(cpu, 99), scavengesPerChange: gcs.scavenges / K,
+  markCompacts: gcs.markCompacts, gcMsPerChange: gcs.ms / K, opsPerChange: [...new Set(ops)], iptablesRuns: iptablesCalls,
+}));
