@@ -2,9 +2,11 @@
 // FakeVipLink at N Services, fed single-endpoint changes through handle(); reports the sync time
 // per change (wall, and the process's CPU: on a shared machine the wall tail is mostly other
 // processes), the garbage collections during the changes and how often the iptables path ran.
-// Run: node dist/bench/host-changes.js [services] [changes]
+// Run: node dist/bench/host-changes.js [services] [changes] [opted]: the first `opted` Services use wrr
+// and opt into the cluster load view (ClusterWeights on, nothing published).
 import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { PluginRegistry } from '../plugins/index.js';
+import { ClusterWeights } from '../src/balance/cluster-view.js';
 import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { Operator } from '../src/sync/operator.js';
@@ -13,14 +15,19 @@ import { NODE_NAME, makeBenchSlice, makeCluster, msSince, percentile } from './f
 
 const N = Number(process.argv[2] ?? 10_000);
 const K = Number(process.argv[3] ?? 50);
+const OPTED = Number(process.argv[4] ?? 0);
 const E = 10;
 const c = makeCluster(N, E);
+for (const s of c.services.slice(0, OPTED)) {
+  s.metadata!.annotations = { 'ipvs-operator.io/scheduler': 'wrr', 'ipvs-operator.io/balance': 'cluster' };
+}
 let iptablesCalls = 0;
 let done: (() => void) | undefined;
 const op = new Operator({ ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3600 }, {
   ipvs: new FakeIpvs(), vips: new FakeVipLink(), iptables: { sync: async () => { iptablesCalls++; }, cleanup: async () => undefined },
   events: { report: async () => undefined }, status: { write: async () => { done?.(); } }, log: () => undefined,
   kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr']) }, registry: new PluginRegistry(), nodeName: NODE_NAME,
+  ...(OPTED ? { clusterWeights: new ClusterWeights(30_000, undefined, undefined, NODE_NAME) } : {}),
 });
 const keepAlive = setInterval(() => undefined, 60_000);
 const next = () => new Promise<void>((r) => { done = r; });
@@ -63,7 +70,7 @@ observer.disconnect();
 await op.stop();
 clearInterval(keepAlive);
 console.log(JSON.stringify({
-  services: N, changes: K, p50Ms: percentile(times, 50), p99Ms: percentile(times, 99),
+  services: N, changes: K, ...(OPTED ? { clusterBalanced: OPTED } : {}), p50Ms: percentile(times, 50), p99Ms: percentile(times, 99),
   cpuP50Ms: percentile(cpu, 50), cpuP99Ms: percentile(cpu, 99), scavengesPerChange: gcs.scavenges / K,
   markCompacts: gcs.markCompacts, gcMsPerChange: gcs.ms / K, opsPerChange: [...new Set(ops)], iptablesRuns: iptablesCalls,
 }));
