@@ -244,6 +244,10 @@ function renderTable(r: any): string {
       const h = r.hostChanges;
       row(`one endpoint change, event to programmed, ${h.services} Services (Operator over FakeIpvs, ${h.changes} changes): p50 / p99`,
         `${s(h.p50Ms)} / ${s(h.p99Ms)}`, `p99 <= 5 ms: ${verdict(h.p99Ms <= 5)}`);
+      if (h.cpuP50Ms !== undefined) {
+        row(`  the process's CPU per change p50 / p99; scavenges per change, mark-compacts`,
+          `${s(h.cpuP50Ms)} / ${s(h.cpuP99Ms)}; ${h.scavengesPerChange.toFixed(3)}, ${h.markCompacts}`, '');
+      }
     }
     for (const p of r.operatorProcess ?? []) {
       row(`operator process RSS (peak), ${p.source} source, ${p.services} x ${p.endpointsPerService}${p.nodeFlags ? `, node ${p.nodeFlags} (as the image runs it)` : ''} (run --dry-run; heap used ${p.heapUsedMb.toFixed(0)} MB)`,

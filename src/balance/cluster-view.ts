@@ -10,6 +10,7 @@ import { RAMPABLE_SCHEDULERS } from './slow-start.js';
 import { overlayTable } from './overlay.js';
 import { localFirstChoice } from './first-choice.js';
 import { PublishedWeights } from './published-weights.js';
+import { OptedIn } from './opted-in.js';
 import { type Weigh, type WeighOptions, weighDests } from './weigh.js';
 
 // Moved out; still exported here for the kube edge and `status`, which import them from this file.
@@ -86,19 +87,36 @@ export interface ClusterWeightsResult {
   nextAt?: number;
 }
 
+/** What ClusterWeights.apply must redo, kept between calls. */
+interface Track {
+  /** Weigh every opted-in entry again (the first call; the view came or went). */
+  all: boolean;
+  /** Services published, refused or forgotten since: their entries are weighed again. */
+  services: Set<string>;
+  /** The problem list may differ from the last one. */
+  problems: boolean;
+  /** Whether the last call found the view stale. */
+  stale: boolean;
+  /** Per opted-in key, the problems weighing it gave (none: absent). */
+  weighed: Map<string, Problem[]>;
+}
+
 /**
  * The node's side of the view: remembers the published weights and whether the view is alive, and
  * rewrites the weights of opted-in virtual servers in the table the planner gets (base weight ×
  * cluster weight; a backend the object does not name yet gets maxWeight, as the aggregator's
  * initial view does). While the view is not alive, or before anything was published, local
  * weights are used, with a ClusterViewStale problem once the view has been missing for staleMs.
- * O(changed + opted-in virtual servers) per call.
+ * Incremental: a call weighs again only the changed keys and those of Services published since,
+ * O(them); all opted-in ones when the view came or went, and the problem list when it may differ.
  */
 export class ClusterWeights {
   /** What the aggregator last published (published-weights.ts). */
   private readonly published = new PublishedWeights();
-  /** Opted-in virtual server key -> its view key. */
-  private readonly opted = new Map<string, string>();
+  /** Opted-in virtual server keys -> their view keys (opted-in.ts). */
+  private readonly opted = new OptedIn();
+  /** What changed since the last apply, and each key's problems from weighing (see Track). */
+  private readonly track: Track = { all: true, services: new Set(), problems: true, stale: false, weighed: new Map() };
   private readonly out = new Map<string, DesiredVirtualServer>();
   /**
    * Alive until shown otherwise: a restarted node applies what is published at once (its first
@@ -127,21 +145,31 @@ export class ClusterWeights {
   publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>,
     firstChoices: ReadonlyMap<string, ReadonlyMap<string, string>> = new Map(), reporters?: readonly string[]): void {
     this.published.publish(service, views, firstChoices, reporters);
+    this.touch(service);
+  }
+
+  /** A Service's published object changed: its keys are weighed again at the next apply. */
+  private touch(service: string): void {
+    this.track.services.add(service);
+    this.track.problems = true;
   }
 
   /** A published object that failed its checks: local weights for that Service, with a problem. */
   refuse(service: string, error: string): void {
     this.published.refuse(service, error);
+    this.touch(service);
   }
 
   /** The Service's weights object is gone. */
   forget(service: string): void {
     this.published.forget(service);
+    this.touch(service);
   }
 
   /** Whether an aggregator is alive (the edge watches the Lease); `now` starts the missing clock. */
   setAlive(alive: boolean, now: number): void {
     if (alive === this.alive && (alive || this.missingSince !== undefined)) return;
+    if (alive !== this.alive) this.track.all = true;
     this.alive = alive;
     this.missingSince = alive ? undefined : (this.missingSince ?? now);
   }
@@ -152,7 +180,7 @@ export class ClusterWeights {
 
   /** Opted-in virtual servers by key, with their view keys (for the reporter). */
   optedIn(): ReadonlyMap<string, string> {
-    return this.opted;
+    return this.opted.byKey;
   }
 
   /**
@@ -160,7 +188,7 @@ export class ClusterWeights {
    * one by one. A Service whose published weights name its reporters is read only by them.
    */
   *optedServers(): Iterable<{ vs: DesiredVirtualServer['vs']; viewKey: string }> {
-    for (const [key, viewKey] of this.opted) {
+    for (const [key, viewKey] of this.opted.byKey) {
       const e = this.out.get(key);
       if (e && this.reports(viewKey)) yield { vs: e.vs, viewKey };
     }
@@ -195,47 +223,78 @@ export class ClusterWeights {
   /**
    * Rewrites the opted-in entries; adds to `changed` every key whose weights moved although its
    * desired entry did not (new weights, the view dying or coming back), so the planner plans it.
+   * `changed` must hold every key whose desired entry appeared, changed or went since the last call.
    */
   apply(table: DesiredTable, changed: Set<string>, now: number): ClusterWeightsResult {
-    const { staleMs, nodeName } = this.o;
+    const t = this.track;
+    const again = new Set<string>();
     for (const key of changed) {
       const e = table.get(key);
-      if (e?.clusterBalance) this.opted.set(key, viewKeyOf(e));
-      else { this.opted.delete(key); this.out.delete(key); }
+      if (e?.clusterBalance) {
+        if (this.opted.set(key, viewKeyOf(e), `${e.origin.namespace}/${e.origin.name}`)) t.problems = true;
+        again.add(key);
+      } else if (this.opted.delete(key)) {
+        this.out.delete(key);
+        t.weighed.delete(key);
+        t.problems = true;
+      }
     }
-    for (const key of [...this.opted.keys()]) if (!table.has(key)) { this.opted.delete(key); this.out.delete(key); }
+    // Keys whose entry did not change but whose weights may have: in opt-in order, as `changed` gets them.
+    const others = t.all ? [...this.opted.byKey.keys()]
+      : this.opted.inOrder([...t.services].flatMap((s) => [...this.opted.keysOf(s)]).filter((k) => !again.has(k)));
+    for (const key of [...again, ...others]) {
+      if (this.weigh(key, table.get(key)!) && !again.has(key)) changed.add(key);
+    }
+    const stale = this.missingSince !== undefined && now - this.missingSince >= this.o.staleMs;
+    // A stale problem's text says for how long: while stale, the list is assembled every time.
+    if (t.all || t.problems || stale || stale !== t.stale) this.lastProblems = this.assembleProblems(stale, now);
+    [t.all, t.problems, t.stale] = [false, false, stale];
+    t.services.clear();
+    const result: ClusterWeightsResult = {
+      table: this.out.size ? overlayTable(table, this.out) : table, problems: this.lastProblems as Problem[],
+    };
+    if (this.opted.byKey.size && this.missingSince !== undefined && now < this.missingSince + this.o.staleMs) {
+      result.nextAt = this.missingSince + this.o.staleMs;
+    }
+    return result;
+  }
+
+  /** Weighs one opted-in entry into `out`; whether its weights moved (it was weighed before). */
+  private weigh(key: string, e: DesiredVirtualServer): boolean {
+    const [vk, node] = [this.opted.byKey.get(key)!, this.o.nodeName];
+    const w = this.alive ? this.published.weights.get(vk) : undefined;
+    const problems: Problem[] = [];
+    // The dealt first choice, else (none dealt to this node: a large cluster, or not yet) its own.
+    const first = w ? this.published.choices.get(vk)?.get(node) ?? localFirstChoice(node, vk, w) : undefined;
+    const dests = w ? weighDests(this.o, e, w, first, this.opted.serviceOf(key)!, problems) : e.dests;
+    if (problems.length || this.track.weighed.has(key)) this.track.problems = true;
+    if (problems.length) this.track.weighed.set(key, problems);
+    else this.track.weighed.delete(key);
+    const before = this.out.get(key);
+    this.out.set(key, { ...e, dests });
+    return !!before
+      && (before.dests.length !== dests.length || before.dests.some((rs, i) => rs.weight !== dests[i]!.weight));
+  }
+
+  /** Every problem: each entry's from weighing in opt-in order, then each Service's (refused, stale). */
+  private assembleProblems(stale: boolean, now: number): Problem[] {
     const problems: Problem[] = [];
     const services = new Set<string>();
-    for (const [key, vk] of this.opted) {
-      const e = table.get(key)!;
-      const service = `${e.origin.namespace}/${e.origin.name}`;
-      services.add(service);
-      const w = this.alive ? this.published.weights.get(vk) : undefined;
-      // The dealt first choice, else (none dealt to this node: a large cluster, or not yet) its own.
-      const first = w ? this.published.choices.get(vk)?.get(nodeName) ?? localFirstChoice(nodeName, vk, w) : undefined;
-      const dests = w ? weighDests(this.o, e, w, first, service, problems) : e.dests;
-      const before = this.out.get(key);
-      const moved = !before || before.dests.length !== dests.length
-        || before.dests.some((rs, i) => rs.weight !== dests[i]!.weight);
-      if (moved && before) changed.add(key);
-      this.out.set(key, { ...e, dests });
+    for (const key of this.opted.byKey.keys()) {
+      problems.push(...this.track.weighed.get(key) ?? []);
+      services.add(this.opted.serviceOf(key)!);
     }
     for (const service of services) {
       const invalid = this.published.invalid.get(service);
       if (invalid) {
         const message = `the published IPVSServiceWeights was refused: ${invalid}; local weights`;
         problems.push({ service, reason: 'ClusterWeightsInvalid', message });
-      } else if (this.missingSince !== undefined && now - this.missingSince >= staleMs) {
-        const seconds = Math.round((now - this.missingSince) / 1000);
+      } else if (stale) {
+        const seconds = Math.round((now - this.missingSince!) / 1000);
         const message = `no live cluster load view for ${seconds} s; local weights`;
         problems.push({ service, reason: 'ClusterViewStale', message });
       }
     }
-    this.lastProblems = problems;
-    const result: ClusterWeightsResult = { table: this.out.size ? overlayTable(table, this.out) : table, problems };
-    if (this.opted.size && this.missingSince !== undefined && now < this.missingSince + staleMs) {
-      result.nextAt = this.missingSince + staleMs;
-    }
-    return result;
+    return problems;
   }
 }

@@ -11,12 +11,15 @@ export class PublishedWeights {
   readonly reporters = new Map<string, ReadonlySet<string>>();
   /** Per Service, why its published object was refused. */
   readonly invalid = new Map<string, string>();
+  /** Per Service, the view keys it published (forget() drops them without a scan of every Service's). */
+  private readonly viewKeys = new Map<string, readonly string[]>();
 
   /** Weights published for a Service (parsed); replaces its ports' previous weights and first choices. */
   publish(service: string, views: ReadonlyMap<string, ReadonlyMap<string, number>>,
     firstChoices: ReadonlyMap<string, ReadonlyMap<string, string>>, reporters?: readonly string[]): void {
     this.forget(service);
     if (reporters) this.reporters.set(service, new Set(reporters));
+    this.viewKeys.set(service, [...views.keys()]);
     for (const [k, w] of views) {
       this.weights.set(k, new Map(w));
       const c = firstChoices.get(k);
@@ -32,8 +35,11 @@ export class PublishedWeights {
 
   /** The Service's weights object is gone. */
   forget(service: string): void {
-    for (const k of [...this.weights.keys()]) if (k.startsWith(`${service}/`)) this.weights.delete(k);
-    for (const k of [...this.choices.keys()]) if (k.startsWith(`${service}/`)) this.choices.delete(k);
+    for (const k of this.viewKeys.get(service) ?? []) {
+      this.weights.delete(k);
+      this.choices.delete(k);
+    }
+    this.viewKeys.delete(service);
     this.reporters.delete(service);
     this.invalid.delete(service);
   }

@@ -131,8 +131,9 @@ export class DesiredState {
       const next = svc ? this.build(id, svc, old) : undefined;
       if (next) this.entries.set(id, next);
       else this.entries.delete(id);
-      for (const vip of old?.vips ?? []) this.vips.unref(vip);
+      // Ref before unref: a Service that keeps its VIPs leaves the VIP set (and its version) alone.
       for (const vip of next?.vips ?? []) this.vips.ref(vip);
+      for (const vip of old?.vips ?? []) this.vips.unref(vip);
       if (!sameSets(old?.sets, next?.sets)) this.invalidateSets();
       if (!sameHealthCheck(old?.healthCheck, next?.healthCheck)) this.cache.healthChecks = undefined;
       // Problems change with the Service's own, or with a conflict on one of its keys (below).
