@@ -101,6 +101,26 @@ export class IpvsLink {
   }
 
   /**
+   * Runs `dumps` (the dump pool's batch) with the working connection's family id. A failure is a
+   * socket failure: unhealthy until a request succeeds again; a success makes it healthy.
+   */
+  async dumps<T>(dumps: (familyId: number) => Promise<T>): Promise<{ c: Connection; replies: T }> {
+    const c = await this.connection();
+    let replies: T;
+    try {
+      replies = await dumps(c.familyId);
+    } catch (e) {
+      this.failing ??= { since: Date.now(), reason: (e as Error).message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
+      throw e;
+    }
+    if (this.failing) {
+      this.failing = undefined;
+      this.okSince = Date.now();
+    }
+    return { c, replies };
+  }
+
+  /**
    * After an ENOENT on `c`: whether the IPVS family is still the one `c` resolved. When it is not
    * (ip_vs unloaded, or loaded again under a new id), `c` is dropped and the client is failing
    * until a new connection resolves the family; resolves with that error's reason.
