@@ -9,7 +9,7 @@ import {
 } from './requests.js';
 import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
-import { GenlSocket, type Outgoing, type Reply } from './socket.js';
+import { DUMP_RECEIVE_BYTES, GenlSocket, type Outgoing, type Reply } from './socket.js';
 import { type Connection, IpvsLink, type OpenSocket, type SocketHealth } from './connection.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
@@ -37,8 +37,8 @@ export class NetlinkIpvs implements IpvsClient {
    * kernel has no IPVS family: the ip_vs module is not loaded (generic netlink does not autoload it).
    */
   static async open(opts: { openSocket?: OpenSocket } = {}): Promise<NetlinkIpvs> {
-    const openSocket = opts.openSocket ?? (() => new GenlSocket());
-    return new NetlinkIpvs(await IpvsLink.open(openSocket), new DumpPool(openSocket));
+    const link = await IpvsLink.open(opts.openSocket ?? (() => new GenlSocket(DUMP_RECEIVE_BYTES)));
+    return new NetlinkIpvs(link, new DumpPool(opts.openSocket ?? (() => new GenlSocket())));
   }
 
   /** The IPVS family id the controller assigned (varies between boots and module loads). */

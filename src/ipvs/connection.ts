@@ -4,7 +4,7 @@
 import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
 import { IPVS_GENL_NAME } from './constants.js';
 import { IpvsError } from './errors.js';
-import { type Outgoing, type Reply, GenlSocket } from './socket.js';
+import { DUMP_RECEIVE_BYTES, type Outgoing, type Reply, GenlSocket } from './socket.js';
 
 /** A socket with the IPVS family id resolved on it. */
 export interface Connection {
@@ -39,7 +39,7 @@ export class IpvsLink {
   }
 
   /** Opens a socket and resolves the IPVS family (see NetlinkIpvs.open). */
-  static async open(openSocket: OpenSocket = () => new GenlSocket()): Promise<IpvsLink> {
+  static async open(openSocket: OpenSocket = () => new GenlSocket(DUMP_RECEIVE_BYTES)): Promise<IpvsLink> {
     return new IpvsLink(await connect(openSocket), openSocket);
   }
 
