@@ -44,12 +44,14 @@ interface Pending {
 
 /**
  * The request bookkeeping: the last sequence number handed out, the requests awaiting replies by
- * it, and when the socket last received a datagram (a long dump is not a silent kernel).
+ * it, and how many watchdog ticks passed with requests waiting since the last datagram or send (a
+ * long dump is not a silent kernel). A counter, not a clock: the lab VM's clock source is the
+ * HPET, where each read of the clock is a system call.
  */
 interface Requests {
   seq: number;
   readonly pending: Map<number, Pending>;
-  heard: number;
+  quietTicks: number;
   /** The watchdog interval (see watch()), started with the first exchange. */
   watchdog?: NodeJS.Timeout;
 }
@@ -75,7 +77,7 @@ export class NetlinkSocket {
 
   private readonly raw: RawNetlinkSocket;
   private readonly requests: Requests =
-    { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map(), heard: 0 };
+    { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map(), quietTicks: 0 };
   private failure: NetlinkError | undefined;
   private closed = false;
 
@@ -135,7 +137,7 @@ export class NetlinkSocket {
       // What the chunk waits for: the last message's ACK, and every dump's DONE (a dump in the middle
       // of a datagram may end after the messages behind it). Others answer only when they fail.
       let left = 0;
-      this.requests.heard = Date.now();
+      this.requests.quietTicks = 0;
       this.requests.watchdog ??= setInterval(() => this.watch(), WATCH_MS).unref();
       const finish = (err?: NetlinkError) => {
         for (const o of chunk) this.requests.pending.delete(o.seq);
@@ -181,7 +183,8 @@ export class NetlinkSocket {
    * table read makes 36 000 exchanges, and their timers cost 6% of it (docs/performance.md).
    */
   private watch(): void {
-    if (this.requests.pending.size && Date.now() - this.requests.heard >= REPLY_TIMEOUT_MS) {
+    if (!this.requests.pending.size) this.requests.quietTicks = 0;
+    else if (++this.requests.quietTicks * WATCH_MS >= REPLY_TIMEOUT_MS) {
       this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`));
     }
   }
@@ -203,7 +206,7 @@ export class NetlinkSocket {
   }
 
   private receive(buf: Buffer): void {
-    this.requests.heard = Date.now();
+    this.requests.quietTicks = 0;
     let msgs: NlMessage[];
     try {
       msgs = decodeMessages(buf, this.E);
