@@ -25,6 +25,7 @@ import { type ProxyConfig, defaultProxyConfig } from '../src/config/types.js';
 import { IptablesRestore } from '../src/iptables/restore.js';
 import { NetlinkIpvs } from '../src/ipvs/client.js';
 import type { IpvsClient, OpResult } from '../src/ipvs/types.js';
+import type { IpvsError } from '../src/ipvs/errors.js';
 import type { IpvsOp, RealServer, VirtualServer } from '../src/model/ipvs.js';
 import type { IptablesSync } from '../src/iptables/sync.js';
 import { applySysctls, ensureIpvsModule, ipvsSysctls, probeSchedulers } from '../src/node/kernel.js';
@@ -69,6 +70,10 @@ class MeasuredIpvs implements IpvsClient {
   async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
     const t = process.hrtime.bigint();
     try { return await this.inner.listRealServers(vs); } finally { this.dumps++; this.dumpMs += msSince(t); }
+  }
+  async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.listRealServersMany(vss); } finally { this.dumps += vss.length; this.dumpMs += msSince(t); }
   }
   addVirtualServer(vs: VirtualServer) { return this.inner.addVirtualServer(vs); }
   updateVirtualServer(vs: VirtualServer) { return this.inner.updateVirtualServer(vs); }

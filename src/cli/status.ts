@@ -2,6 +2,7 @@
 // annotated with the Service it serves (asked from the running operator over HTTP, /origins).
 import { applyStrictArp } from '../node/arp.js';
 import { NetlinkIpvs } from '../ipvs/client.js';
+import { readTable } from '../ipvs/read.js';
 import { isNotFound } from '../netlink/errors.js';
 import { type VirtualServer, formatHostPort, virtualServerKey } from '../model/ipvs.js';
 import { isForeignLink } from '../rtnl/errors.js';
@@ -59,8 +60,7 @@ export async function status(operatorAddr: string): Promise<string> {
   if (!(await ensureIpvsModule())) throw new Error('this kernel has no IPVS (module ip_vs): there is no table to show');
   const ipvs = await NetlinkIpvs.open();
   try {
-    const table = [];
-    for (const vs of await ipvs.listVirtualServers()) table.push({ vs, dests: await ipvs.listRealServers(vs) });
+    const table = [...(await readTable(ipvs)).values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] }));
     return renderStatus(table, await fetchOrigins(operatorAddr));
   } finally {
     ipvs.close();

@@ -10,14 +10,12 @@ import {
 import { formatOp } from '../model/ipvs.js';
 import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
-import type { Outgoing, Reply } from './socket.js';
+import { DUMP_RECEIVE_BYTES, GenlSocket, type Outgoing, type Reply } from './socket.js';
 import { type Connection, IpvsLink, type OpenSocket, type SocketHealth } from './connection.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
-
-/** Dumps interrupted by a concurrent change (NLM_F_DUMP_INTR) are retried this many times. */
-const DUMP_RETRIES = 3;
+import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
 
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
@@ -33,14 +31,15 @@ const DUMP_RETRIES = 3;
 export class NetlinkIpvs implements IpvsClient {
   private readonly queue = new Serial();
 
-  private constructor(private readonly link: IpvsLink) {}
+  private constructor(private readonly link: IpvsLink, private readonly pool: DumpPool) {}
 
   /**
    * Opens a socket and resolves the IPVS family. Rejects with an IpvsError (isNotFound) when the
    * kernel has no IPVS family: the ip_vs module is not loaded (generic netlink does not autoload it).
    */
   static async open(opts: { openSocket?: OpenSocket } = {}): Promise<NetlinkIpvs> {
-    return new NetlinkIpvs(await IpvsLink.open(opts.openSocket));
+    const link = await IpvsLink.open(opts.openSocket ?? (() => new GenlSocket(DUMP_RECEIVE_BYTES)));
+    return new NetlinkIpvs(link, new DumpPool(opts.openSocket ?? (() => new GenlSocket())));
   }
 
   /** The IPVS family id the controller assigned (varies between boots and module loads). */
@@ -89,6 +88,34 @@ export class NetlinkIpvs implements IpvsClient {
       const invalid = checkDumpDests(vs);
       if (invalid) throw invalid;
       return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family));
+    });
+  }
+
+  /**
+   * The GET_DEST dumps of many virtual servers, DUMP_SOCKETS at a time on the dump pool's sockets
+   * (dump-pool.ts): one entry per virtual server, in order, its real servers or the IpvsError of its
+   * dump (an invalid virtual server, a refusal, a stale family). Rejects only when a socket fails.
+   */
+  listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
+    return this.queue.run(async () => {
+      const out = new Array<RealServer[] | IpvsError>(vss.length);
+      const sent: number[] = [];
+      vss.forEach((vs, i) => {
+        const invalid = checkDumpDests(vs);
+        if (invalid) out[i] = invalid;
+        else sent.push(i);
+      });
+      const reqs = sent.map((i) => listDestsRequest(vss[i]!));
+      const { c, replies } = await this.link.dumps((familyId) => this.pool.dumps(familyId, reqs));
+      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
+      replies.forEach((r, k) => {
+        const i = sent[k]!;
+        const what = reqs[k]!.what;
+        if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
+        else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
+        else out[i] = r.messages.map((m) => decodeDestMessage(m, vss[i]!.family));
+      });
+      return out;
     });
   }
 
@@ -173,6 +200,7 @@ export class NetlinkIpvs implements IpvsClient {
 
   close(): void {
     this.link.close();
+    this.pool.close();
   }
 }
 

@@ -4,7 +4,7 @@
 import { decodeFamily, encodeGetFamily } from '../netlink/framing.js';
 import { IPVS_GENL_NAME } from './constants.js';
 import { IpvsError } from './errors.js';
-import { type Outgoing, type Reply, GenlSocket } from './socket.js';
+import { DUMP_RECEIVE_BYTES, type Outgoing, type Reply, GenlSocket } from './socket.js';
 
 /** A socket with the IPVS family id resolved on it. */
 export interface Connection {
@@ -39,7 +39,7 @@ export class IpvsLink {
   }
 
   /** Opens a socket and resolves the IPVS family (see NetlinkIpvs.open). */
-  static async open(openSocket: OpenSocket = () => new GenlSocket()): Promise<IpvsLink> {
+  static async open(openSocket: OpenSocket = () => new GenlSocket(DUMP_RECEIVE_BYTES)): Promise<IpvsLink> {
     return new IpvsLink(await connect(openSocket), openSocket);
   }
 
@@ -91,6 +91,26 @@ export class IpvsLink {
       if (c.sock.failed) {
         this.failing ??= { since: Date.now(), reason: c.sock.failed.message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
       }
+      throw e;
+    }
+    if (this.failing) {
+      this.failing = undefined;
+      this.okSince = Date.now();
+    }
+    return { c, replies };
+  }
+
+  /**
+   * Runs `dumps` (the dump pool's batch) with the working connection's family id. A failure is a
+   * socket failure: unhealthy until a request succeeds again; a success makes it healthy.
+   */
+  async dumps<T>(dumps: (familyId: number) => Promise<T>): Promise<{ c: Connection; replies: T }> {
+    const c = await this.connection();
+    let replies: T;
+    try {
+      replies = await dumps(c.familyId);
+    } catch (e) {
+      this.failing ??= { since: Date.now(), reason: (e as Error).message, retryAt: 0, waitMs: REOPEN_FIRST_MS };
       throw e;
     }
     if (this.failing) {

@@ -6,38 +6,46 @@ import type {
   IpvsInfo, IpvsStats, IpvsTimeouts, Protocol, RealServer, TunnelType, VirtualServer,
 } from '../model/ipvs.js';
 import { FORWARD_METHODS } from '../model/ipvs.js';
-import { type Family, formatIPv4, formatIPv6 } from '../model/addr.js';
+import { type Family, formatIPv6 } from '../model/addr.js';
 import {
   AF_INET, AF_INET6, CONN_F_FWD_MASK, CmdAttr, DestAttr, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, InfoAttr, StatsAttr,
   SvcAttr,
 } from './constants.js';
 import { IpvsError } from './errors.js';
-import { type NlMessage, genlAttrs, parseAttrs } from '../netlink/framing.js';
+import { type NlMessage, genlAttrs } from '../netlink/framing.js';
+import { AttrIndex } from '../netlink/attr-index.js';
 
-/** parseAttrs that throws IpvsError. */
-const ipvsAttrs = (b: Buffer): Map<number, Buffer> => parseAttrs(b, IpvsError);
 /** genlAttrs that throws IpvsError. */
 const ipvsGenlAttrs = (m: NlMessage): Buffer => genlAttrs(m, IpvsError);
+/** The attributes of buf[start, end) in place (no Buffer per attribute), throwing IpvsError. */
+const index = (buf: Buffer, start: number, end: number, max: number): AttrIndex =>
+  new AttrIndex(buf, start, end, max, IpvsError);
 
-function decodeNetmask(b: Buffer | undefined, family: Family): number {
-  if (!b) return 0;
-  if (b.length < 4) throw IpvsError.malformed('decode', `service: netmask of ${b.length} bytes`);
-  return family === 'IPv6' ? b.readUInt32LE(0) : b.readUInt32BE(0);
+const SVC_MAX = SvcAttr.STATS64;
+const DEST_MAX = DestAttr.TUN_FLAGS;
+const STATS_MAX = StatsAttr.OUTBPS;
+
+function decodeNetmask(a: AttrIndex, family: Family): number {
+  if (!a.has(SvcAttr.NETMASK)) return 0;
+  const len = a.len(SvcAttr.NETMASK);
+  if (len < 4) throw IpvsError.malformed('decode', `service: netmask of ${len} bytes`);
+  const at = a.at(SvcAttr.NETMASK);
+  return family === 'IPv6' ? a.buf.readUInt32LE(at) : a.buf.readUInt32BE(at);
 }
 
-function need(attrs: Map<number, Buffer>, type: number, size: number, what: string): Buffer {
-  const v = attrs.get(type);
-  if (!v) throw IpvsError.malformed('decode', `${what}: attribute ${type} missing`);
-  if (v.length < size) {
-    throw IpvsError.malformed('decode', `${what}: attribute ${type} has ${v.length} bytes, needs ${size}`);
+/** The offset of a required attribute of at least `size` bytes. */
+function need(a: AttrIndex, type: number, size: number, what: string): number {
+  if (!a.has(type)) throw IpvsError.malformed('decode', `${what}: attribute ${type} missing`);
+  if (a.len(type) < size) {
+    throw IpvsError.malformed('decode', `${what}: attribute ${type} has ${a.len(type)} bytes, needs ${size}`);
   }
-  return v;
+  return a.at(type);
 }
-function optU32(attrs: Map<number, Buffer>, type: number, what: string): number {
-  return attrs.has(type) ? need(attrs, type, 4, what).readUInt32LE(0) : 0;
+function optU32(a: AttrIndex, type: number, what: string): number {
+  return a.has(type) ? a.buf.readUInt32LE(need(a, type, 4, what)) : 0;
 }
-function optU16(attrs: Map<number, Buffer>, type: number, what: string): number {
-  return attrs.has(type) ? need(attrs, type, 2, what).readUInt16LE(0) : 0;
+function optU16(a: AttrIndex, type: number, what: string): number {
+  return a.has(type) ? a.buf.readUInt16LE(need(a, type, 2, what)) : 0;
 }
 function readCString(b: Buffer): string {
   const nul = b.indexOf(0);
@@ -50,13 +58,12 @@ function familyFromAf(af: number, what: string): Family {
   throw IpvsError.malformed('decode', `${what}: unknown address family ${af}`);
 }
 
-function decodeAddr(b: Buffer, family: Family, what: string): string {
-  if (family === 'IPv4') {
-    if (b.length < 4) throw IpvsError.malformed('decode', `${what}: IPv4 address of ${b.length} bytes`);
-    return formatIPv4(b.subarray(0, 4));
-  }
-  if (b.length < 16) throw IpvsError.malformed('decode', `${what}: IPv6 address of ${b.length} bytes`);
-  return formatIPv6(b.subarray(0, 16));
+function decodeAddr(a: AttrIndex, type: number, family: Family, what: string): string {
+  const at = need(a, type, 4, what);
+  const b = a.buf;
+  if (family === 'IPv4') return `${b[at]}.${b[at + 1]}.${b[at + 2]}.${b[at + 3]}`;
+  if (a.len(type) < 16) throw IpvsError.malformed('decode', `${what}: IPv6 address of ${a.len(type)} bytes`);
+  return formatIPv6(b.subarray(at, at + 16));
 }
 
 const protocols: Record<number, Protocol> = { [IPPROTO_TCP]: 'TCP', [IPPROTO_UDP]: 'UDP', [IPPROTO_SCTP]: 'SCTP' };
@@ -64,16 +71,20 @@ const tunnels: TunnelType[] = ['ipip', 'gue', 'gre'];
 
 /** IPVS counters from a nested STATS (u32 but the byte counters) or STATS64 (all u64) attribute. */
 export function decodeStats(buf: Buffer, wide: boolean): IpvsStats {
-  const a = ipvsAttrs(buf);
+  return statsIn(buf, 0, buf.length, wide);
+}
+
+function statsIn(buf: Buffer, start: number, end: number, wide: boolean): IpvsStats {
+  const a = index(buf, start, end, STATS_MAX);
   const get = (type: number, isU64: boolean): bigint => {
-    const v = a.get(type);
-    if (!v) return 0n;
+    if (!a.has(type)) return 0n;
+    const at = a.at(type);
     if (isU64) {
-      if (v.length < 8) throw IpvsError.malformed('decode', `stats attribute ${type} has ${v.length} bytes`);
-      return v.readBigUInt64LE(0);
+      if (a.len(type) < 8) throw IpvsError.malformed('decode', `stats attribute ${type} has ${a.len(type)} bytes`);
+      return buf.readBigUInt64LE(at);
     }
-    if (v.length < 4) throw IpvsError.malformed('decode', `stats attribute ${type} has ${v.length} bytes`);
-    return BigInt(v.readUInt32LE(0));
+    if (a.len(type) < 4) throw IpvsError.malformed('decode', `stats attribute ${type} has ${a.len(type)} bytes`);
+    return BigInt(buf.readUInt32LE(at));
   };
   return {
     conns: get(StatsAttr.CONNS, wide),
@@ -89,34 +100,37 @@ export function decodeStats(buf: Buffer, wide: boolean): IpvsStats {
   };
 }
 
-function statsOf(a: Map<number, Buffer>, stats64: number, stats32: number): IpvsStats | undefined {
-  const s64 = a.get(stats64);
-  if (s64) return decodeStats(s64, true);
-  const s32 = a.get(stats32);
-  return s32 ? decodeStats(s32, false) : undefined;
+function statsOf(a: AttrIndex, stats64: number, stats32: number): IpvsStats | undefined {
+  const type = a.has(stats64) ? stats64 : a.has(stats32) ? stats32 : 0;
+  if (!type) return undefined;
+  const at = a.at(type);
+  return statsIn(a.buf, at, at + a.len(type), type === stats64);
 }
 
 /** A virtual server from the attributes of a nested SERVICE attribute. */
 export function decodeService(buf: Buffer): VirtualServer {
+  return serviceIn(buf, 0, buf.length);
+}
+
+function serviceIn(buf: Buffer, start: number, end: number): VirtualServer {
   const what = 'service';
-  const a = ipvsAttrs(buf);
-  const family = familyFromAf(need(a, SvcAttr.AF, 2, what).readUInt16LE(0), what);
+  const a = index(buf, start, end, SVC_MAX);
+  const family = familyFromAf(buf.readUInt16LE(need(a, SvcAttr.AF, 2, what)), what);
   const fwmark = optU32(a, SvcAttr.FWMARK, what);
   let protocol: Protocol = 'TCP';
   let address = family === 'IPv4' ? '0.0.0.0' : '::';
   let port = 0;
   // Firewall-mark services come back without PROTOCOL/ADDR/PORT (the kernel stores TCP for them).
   if (!fwmark) {
-    const p = need(a, SvcAttr.PROTOCOL, 2, what).readUInt16LE(0);
+    const p = buf.readUInt16LE(need(a, SvcAttr.PROTOCOL, 2, what));
     const proto = protocols[p];
     if (!proto) throw IpvsError.malformed('decode', `${what}: unknown protocol ${p}`);
     protocol = proto;
-    address = decodeAddr(need(a, SvcAttr.ADDR, 4, what), family, what);
-    port = need(a, SvcAttr.PORT, 2, what).readUInt16BE(0);
+    address = decodeAddr(a, SvcAttr.ADDR, family, what);
+    port = buf.readUInt16BE(need(a, SvcAttr.PORT, 2, what));
   }
-  const flagsAttr = a.get(SvcAttr.FLAGS);
-  if (flagsAttr && flagsAttr.length < 4) {
-    throw IpvsError.malformed('decode', `${what}: flags of ${flagsAttr.length} bytes`);
+  if (a.has(SvcAttr.FLAGS) && a.len(SvcAttr.FLAGS) < 4) {
+    throw IpvsError.malformed('decode', `${what}: flags of ${a.len(SvcAttr.FLAGS)} bytes`);
   }
   const vs: VirtualServer = {
     family,
@@ -124,11 +138,11 @@ export function decodeService(buf: Buffer): VirtualServer {
     address,
     port,
     fwmark,
-    scheduler: a.has(SvcAttr.SCHED_NAME) ? readCString(a.get(SvcAttr.SCHED_NAME)!) : '',
-    flags: flagsAttr ? flagsAttr.readUInt32LE(0) : 0,
+    scheduler: a.has(SvcAttr.SCHED_NAME) ? readCString(a.sub(SvcAttr.SCHED_NAME)!) : '',
+    flags: a.has(SvcAttr.FLAGS) ? buf.readUInt32LE(a.at(SvcAttr.FLAGS)) : 0,
     timeout: optU32(a, SvcAttr.TIMEOUT, what),
-    netmask: decodeNetmask(a.get(SvcAttr.NETMASK), family),
-    peName: a.has(SvcAttr.PE_NAME) ? readCString(a.get(SvcAttr.PE_NAME)!) : '',
+    netmask: decodeNetmask(a, family),
+    peName: a.has(SvcAttr.PE_NAME) ? readCString(a.sub(SvcAttr.PE_NAME)!) : '',
   };
   const stats = statsOf(a, SvcAttr.STATS64, SvcAttr.STATS);
   if (stats) vs.stats = stats;
@@ -140,25 +154,29 @@ export function decodeService(buf: Buffer): VirtualServer {
  * ADDR_FAMILY: the service's family is the real server's then.
  */
 export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
+  return destIn(buf, 0, buf.length, serviceFamily);
+}
+
+function destIn(buf: Buffer, start: number, end: number, serviceFamily: Family): RealServer {
   const what = 'dest';
-  const a = ipvsAttrs(buf);
+  const a = index(buf, start, end, DEST_MAX);
   const family = a.has(DestAttr.ADDR_FAMILY)
-    ? familyFromAf(need(a, DestAttr.ADDR_FAMILY, 2, what).readUInt16LE(0), what)
+    ? familyFromAf(buf.readUInt16LE(need(a, DestAttr.ADDR_FAMILY, 2, what)), what)
     : serviceFamily;
   const fwd = optU32(a, DestAttr.FWD_METHOD, what) & CONN_F_FWD_MASK;
   const forward = FORWARD_METHODS[fwd];
   if (!forward) throw IpvsError.malformed('decode', `${what}: unknown forwarding method ${fwd}`);
-  const tun = a.has(DestAttr.TUN_TYPE) ? need(a, DestAttr.TUN_TYPE, 1, what).readUInt8(0) : 0;
+  const tun = a.has(DestAttr.TUN_TYPE) ? buf.readUInt8(need(a, DestAttr.TUN_TYPE, 1, what)) : 0;
   const rs: RealServer = {
-    address: decodeAddr(need(a, DestAttr.ADDR, 4, what), family, what),
-    port: need(a, DestAttr.PORT, 2, what).readUInt16BE(0),
+    address: decodeAddr(a, DestAttr.ADDR, family, what),
+    port: buf.readUInt16BE(need(a, DestAttr.PORT, 2, what)),
     family,
     weight: optU32(a, DestAttr.WEIGHT, what),
     forward,
     upperThreshold: optU32(a, DestAttr.U_THRESH, what),
     lowerThreshold: optU32(a, DestAttr.L_THRESH, what),
     tunnelType: tunnels[tun] ?? 'ipip',
-    tunnelPort: a.has(DestAttr.TUN_PORT) ? need(a, DestAttr.TUN_PORT, 2, what).readUInt16BE(0) : 0,
+    tunnelPort: a.has(DestAttr.TUN_PORT) ? buf.readUInt16BE(need(a, DestAttr.TUN_PORT, 2, what)) : 0,
     tunnelFlags: optU16(a, DestAttr.TUN_FLAGS, what),
     activeConns: optU32(a, DestAttr.ACTIVE_CONNS, what),
     inactiveConns: optU32(a, DestAttr.INACT_CONNS, what),
@@ -169,32 +187,42 @@ export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
   return rs;
 }
 
+/** The [start, end) of the nested attribute `type` of a genl message's top level; throws when missing. */
+function topNest(msg: NlMessage, type: number, what: string): [number, number] {
+  const p = ipvsGenlAttrs(msg);
+  const top = index(p, 0, p.length, CmdAttr.TIMEOUT_UDP);
+  const at = need(top, type, 0, what);
+  return [at, at + top.len(type)];
+}
+
 /** The virtual server of one GET_SERVICE dump message. */
 export function decodeServiceMessage(msg: NlMessage): VirtualServer {
-  const top = ipvsAttrs(ipvsGenlAttrs(msg));
-  return decodeService(need(top, CmdAttr.SERVICE, 0, 'service message'));
+  const [start, end] = topNest(msg, CmdAttr.SERVICE, 'service message');
+  return serviceIn(ipvsGenlAttrs(msg), start, end);
 }
 
 /** The real server of one GET_DEST dump message. */
 export function decodeDestMessage(msg: NlMessage, serviceFamily: Family): RealServer {
-  const top = ipvsAttrs(ipvsGenlAttrs(msg));
-  return decodeDest(need(top, CmdAttr.DEST, 0, 'dest message'), serviceFamily);
+  const [start, end] = topNest(msg, CmdAttr.DEST, 'dest message');
+  return destIn(ipvsGenlAttrs(msg), start, end, serviceFamily);
 }
 
 /** GET_INFO reply. */
 export function decodeInfo(msg: NlMessage): IpvsInfo {
-  const a = ipvsAttrs(ipvsGenlAttrs(msg));
-  const code = need(a, InfoAttr.VERSION, 4, 'info').readUInt32LE(0);
+  const p = ipvsGenlAttrs(msg);
+  const a = index(p, 0, p.length, InfoAttr.CONN_TAB_SIZE);
+  const code = p.readUInt32LE(need(a, InfoAttr.VERSION, 4, 'info'));
   return {
     versionCode: code,
     version: `${(code >> 16) & 0xff}.${(code >> 8) & 0xff}.${code & 0xff}`,
-    connTableSize: need(a, InfoAttr.CONN_TAB_SIZE, 4, 'info').readUInt32LE(0),
+    connTableSize: p.readUInt32LE(need(a, InfoAttr.CONN_TAB_SIZE, 4, 'info')),
   };
 }
 
 /** GET_CONFIG reply. */
 export function decodeTimeouts(msg: NlMessage): IpvsTimeouts {
-  const a = ipvsAttrs(ipvsGenlAttrs(msg));
+  const p = ipvsGenlAttrs(msg);
+  const a = index(p, 0, p.length, CmdAttr.TIMEOUT_UDP);
   return {
     tcp: optU32(a, CmdAttr.TIMEOUT_TCP, 'config'),
     tcpFin: optU32(a, CmdAttr.TIMEOUT_TCP_FIN, 'config'),

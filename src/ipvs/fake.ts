@@ -67,6 +67,12 @@ export class FakeIpvs implements IpvsClient {
     return [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs }));
   }
 
+  async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
+    this.checkOpen('dump-dests');
+    return vss.map((vs) => checkDumpDests(vs) ??
+      [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs })));
+  }
+
   async addVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'add-service', vs }); }
   async updateVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'update-service', vs }); }
   async deleteVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'delete-service', vs }); }

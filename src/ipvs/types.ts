@@ -15,6 +15,12 @@ export interface IpvsClient {
   listVirtualServers(): Promise<VirtualServer[]>;
   /** GET_DEST dump for one virtual server; empty when it does not exist (the kernel's dump cannot tell). */
   listRealServers(vs: VirtualServer): Promise<RealServer[]>;
+  /**
+   * GET_DEST dumps of many virtual servers, several in flight: one entry per virtual server, in
+   * order, what listRealServers resolves with or the IpvsError it rejects with. Rejects only when
+   * the transport itself fails.
+   */
+  listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>>;
   /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
   addVirtualServer(vs: VirtualServer): Promise<void>;
   /** SET_SERVICE (scheduler, flags, timeout, netmask, PE); live connections survive. */

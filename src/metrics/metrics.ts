@@ -3,6 +3,7 @@
 // at scrape time and labelled with the Service they came from.
 import { Registry } from 'prom-client';
 import type { IpvsClient } from '../ipvs/types.js';
+import { readDestMaps } from '../ipvs/read.js';
 import { type IpvsStats, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import { balanceMetrics, kernelMetrics, sourceMetrics, syncMetrics } from './groups.js';
 
@@ -113,14 +114,15 @@ async function readKernel(
 ): Promise<string> {
   const vsRows: KernelRow[] = [];
   const rsRows: KernelRow[] = [];
-  for (const vs of await ipvs.listVirtualServers()) {
+  const ours = (await ipvs.listVirtualServers()).filter((vs) => o.has(virtualServerKey(vs)));
+  const dests = await readDestMaps(ipvs, ours);
+  for (const [i, vs] of ours.entries()) {
     const key = virtualServerKey(vs);
-    const origin = o.get(key);
-    if (!origin) continue;
+    const origin = o.get(key)!;
     const base = `namespace="${labelValue(origin.namespace)}",service="${labelValue(origin.name)}",`
       + `port="${labelValue(origin.portName)}",virtual_server="${labelValue(key)}"`;
     vsRows.push({ labels: base, ...(vs.stats ? { stats: vs.stats } : {}) });
-    for (const rs of await ipvs.listRealServers(vs)) {
+    for (const rs of dests[i]!.values()) {
       rsRows.push({ labels: `${base},endpoint="${labelValue(realServerKey(rs))}"`,
         ...(rs.stats ? { stats: rs.stats } : {}), active: rs.activeConns ?? 0, inactive: rs.inactiveConns ?? 0 });
     }

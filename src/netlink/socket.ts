@@ -13,6 +13,20 @@ import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 export const CHUNK = 128;
 const BUFFER_BYTES = 4 << 20;
 const REPLY_TIMEOUT_MS = 30_000;
+const WATCH_MS = 2_000;
+
+/**
+ * The receive buffer of sockets that read long dumps. The kernel sizes a dump's datagrams by the
+ * largest buffer recvmsg() was given on the socket (af_netlink.c: netlink_recvmsg records
+ * max_recvmsg_len, capped at 32 KiB less the skb overhead; netlink_dump allocates that, at least
+ * NLMSG_GOODSIZE). The `netlink` package by default peeks at each datagram with a 1-byte buffer and
+ * then reads exactly its size, so dumps stay at NLMSG_GOODSIZE: 3.5 KB datagrams (measured). For
+ * IPVS that is quadratic: ip_vs_genl_dump_services walks the service table from its start again
+ * for every datagram, skipping the services already sent. At 36 000 virtual servers, 3 274
+ * datagrams of 3.5 KB took 51-61 s of kernel time in the loaded lab VM, 358 of 32 KB 4-7 s
+ * (docs/performance.md, "Reading the table"). Every IPVS reply fits: a datagram is one skb.
+ */
+export const DUMP_RECEIVE_BYTES = 32 << 10;
 
 /** The answer to one request: the data messages, and the errno of its ACK or DONE (0 = ok). */
 export interface Reply {
@@ -28,10 +42,18 @@ interface Pending {
   done: (r: Reply) => void;
 }
 
-/** The request bookkeeping: the last sequence number handed out, and the requests awaiting replies by it. */
+/**
+ * The request bookkeeping: the last sequence number handed out, the requests awaiting replies by
+ * it, and how many watchdog ticks passed with requests waiting since the last datagram or send (a
+ * long dump is not a silent kernel). A counter, not a clock: the lab VM's clock source is the
+ * HPET, where each read of the clock is a system call.
+ */
 interface Requests {
   seq: number;
   readonly pending: Map<number, Pending>;
+  quietTicks: number;
+  /** The watchdog interval (see watch()), started with the first exchange. */
+  watchdog?: NodeJS.Timeout;
 }
 
 /** A message to send: its bytes, numbered with `seq`, and whether it is a dump. */
@@ -61,6 +83,8 @@ function sizeOf(o: Outgoing): number {
 
 /** One datagram holding `chunk`'s messages in order; throws what a writer throws. */
 function datagramOf(chunk: readonly Outgoing[]): Buffer {
+  const only = chunk.length === 1 ? chunk[0]! : undefined;
+  if (only && 'bytes' in only) return only.bytes; // a dump request: sent as it is, no copy
   let len = 0;
   for (const o of chunk) len += sizeOf(o);
   const datagram = Buffer.allocUnsafe(len);
@@ -86,13 +110,23 @@ export class NetlinkSocket {
   static recorder: SendRecorder | undefined;
 
   private readonly raw: RawNetlinkSocket;
-  private readonly requests: Requests = { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map() };
+  private readonly requests: Requests =
+    { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map(), quietTicks: 0 };
   private failure: NetlinkError | undefined;
   private closed = false;
 
-  /** `protocol`: NETLINK_GENERIC (16), NETLINK_ROUTE (0), ...; `E`: the kind of error it fails with. */
-  constructor(private readonly protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>) {
-    this.raw = new RawNetlinkSocket(protocol, { recvBufferSize: BUFFER_BYTES, sendBufferSize: BUFFER_BYTES });
+  /**
+   * `protocol`: NETLINK_GENERIC (16), NETLINK_ROUTE (0), ...; `E`: the kind of error it fails with;
+   * `receiveBytes`: read every datagram into a buffer of this size instead of peeking at its size
+   * first (see DUMP_RECEIVE_BYTES); a larger datagram fails the socket (truncated).
+   */
+  constructor(
+    private readonly protocol: number, private readonly E: NetlinkErrorClass<NetlinkError>, receiveBytes?: number,
+  ) {
+    this.raw = new RawNetlinkSocket(protocol, {
+      recvBufferSize: BUFFER_BYTES, sendBufferSize: BUFFER_BYTES,
+      ...(receiveBytes ? { messagePeeking: false, msgBufferSize: receiveBytes } : {}),
+    });
     this.raw.on('message', (buf) => this.receive(buf));
     this.raw.on('truncatedMessage', () => this.fail(this.malformed('receive', 'truncated netlink datagram')));
     this.raw.on('error', (err) => this.fail(this.fromPackage('socket', err)));
@@ -143,10 +177,9 @@ export class NetlinkSocket {
       // What the chunk waits for: the last message's ACK, and every dump's DONE (a dump in the middle
       // of a datagram may end after the messages behind it). Others answer only when they fail.
       let left = 0;
-      const timer = setTimeout(() => this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`)),
-        REPLY_TIMEOUT_MS);
+      this.requests.quietTicks = 0;
+      this.requests.watchdog ??= setInterval(() => this.watch(), WATCH_MS).unref();
       const finish = (err?: NetlinkError) => {
-        clearTimeout(timer);
         for (const o of chunk) this.requests.pending.delete(o.seq);
         if (this.requests.pending.size === 0) this.rawCall(() => this.raw.unref());
         if (err) reject(err); else resolve(replies);
@@ -184,6 +217,18 @@ export class NetlinkSocket {
 
   private onFailure: ((err: NetlinkError) => void) | undefined;
 
+  /**
+   * Fails the socket when requests wait and nothing arrived for REPLY_TIMEOUT_MS (a long dump that
+   * still sends is alive). One unreferenced interval per socket, not a timer per exchange: a
+   * table read makes 36 000 exchanges, and their timers cost 6% of it (docs/performance.md).
+   */
+  private watch(): void {
+    if (!this.requests.pending.size) this.requests.quietTicks = 0;
+    else if (++this.requests.quietTicks * WATCH_MS >= REPLY_TIMEOUT_MS) {
+      this.fail(this.malformed('receive', `no reply in ${REPLY_TIMEOUT_MS} ms`));
+    }
+  }
+
   /** Calls into the raw socket; what it throws fails this socket with an NetlinkError instead. */
   private rawCall(fn: () => void): void {
     try {
@@ -201,6 +246,7 @@ export class NetlinkSocket {
   }
 
   private receive(buf: Buffer): void {
+    this.requests.quietTicks = 0;
     let msgs: NlMessage[];
     try {
       msgs = decodeMessages(buf, this.E);
@@ -244,6 +290,7 @@ export class NetlinkSocket {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.requests.watchdog);
     this.fail(this.malformed('close', 'socket closed'));
     this.rawCall(() => this.raw.close());
   }

@@ -6,11 +6,11 @@
 import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
+import { readTable } from '../ipvs/read.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
 import type { Runner } from '../iptables/exec.js';
 import {
-  type IpvsInfo, type IpvsOp, type IpvsTimeouts, type RealServer, type VirtualServer, formatOp, realServerKey,
-  virtualServerKey,
+  type IpvsInfo, type IpvsOp, type IpvsTimeouts, type RealServer, type VirtualServer, formatOp, virtualServerKey,
 } from '../model/ipvs.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
 import { RtnlError } from '../rtnl/errors.js';
@@ -36,6 +36,11 @@ export class DryRunIpvs implements IpvsClient {
 
   async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
     return [...((await this.seeded()).get(virtualServerKey(vs))?.dests.values() ?? [])];
+  }
+
+  async listRealServersMany(vss: readonly VirtualServer[]): Promise<RealServer[][]> {
+    const table = await this.seeded();
+    return vss.map((vs) => [...(table.get(virtualServerKey(vs))?.dests.values() ?? [])]);
   }
 
   addVirtualServer(vs: VirtualServer): Promise<void> {
@@ -102,16 +107,8 @@ export class DryRunIpvs implements IpvsClient {
 
   private async seeded(): Promise<MutableIpvsTable> {
     if (this.table) return this.table;
-    const table: MutableIpvsTable = new Map();
-    if (this.inner) {
-      for (const vs of await this.inner.listVirtualServers()) {
-        const dests = new Map<string, RealServer>();
-        for (const rs of await this.inner.listRealServers(vs)) dests.set(realServerKey(rs), rs);
-        table.set(virtualServerKey(vs), { vs, dests });
-      }
-    }
-    this.table = table;
-    return table;
+    this.table = this.inner ? await readTable(this.inner) : new Map();
+    return this.table;
   }
 }
 

@@ -6,10 +6,17 @@
 // of that read, which traffic has moved since: before deciding a drain the sync reads them again
 // (kernel-read.ts).
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
+import { readDestMaps, readTable } from '../ipvs/read.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import {
-  type IpvsOp, type IpvsTable, type RealServer, type VirtualServer, realServerKey, virtualServerEqual, virtualServerKey,
+  type IpvsOp, type IpvsTable, type VirtualServer, realServerKey, virtualServerEqual, virtualServerKey,
 } from '../model/ipvs.js';
+
+/**
+ * The most real server dumps per batched read in the drift check's reading in turn: between two
+ * batches it looks at its budget and at a waiting change (a change waits at most one batch).
+ */
+const IN_TURN_BATCH = 32;
 
 /** The cached table and its real server count (the node status reports it every sync). */
 export class TableCache {
@@ -30,26 +37,21 @@ export class TableCache {
 
   /** Replaces the cache with the kernel's whole table. */
   async readAll(ipvs: IpvsClient): Promise<void> {
-    const table: MutableIpvsTable = new Map();
+    const table = await readTable(ipvs);
     let n = 0;
-    for (const vs of await ipvs.listVirtualServers()) {
-      const dests = await readDests(ipvs, vs);
-      n += dests.size;
-      table.set(virtualServerKey(vs), { vs, dests });
-    }
+    for (const e of table.values()) n += e.dests.size;
     this.table = table;
     this.dests = n;
   }
 
   /** Re-reads the real servers (with their connection counters) of these cached virtual servers. */
   async readSome(ipvs: IpvsClient, keys: Iterable<string>): Promise<void> {
-    for (const key of keys) {
-      const e = this.table.get(key);
-      if (!e) continue;
-      const dests = await readDests(ipvs, e.vs);
-      this.dests += dests.size - e.dests.size;
-      e.dests = dests;
-    }
+    const entries = [...keys].map((k) => this.table.get(k)).filter((e) => e !== undefined);
+    const read = await readDestMaps(ipvs, entries.map((e) => e.vs));
+    entries.forEach((e, i) => {
+      this.dests += read[i]!.size - e.dests.size;
+      e.dests = read[i]!;
+    });
   }
 
   /**
@@ -63,25 +65,16 @@ export class TableCache {
       const key = virtualServerKey(vs);
       if (keys.has(key)) present.set(key, vs);
     }
-    for (const key of keys) {
-      const vs = present.get(key);
-      const old = this.table.get(key);
-      this.dests -= old?.dests.size ?? 0;
-      if (!vs) {
-        this.table.delete(key);
-        continue;
-      }
-      const dests = await readDests(ipvs, vs);
-      this.dests += dests.size;
-      this.table.set(key, { vs, dests });
-    }
+    await this.rereadMany(ipvs, [...keys], present);
   }
 
   /**
    * The periodic drift check, at a cost per period bounded in time, not by the cluster's size:
    * one dump of every virtual server, compared with the copy (a missing, extra or changed one is
-   * re-read with its real servers), then the real servers of the virtual servers in turn, one
-   * dump each, until `budgetMs` (measured on `now`) is spent, at least one per check; the next
+   * re-read with its real servers), then the real servers of the virtual servers in turn, in
+   * batched reads (the first of one dump, then as many as the budget left holds at the last
+   * batch's cost, at most IN_TURN_BATCH), until `budgetMs` (measured on `now`) is spent, at least
+   * one dump per check; the next
    * check goes on where this one stopped. So every real server is verified within about
    * (virtual servers x one dump's time) / budget periods. Resolves with the keys it re-read (plan
    * them: their copy may have changed) and how many it read in turn.
@@ -98,33 +91,46 @@ export class TableCache {
       if (!have || !virtualServerEqual(have.vs, vs)) doubtful.add(key);
     }
     for (const key of this.table.keys()) if (!seen.has(key)) doubtful.add(key);
-    for (const key of doubtful) await this.reread(ipvs, key, seen.get(key));
+    await this.rereadMany(ipvs, [...doubtful], seen);
     const keys = [...seen.keys()];
     let inTurn = 0;
     if (this.cursor >= keys.length) this.cursor = 0;
     // A change waiting for this sync ends the reading in turn early (the cursor keeps its place, so
-    // the next period goes on from there): the drift check never holds a change up for its budget.
+    // the next period goes on from there): the drift check never holds a change up for its budget
+    // longer than one batch of IN_TURN_BATCH dumps.
+    // Batches grow from one dump to what the budget left holds at the last batch's cost per dump.
+    let size = 1;
     while (inTurn < keys.length && (inTurn === 0 || (now() - t0 < budgetMs && !yieldNow()))) {
-      const key = keys[this.cursor]!;
-      this.cursor = (this.cursor + 1) % keys.length;
-      inTurn++;
-      if (doubtful.has(key)) continue;
-      await this.reread(ipvs, key, seen.get(key));
-      doubtful.add(key);
+      const batch: string[] = [];
+      const t = now();
+      while (batch.length < size && inTurn < keys.length) {
+        const key = keys[this.cursor]!;
+        this.cursor = (this.cursor + 1) % keys.length;
+        inTurn++;
+        if (!doubtful.has(key)) batch.push(key);
+      }
+      await this.rereadMany(ipvs, batch, seen);
+      for (const key of batch) doubtful.add(key);
+      const perDump = (now() - t) / Math.max(1, batch.length);
+      const left = budgetMs - (now() - t0);
+      size = Math.max(1, Math.min(IN_TURN_BATCH, perDump > 0 ? Math.floor(left / perDump) : IN_TURN_BATCH));
     }
     return { reread: doubtful, inTurn };
   }
 
-  /** Reads one virtual server's real servers into the copy (`vs` undefined: it is gone). */
-  private async reread(ipvs: IpvsClient, key: string, vs: VirtualServer | undefined): Promise<void> {
-    this.dests -= this.table.get(key)?.dests.size ?? 0;
-    if (!vs) {
-      this.table.delete(key);
-      return;
+  /** Reads these virtual servers' real servers into the copy in one batch (absent from `vss`: gone). */
+  private async rereadMany(ipvs: IpvsClient, keys: readonly string[], vss: ReadonlyMap<string, VirtualServer>):
+  Promise<void> {
+    const present = keys.filter((k) => vss.has(k));
+    const read = await readDestMaps(ipvs, present.map((k) => vss.get(k)!));
+    for (const key of keys) {
+      this.dests -= this.table.get(key)?.dests.size ?? 0;
+      if (!vss.has(key)) this.table.delete(key);
     }
-    const dests = await readDests(ipvs, vs);
-    this.dests += dests.size;
-    this.table.set(key, { vs, dests });
+    present.forEach((key, i) => {
+      this.dests += read[i]!.size;
+      this.table.set(key, { vs: vss.get(key)!, dests: read[i]! });
+    });
   }
 
   /** Records an op the kernel accepted. */
@@ -142,10 +148,4 @@ export class TableCache {
     }
     this.dests += (this.table.get(key)?.dests.size ?? 0) - before;
   }
-}
-
-async function readDests(ipvs: IpvsClient, vs: IpvsOp['vs']): Promise<Map<string, RealServer>> {
-  const dests = new Map<string, RealServer>();
-  for (const rs of await ipvs.listRealServers(vs)) dests.set(realServerKey(rs), rs);
-  return dests;
 }

@@ -18,7 +18,8 @@ async function exported(): Promise<Map<string, Set<string>>> {
   const vs = { ...makeVirtualServer({ family: 'IPv4', protocol: 'TCP', address: '10.96.0.1', port: 80, scheduler: 'wrr' }), stats };
   const ipvs = {
     listVirtualServers: async () => [vs],
-    listRealServers: async () => [{ ...makeRealServer({ address: '10.10.1.1', port: 8080 }), activeConns: 1, inactiveConns: 0, stats }],
+    listRealServersMany: async (vss: unknown[]) =>
+      vss.map(() => [{ ...makeRealServer({ address: '10.10.1.1', port: 8080 }), activeConns: 1, inactiveConns: 0, stats }]),
   } as unknown as IpvsClient;
   m.watchKernel(ipvs, () => new Map([[virtualServerKey(vs), { namespace: 'shop', name: 'web', portName: 'http' }]]));
   m.setBalanceView('shop/web/http', new Map([['10.10.1.1:8080', 0.05]]), new Map([['10.10.1.1:8080', 20]]), 0.3);

@@ -196,6 +196,11 @@ class CountingIpvs extends FakeIpvs {
     this.onDestDump();
     return super.listRealServers(vs);
   }
+  override async listRealServersMany(vss: Parameters<FakeIpvs['listRealServersMany']>[0]) {
+    const out = [];
+    for (const vs of vss) out.push(...(await super.listRealServersMany([vs]).then((r) => { this.destDumps++; this.onDestDump(); return r; })));
+    return out;
+  }
 }
 
 /** An Operator with the iptables path on `host` (FakeHost), after its first sync of web -> 10.10.1.3. */

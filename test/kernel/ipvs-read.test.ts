@@ -1,0 +1,113 @@
+// The batched read of real servers (listRealServersMany, the dump pool) on the real kernel, with
+// ipvsadm as the oracle: the shared contract (test/support/ipvs-read-contract.ts, FakeIpvs in the
+// unit run), a table of hundreds of virtual servers (one with enough real servers to take several
+// datagrams), virtual servers deleted before and during a read, and a pool socket that fails.
+// Addresses: VIPs 10.200.5.0/24, 10.200.6.0/24 and fd00:205::/64, pods 10.10.0.0/15, fd00:15::/64.
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { NetlinkIpvs } from '../../src/ipvs/client.js';
+import { IpvsError } from '../../src/ipvs/errors.js';
+import { readTable } from '../../src/ipvs/read.js';
+import { GenlSocket } from '../../src/ipvs/socket.js';
+import { DUMP_SOCKETS } from '../../src/ipvs/dump-pool.js';
+import { type RealServer, type VirtualServer, virtualServerKey } from '../../src/model/ipvs.js';
+import { ipvsadmRestore, ipvsadmTable } from '../support/ipvsadm.js';
+import { READ_EXPECTED, answerText, readCase } from '../support/ipvs-read-contract.js';
+
+if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
+
+const sockets: GenlSocket[] = [];
+let ipvs: NetlinkIpvs;
+
+beforeAll(async () => {
+  execFileSync('modprobe', ['ip_vs']);
+  ipvs = await NetlinkIpvs.open({ openSocket: () => { const s = new GenlSocket(); sockets.push(s); return s; } });
+});
+beforeEach(async () => {
+  await ipvs.flush();
+});
+afterAll(async () => {
+  await ipvs.flush();
+  ipvs.close();
+});
+
+/** 300 virtual servers on 10.200.6.x:80 with i % 7 real servers, and 10.200.5.200:80 with 600. */
+function loadTable(): void {
+  const lines: string[] = [];
+  for (let i = 0; i < 300; i++) {
+    lines.push(`-A -t 10.200.6.${i % 250}:${80 + Math.floor(i / 250)} -s rr`);
+    for (let j = 0; j < i % 7; j++) lines.push(`-a -t 10.200.6.${i % 250}:${80 + Math.floor(i / 250)} -r 10.10.${i % 250}.${10 * Math.floor(i / 250) + j + 1}:8080 -m -w ${j}`);
+  }
+  lines.push('-A -t 10.200.5.200:80 -s wrr');
+  for (let j = 0; j < 600; j++) lines.push(`-a -t 10.200.5.200:80 -r 10.11.${j >> 8}.${j & 255}:80 -m -w 1`);
+  ipvsadmRestore(`${lines.join('\n')}\n`);
+}
+
+/** A table as one sorted line per virtual server: key, then its real servers (address, weight, method). */
+function lines(entries: Array<{ vs: VirtualServer; dests: readonly RealServer[] }>): string[] {
+  return entries.map(({ vs, dests }) => `${virtualServerKey(vs)} ${vs.scheduler} -> ` +
+    dests.map((d) => `${d.address}:${d.port} w=${d.weight} ${d.forward}`).sort().join(', ')).sort();
+}
+
+async function ours(): Promise<string[]> {
+  return lines([...(await readTable(ipvs)).values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] })));
+}
+
+describe('listRealServersMany on the kernel', () => {
+  it('answers each virtual server as listRealServers does (the contract FakeIpvs answers too)', async () => {
+    const { seedErrors, many, single } = await readCase(ipvs);
+    expect(seedErrors).toEqual([]);
+    expect(many).toEqual(READ_EXPECTED);
+    expect(single).toEqual(READ_EXPECTED);
+  });
+
+  it('reads hundreds of virtual servers, one of 600 real servers, as ipvsadm lists them', async () => {
+    loadTable();
+    const oracle = lines(ipvsadmTable());
+    expect(oracle).toHaveLength(301);
+    expect(oracle.find((l) => l.startsWith('TCP 10.200.5.200:80'))!.split(', ')).toHaveLength(600);
+    expect(await ours()).toEqual(oracle);
+  });
+
+  it('answers an empty list for a virtual server deleted before or while the batch reads', async () => {
+    loadTable();
+    const vss = await ipvs.listVirtualServers();
+    const before = new Map((await ipvs.listRealServersMany(vss)).map((d, i) => [virtualServerKey(vss[i]!), answerText(d)]));
+    // Deleted between the virtual server dump and the batch: the kernel's dump cannot tell, so empty.
+    execFileSync('ipvsadm', ['-D', '-t', '10.200.5.200:80']);
+    // Deleted while the batch reads: each answer is then the old list or empty, never an error.
+    const going = vss.filter((v) => v.address.startsWith('10.200.6.')).slice(-20);
+    const deleting = Promise.all(going.map((v) => promisify(execFile)('ipvsadm', ['-D', '-t', `${v.address}:${v.port}`])));
+    const read = await ipvs.listRealServersMany(vss);
+    await deleting;
+    const goingKeys = new Set(going.map(virtualServerKey));
+    read.forEach((d, i) => {
+      const key = virtualServerKey(vss[i]!);
+      if (key === 'TCP 10.200.5.200:80') expect(d).toEqual([]);
+      else if (goingKeys.has(key)) expect(['', before.get(key)]).toContain(answerText(d));
+      else expect(answerText(d)).toBe(before.get(key));
+    });
+    // The deletions happened: ipvsadm no longer lists them.
+    const left = new Set(ipvsadmTable().map((e) => virtualServerKey(e.vs)));
+    expect([...goingKeys, 'TCP 10.200.5.200:80'].filter((k) => left.has(k))).toEqual([]);
+  });
+
+  it('rejects when a pool socket fails, is unhealthy until the next batch works on new sockets', async () => {
+    loadTable();
+    const vss = await ipvs.listVirtualServers();
+    await ipvs.listRealServersMany(vss);
+    const pool = sockets.filter((s) => !s.failed).slice(-DUMP_SOCKETS);
+    expect(pool).toHaveLength(DUMP_SOCKETS);
+    const opened = sockets.length;
+    // Close one pool socket's descriptor behind GenlSocket's back, as a dead socket would be.
+    (pool[3] as unknown as { raw: { close(): void } }).raw.close();
+    const failed = await ipvs.listRealServersMany(vss).then(() => undefined, (e: unknown) => e);
+    expect(failed).toBeInstanceOf(IpvsError);
+    expect(ipvs.health()).toMatchObject({ ok: false });
+    expect(pool.every((s) => s.failed)).toBe(true);
+    expect(await ours()).toEqual(lines(ipvsadmTable()));
+    expect(sockets.length).toBe(opened + DUMP_SOCKETS);
+    expect(ipvs.health()).toMatchObject({ ok: true });
+  });
+});
