@@ -6,9 +6,11 @@ import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
 import { type Runner, runChecked } from './exec.js';
-import { listSetNames, restoreSets } from './ipset.js';
+import { listSetNames, restoreSets, saveSets } from './ipset.js';
+import { type IpsetPlan, planIpsets } from './ipset-plan.js';
+import { parseIpsetSave } from './ipset-save.js';
 import { makeNames } from './names.js';
-import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from './render.js';
+import { desiredSets, renderChainFlush, renderCleanup, renderIpsetCleanup, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
 import { iptablesDrift, parseSetCounts } from './drift.js';
 import { run } from '../util/proc.js';
@@ -30,15 +32,19 @@ export interface IptablesRestoreOptions {
 
 /** What the last sync sent, for logs and --dry-run style inspection. */
 export interface AppliedPayloads {
+  /** The ipset difference sent ('' when the sets were in step: no ipset restore ran). */
   ipset: string;
+  /** Sets not changed in place, and why (ipset-plan.ts). */
+  ipsetNotes: string[];
   v4: string;
   v6?: string;
 }
 
 /**
  * Programs our chains and sets with iptables-restore / ipset restore. One sync is
- *   1. `ipset list -n`, then one `ipset restore -exist` filling every set of ours through
- *      `<name>-tmp` + swap (the live sets are never half-filled);
+ *   1. `ipset list -n`, one read of our sets (`save` lines in restore mode), then one
+ *      `ipset restore -exist` of only the difference (ipset-plan.ts: dels, then adds; a set that
+ *      cannot be changed in place is refilled through `<name>-tmp` + swap); none when in step;
  *   2. per family: `iptables-save` (to see which hook jumps exist), then one
  *      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
  *      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
@@ -79,16 +85,21 @@ export class IptablesRestore implements IptablesSync {
     return this.queue.run(async () => {
       const b = await this.backend();
       const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-      const existing = await listSetNames(this.run);
-      const ipset = renderIpsets(desired, { prefix: this.prefix, existing, families });
-      await restoreSets(this.run, ipset);
+      const ipset = await this.planSets(desired, families);
+      if (ipset.recreate.length) {
+        // A set of ours of another type or family: destroy needs our rules naming it gone.
+        const flush = renderChainFlush(this.prefix);
+        for (const bin of [b.restore, ...(this.ipv6 ? [b.restore6] : [])]) await this.restore(bin, flush);
+      }
+      await restoreSets(this.run, ipset.payload);
       const present = async (save: string) =>
         new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
       const presentJumps = { v4: await present(b.save), ...(this.ipv6 ? { v6: await present(b.save6) } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
       await this.restore(b.restore, payload.v4);
       if (this.ipv6) await this.restore(b.restore6, payload.v6);
-      this.last = { ipset, v4: payload.v4, ...(this.ipv6 ? { v6: payload.v6 } : {}) };
+      const v6 = this.ipv6 ? { v6: payload.v6 } : {};
+      this.last = { ipset: ipset.payload, ipsetNotes: ipset.notes, v4: payload.v4, ...v6 };
     });
   }
 
@@ -115,6 +126,15 @@ export class IptablesRestore implements IptablesSync {
       }
       await restoreSets(this.run, renderIpsetCleanup(await listSetNames(this.run), this.prefix));
     });
+  }
+
+  /** Our sets as the kernel holds them against `desired`: the ipset difference (read-only). */
+  private async planSets(desired: Desired, families: Family[]): Promise<IpsetPlan> {
+    const existing = await listSetNames(this.run);
+    const wanted = desiredSets(desired, { prefix: this.prefix, families });
+    const ours = wanted.map((w) => w.name).filter((n) => existing.has(n));
+    const saved = parseIpsetSave(await saveSets(this.run, ours));
+    return planIpsets(wanted, saved, existing);
   }
 
   private restore(bin: string, payload: string): Promise<string> {
