@@ -193,7 +193,9 @@ function members(spec: SetSpec, e: SetEntry): string[] {
 }
 
 /** An address as the kernel prints it; text that is no address stays as it is (ipset refuses it). */
-const ip = (text: string) => canonicalIP(text) ?? text;
+const ip = (text: string) => (IPV4.test(text) ? text : canonicalIP(text) ?? text);
+/** A dotted quad already in canonical form (no leading zeros): most members, kept without parsing. */
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
 
 /** A net as the kernel prints it: host bits cleared, no suffix for a full-length prefix. */
 function net(text: string): string {
