@@ -84,3 +84,25 @@ function cannotHold(w: WantedSet, cur: SavedSet): string | undefined {
   if (cur.maxelem === undefined) return 'no maxelem';
   return cur.maxelem < w.members.length ? `maxelem ${cur.maxelem} < ${w.members.length}` : undefined;
 }
+
+/**
+ * Our sets as they are once `planIpsets(wanted, saved, existing)`'s payload has run: what the next
+ * sync may plan against instead of reading the kernel again. In place, a set keeps its maxelem;
+ * created or refilled, it has createArgs's.
+ */
+export function setsAfter(wanted: readonly WantedSet[], saved: SavedSets, existing: ReadonlySet<string>): SavedSets {
+  const sets = new Map<string, SavedSet>();
+  for (const w of wanted) {
+    const cur = existing.has(w.name) ? saved.sets.get(w.name) : undefined;
+    const inPlace = cur && !saved.garbage.length && !otherKind(w, cur) && !cannotHold(w, cur);
+    const bitmap = w.spec.type === 'bitmap:port';
+    sets.set(w.name, {
+      name: w.name, type: w.spec.type, options: [], members: new Set(w.members),
+      ...(bitmap ? { range: PORT_RANGE } : {
+        family: w.family === 'IPv6' ? 'inet6' : 'inet',
+        maxelem: inPlace ? cur.maxelem! : Math.max(65536, w.members.length),
+      }),
+    });
+  }
+  return { sets, garbage: [] };
+}

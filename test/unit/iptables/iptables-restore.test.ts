@@ -106,6 +106,37 @@ describe('IptablesRestore.sync', () => {
     expect([...host.sets.get('IPVSOP-NP-TCP')!.members].sort()).toEqual(['30080', '30081', '30082']);
   });
 
+  it('after a successful sync plans against what it left, without reading; a failure reads again', async () => {
+    const host = new FakeHost();
+    let failRules = false;
+    const ipt = new IptablesRestore({ run: async (cmd, args, input) => {
+      if (failRules && cmd.includes('iptables') && cmd.endsWith('-restore')) throw new Error('iptables-restore: lock held');
+      return host.run(cmd, args, input);
+    } });
+    const two = desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081));
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    const ipsetCalls = () => host.calls.filter((c) => c.cmd === 'ipset');
+    // No `list -n`, no read: one restore, the difference alone.
+    expect(ipsetCalls().map((c) => [c.args.join(' '), c.input])).toEqual([
+      ['restore -exist', 'add IPVSOP-CLUSTER-IP 10.200.1.11,tcp:80\nadd IPVSOP-NP-TCP 30081\nadd IPVSOP-VIPS 10.200.1.11\n']]);
+    // A member taken behind its back: in step by what it remembers, nothing runs, and the member
+    // stays gone until the drift check, a failed sync or a restart has the sets read again.
+    await host.run('ipset', ['restore'], 'del IPVSOP-NP-TCP 30080\n');
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    expect(ipsetCalls()).toHaveLength(0);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(false);
+    failRules = true;
+    await expect(ipt.sync(two, config)).rejects.toThrow(/lock held/);
+    failRules = false;
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    expect(ipsetCalls().map((c) => c.args.join(' '))).toEqual(['list -n', 'restore', 'restore -exist']);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(true);
+  });
+
   it('refills a set of ours whose maxelem is too small through -tmp + swap', async () => {
     const host = new FakeHost();
     await host.run('ipset', ['restore'], 'create IPVSOP-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 1\n');
@@ -124,6 +155,8 @@ describe('IptablesRestore.sync', () => {
     await ipt.sync(d, config);
     // As an older version might have left it: same name, another type, and our rules name it.
     host.sets.set('IPVSOP-VIPS', { ...host.sets.get('IPVSOP-CLUSTER-IP')!, members: new Set() });
+    // The periodic check sees it (the sync after a successful one plans against what that left).
+    expect(await ipt.drift(d, config)).toMatch(/IPVSOP-VIPS has 0 members/);
     host.calls.length = 0;
     await ipt.sync(d, config);
     expect(host.sets.get('IPVSOP-VIPS')!.type).toBe('hash:ip');
@@ -139,6 +172,7 @@ describe('IptablesRestore.sync', () => {
     await ipt.sync(desired(), config);
     host.seed('nft', 'v4', '*nat\n-D OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\nCOMMIT\n');
     await host.run('ipset', ['restore'], 'create IPVSOP-VIPS-tmp hash:ip family inet\n');
+    expect(await ipt.drift(desired(), config)).toMatch(/jump .* is missing/);
     await ipt.sync(desired(), config);
     expect(host.save('nft', 'v4')).toContain('-A OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\n');
     expect(host.sets.has('IPVSOP-VIPS-tmp')).toBe(false);
