@@ -5,7 +5,7 @@
 // NodePort rule skips VIPs: docs/semantics.md ("The iptables path").
 import type { Desired, SetEntry } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
-import { type Family, parseCidr } from '../model/addr.js';
+import { type Family, canonicalIP, formatIp, parseCidr } from '../model/addr.js';
 import { CHAINS, HOOKS, type Names, SETS, type SetSpec, type Table, makeNames } from './names.js';
 import { type Saved, findChains, findJumps, jumpKey } from './save.js';
 
@@ -104,36 +104,53 @@ export interface IpsetRenderOptions {
   families?: readonly Family[];
 }
 
+/** One set of ours as the desired state fills it. */
+export interface WantedSet {
+  name: string;
+  spec: SetSpec;
+  family: Family;
+  /** Members in the kernel's printed form (as `ipset save` shows them), deduplicated. */
+  members: string[];
+}
+
+/** Every set of ours for `families` (default both), in SETS order, with its members. */
+export function desiredSets(desired: Pick<Desired, 'sets' | 'vips'>, opts: IpsetRenderOptions = {}): WantedSet[] {
+  const names = makeNames(opts.prefix);
+  const entries = collectEntries(desired);
+  return (opts.families ?? ['IPv4', 'IPv6'] as const).flatMap((family) => SETS.map((spec) => ({
+    name: names.set(family, spec.suffix), spec, family, members: entries.get(`${family} ${spec.suffix}`) ?? [],
+  })));
+}
+
 /**
  * ipset-restore payload replacing the content of every set we own: each filled as `<name>-tmp`,
  * then swapped in (atomic: the rules never see a half-filled set) and the old content destroyed.
- * Run with `ipset restore -exist` (duplicates after the kernel normalises a CIDR are then no error).
+ * Run with `ipset restore -exist`. IptablesRestore applies differences instead (ipset-plan.ts);
+ * this whole form is the drift check's count and the plan's fallback.
  */
 export function renderIpsets(desired: Pick<Desired, 'sets' | 'vips'>, opts: IpsetRenderOptions = {}): string {
-  const names = makeNames(opts.prefix);
   const existing = opts.existing ?? new Set<string>();
-  const entries = collectEntries(desired);
   const lines: string[] = [];
-  for (const family of opts.families ?? ['IPv4', 'IPv6'] as const) {
-    for (const spec of SETS) {
-      const name = names.set(family, spec.suffix);
-      const tmp = `${name}-tmp`;
-      const members = entries.get(`${family} ${spec.suffix}`) ?? [];
-      if (!existing.has(name)) lines.push(`create ${name} ${createArgs(spec, family, 0)}`);
-      if (existing.has(tmp)) lines.push(`destroy ${tmp}`);
-      lines.push(`create ${tmp} ${createArgs(spec, family, members.length)}`);
-      for (const m of members) lines.push(`add ${tmp} ${m}`);
-      lines.push(`swap ${tmp} ${name}`, `destroy ${tmp}`);
-    }
+  for (const { name, spec, family, members } of desiredSets(desired, opts)) {
+    const tmp = `${name}-tmp`;
+    if (!existing.has(name)) lines.push(`create ${name} ${createArgs(spec, family, 0)}`);
+    if (existing.has(tmp)) lines.push(`destroy ${tmp}`);
+    lines.push(`create ${tmp} ${createArgs(spec, family, members.length)}`);
+    for (const m of members) lines.push(`add ${tmp} ${m}`);
+    lines.push(`swap ${tmp} ${name}`, `destroy ${tmp}`);
   }
   return lines.length ? `${lines.join('\n')}\n` : '';
 }
 
-function createArgs(spec: SetSpec, family: Family, size: number): string {
-  if (spec.type === 'bitmap:port') return 'bitmap:port range 0-65535';
+/** `create` arguments after the name: hash sets sized for at least `size` members (maxelem >= 65536). */
+export function createArgs(spec: SetSpec, family: Family, size: number): string {
+  if (spec.type === 'bitmap:port') return `bitmap:port range ${PORT_RANGE}`;
   const maxelem = Math.max(65536, size);
   return `${spec.type} family ${family === 'IPv6' ? 'inet6' : 'inet'} hashsize 1024 maxelem ${maxelem}`;
 }
+
+/** The range our bitmap:port sets cover, as `ipset save` prints it. */
+export const PORT_RANGE = '0-65535';
 
 /** Members per `<family> <suffix>`, deduplicated, in desired order (sorted); VIPS sorted. */
 function collectEntries(desired: Pick<Desired, 'sets' | 'vips'>): Map<string, string[]> {
@@ -149,26 +166,52 @@ function collectEntries(desired: Pick<Desired, 'sets' | 'vips'>): Map<string, st
     if (!spec) continue;
     for (const m of members(spec, e)) add(`${e.family} ${spec.suffix}`, m);
   }
-  for (const vip of [...desired.vips].sort()) add(`${vip.includes(':') ? 'IPv6' : 'IPv4'} VIPS`, vip);
+  for (const vip of [...desired.vips].sort()) add(`${vip.includes(':') ? 'IPv6' : 'IPv4'} VIPS`, ip(vip));
   return new Map([...bySet].map(([k, v]) => [k, [...v]]));
 }
 
-/** ipset members for one entry; a /0 source range becomes two /1 halves (hash:net types refuse /0). */
+/**
+ * ipset members for one entry, in the form `ipset save` prints them (lab VM, ipset 7.17): IPv6
+ * compressed, a net's host bits cleared and a full-length prefix (/32, /128) left out. A /0
+ * source range becomes two /1 halves (hash:net types refuse /0).
+ */
 function members(spec: SetSpec, e: SetEntry): string[] {
-  const ipPort = `${e.address},${e.protocol.toLowerCase()}:${e.port}`;
+  const ipPort = `${ip(e.address ?? '')},${e.protocol.toLowerCase()}:${e.port}`;
   switch (spec.type) {
     case 'bitmap:port': return [`${e.port}`];
-    case 'hash:ip': return [`${e.address}`];
+    case 'hash:ip': return [ip(e.address ?? '')];
     case 'hash:ip,port': return [ipPort];
-    case 'hash:ip,port,ip': return [`${ipPort},${e.source ?? e.address}`];
+    case 'hash:ip,port,ip': return [`${ipPort},${ip(e.source ?? e.address ?? '')}`];
     case 'hash:ip,port,net': {
       const cidr = e.cidr ?? '';
-      if (parseCidr(cidr)?.prefix !== 0) return [`${ipPort},${cidr}`];
+      if (parseCidr(cidr)?.prefix !== 0) return [`${ipPort},${net(cidr)}`];
       return e.family === 'IPv6'
         ? [`${ipPort},::/1`, `${ipPort},8000::/1`]
         : [`${ipPort},0.0.0.0/1`, `${ipPort},128.0.0.0/1`];
     }
   }
+}
+
+/** An address as the kernel prints it; text that is no address stays as it is (ipset refuses it). */
+const ip = (text: string) => (IPV4.test(text) ? text : canonicalIP(text) ?? text);
+/** A dotted quad already in canonical form (no leading zeros): most members, kept without parsing. */
+const IPV4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/** A net as the kernel prints it: host bits cleared, no suffix for a full-length prefix. */
+function net(text: string): string {
+  const c = parseCidr(text);
+  if (!c) return ip(text);
+  const bits = c.family === 'IPv4' ? 32 : 128;
+  const base = formatIp({ family: c.family, value: c.base << BigInt(bits - c.prefix) });
+  return c.prefix === bits ? base : `${base}/${c.prefix}`;
+}
+
+/** iptables-restore payload (for `--noflush`) emptying our chains (declared: created or flushed), nothing else. */
+export function renderChainFlush(prefix?: string): string {
+  const c = makeNames(prefix).chain;
+  const tables = (Object.keys(CHAINS) as Table[])
+    .flatMap((t) => [`*${t}`, ...CHAINS[t].map((x) => `:${c(x)} - [0:0]`), 'COMMIT']);
+  return `${tables.join('\n')}\n`;
 }
 
 /**

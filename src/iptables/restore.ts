@@ -6,9 +6,11 @@ import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
 import { type Runner, runChecked } from './exec.js';
-import { listSetNames, restoreSets } from './ipset.js';
+import { listSetNames, restoreSets, saveSets } from './ipset.js';
+import { planIpsets, setsAfter } from './ipset-plan.js';
+import { type SavedSets, parseIpsetSave } from './ipset-save.js';
 import { makeNames } from './names.js';
-import { renderCleanup, renderIpsetCleanup, renderIpsets, renderIptables } from './render.js';
+import { desiredSets, renderChainFlush, renderCleanup, renderIpsetCleanup, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
 import { iptablesDrift, parseSetCounts } from './drift.js';
 import { run } from '../util/proc.js';
@@ -30,15 +32,20 @@ export interface IptablesRestoreOptions {
 
 /** What the last sync sent, for logs and --dry-run style inspection. */
 export interface AppliedPayloads {
+  /** The ipset difference sent ('' when the sets were in step: no ipset restore ran). */
   ipset: string;
+  /** Sets not changed in place, and why (ipset-plan.ts). */
+  ipsetNotes: string[];
   v4: string;
   v6?: string;
 }
 
 /**
  * Programs our chains and sets with iptables-restore / ipset restore. One sync is
- *   1. `ipset list -n`, then one `ipset restore -exist` filling every set of ours through
- *      `<name>-tmp` + swap (the live sets are never half-filled);
+ *   1. `ipset list -n`, one read of our sets (`save` lines in restore mode; after a successful
+ *      sync, what it left is planned against instead), then one `ipset restore -exist` of only
+ *      the difference (ipset-plan.ts: dels, then adds; a set that
+ *      cannot be changed in place is refilled through `<name>-tmp` + swap); none when in step;
  *   2. per family: `iptables-save` (to see which hook jumps exist), then one
  *      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
  *      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
@@ -54,8 +61,17 @@ export class IptablesRestore implements IptablesSync {
   private readonly wait: number;
   private backendP: Promise<Backend> | undefined;
   private readonly queue = new Serial();
+  /**
+   * What the last sync sent, and our sets as that sync left them (ipset-plan.ts setsAfter): the
+   * next sync plans against those instead of reading the kernel (a read of 66 000 members cost
+   * seconds). Forgotten when a sync fails, when drift() finds a difference and on cleanup(): the
+   * next sync reads the kernel again, as the first one does.
+   */
+  private readonly memo: { last?: AppliedPayloads; written?: SavedSets } = {};
   /** Payloads of the last successful sync. */
-  last: AppliedPayloads | undefined;
+  get last(): AppliedPayloads | undefined {
+    return this.memo.last;
+  }
 
   constructor(opts: IptablesRestoreOptions = {}) {
     this.run = opts.run ?? spawnRunner;
@@ -77,18 +93,27 @@ export class IptablesRestore implements IptablesSync {
   /** Makes our sets and chains match `desired`; throws IptablesError when a command fails. Idempotent. */
   sync(desired: Desired, config: ProxyConfig): Promise<void> {
     return this.queue.run(async () => {
+      const written = this.memo.written;
+      this.memo.written = undefined; // until this sync has succeeded
       const b = await this.backend();
       const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-      const existing = await listSetNames(this.run);
-      const ipset = renderIpsets(desired, { prefix: this.prefix, existing, families });
-      await restoreSets(this.run, ipset);
+      const sets = await this.planSets(desired, families, written);
+      const ipset = sets.plan;
+      if (ipset.recreate.length) {
+        // A set of ours of another type or family: destroy needs our rules naming it gone.
+        const flush = renderChainFlush(this.prefix);
+        for (const bin of [b.restore, ...(this.ipv6 ? [b.restore6] : [])]) await this.restore(bin, flush);
+      }
+      await restoreSets(this.run, ipset.payload);
       const present = async (save: string) =>
         new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
       const presentJumps = { v4: await present(b.save), ...(this.ipv6 ? { v6: await present(b.save6) } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
       await this.restore(b.restore, payload.v4);
       if (this.ipv6) await this.restore(b.restore6, payload.v6);
-      this.last = { ipset, v4: payload.v4, ...(this.ipv6 ? { v6: payload.v6 } : {}) };
+      const v6 = this.ipv6 ? { v6: payload.v6 } : {};
+      this.memo.last = { ipset: ipset.payload, ipsetNotes: ipset.notes, v4: payload.v4, ...v6 };
+      this.memo.written = setsAfter(sets.wanted, sets.saved, sets.existing);
     });
   }
 
@@ -101,13 +126,16 @@ export class IptablesRestore implements IptablesSync {
         IPv4: parseSave(await runChecked(this.run, b.save, [])),
         ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.run, b.save6, [])) } : {}),
       };
-      return iptablesDrift(desired, config, { saved, setCounts }, this.prefix);
+      const why = iptablesDrift(desired, config, { saved, setCounts }, this.prefix);
+      if (why) this.memo.written = undefined; // the sync that follows reads our sets again
+      return why;
     });
   }
 
   /** Removes our jumps, chains (both families) and sets; what is already gone is skipped. */
   cleanup(): Promise<void> {
     return this.queue.run(async () => {
+      this.memo.written = undefined;
       const b = await this.backend();
       for (const [save, restore] of [[b.save, b.restore], ...(this.ipv6 ? [[b.save6, b.restore6]] : [])] as const) {
         const payload = renderCleanup(parseSave(await runChecked(this.run, save, [])), this.prefix);
@@ -115,6 +143,21 @@ export class IptablesRestore implements IptablesSync {
       }
       await restoreSets(this.run, renderIpsetCleanup(await listSetNames(this.run), this.prefix));
     });
+  }
+
+  /**
+   * The ipset difference for `desired`: against `written` (what the last sync left) when given,
+   * else against our sets as the kernel holds them (`ipset list -n` and one read).
+   */
+  private async planSets(desired: Desired, families: Family[], written?: SavedSets) {
+    const wanted = desiredSets(desired, { prefix: this.prefix, families });
+    const existing = written ? new Set(written.sets.keys()) : await listSetNames(this.run);
+    let saved = written;
+    if (!saved) {
+      const ours = wanted.map((w) => w.name).filter((n) => existing.has(n));
+      saved = parseIpsetSave(await saveSets(this.run, ours));
+    }
+    return { plan: planIpsets(wanted, saved, existing), wanted, saved, existing };
   }
 
   private restore(bin: string, payload: string): Promise<string> {

@@ -9,6 +9,7 @@ import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import { readTable } from '../ipvs/read.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
 import type { Runner } from '../iptables/exec.js';
+import { isReadOnlyRestore } from '../iptables/ipset.js';
 import {
   type IpvsInfo, type IpvsOp, type IpvsTimeouts, type RealServer, type VirtualServer, formatOp, virtualServerKey,
 } from '../model/ipvs.js';
@@ -162,14 +163,16 @@ export class DryRunVipLink implements VipLink {
 }
 
 /**
- * A Runner for the iptables path that runs the reading commands (`*-save`, `ipset list`, `-V`)
- * and prints the writing ones (`*-restore`, `ipset restore`) with their input. A reading command
+ * A Runner for the iptables path that runs the reading commands (`*-save`, `ipset list`, `-V`, an
+ * `ipset restore` of only `save` lines) and prints the writing ones (`*-restore`, `ipset restore`)
+ * with their input. A reading command
  * that is not installed reads as empty, said once per command.
  */
 export function dryRunRunner(inner: Runner, print: Print): Runner {
   const missing = new Set<string>();
   return async (cmd, args, input) => {
-    const writes = cmd.endsWith('-restore') || (cmd === 'ipset' && args[0] === 'restore');
+    const writes = cmd.endsWith('-restore')
+      || (cmd === 'ipset' && args[0] === 'restore' && !isReadOnlyRestore(input ?? ''));
     if (writes) {
       print(`${[cmd, ...args].join(' ')} <<EOF`);
       for (const line of (input ?? '').replace(/\n$/, '').split('\n')) print(line);

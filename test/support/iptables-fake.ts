@@ -6,13 +6,15 @@
 // a missing rule, -X of a referenced or non-empty chain and `--match-set` of a missing set fail;
 // ipset create of an existing set (unless -exist with the same type, family and maxelem) or of an
 // unknown type, add of a member that is not an address of the set's family, add to / swap with a
-// missing set, swap of different types and destroy of a set a rule uses fail. Every call is recorded.
+// missing set, add beyond maxelem, del of an absent member (unless -exist), swap of different types
+// or families and destroy of a set a rule uses fail; members are kept and saved in the form the
+// kernel prints (IPv6 compressed, host bits cleared, no /32 or /128). Every call is recorded.
 import type { RunResult, Runner } from '../../src/iptables/exec.js';
-import { parseIPv4, parseIPv6 } from '../../src/model/addr.js';
+import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../../src/model/addr.js';
 
 type Tables = Map<string, Map<string, string[]>>;
 /** A set: its type, what create must repeat for -exist to pass (type, family, maxelem), its members. */
-interface IpSet { type: string; same: string; family: 'inet' | 'inet6'; members: Set<string> }
+interface IpSet { type: string; same: string; family: 'inet' | 'inet6'; header: string; maxelem: number; members: Set<string> }
 
 /** The tables iptables knows (iptables-restore refuses any other name). */
 const TABLES = new Set(['filter', 'nat', 'mangle', 'raw', 'security']);
@@ -101,9 +103,10 @@ export class FakeHost {
       if (args[0] === 'list' && args[1] === '-n') return ok([...this.sets.keys()].map((n) => `${n}\n`).join(''));
       // Terse listing, as ipset prints it: the header of each set, no members.
       if (args[0] === 'list' && args[1] === '-t') {
-        return ok([...this.sets].map(([n, s]) => `Name: ${n}\nType: ${s.type}\nRevision: 6\nHeader: family inet hashsize 1024 maxelem 65536\n` +
+        return ok([...this.sets].map(([n, s]) => `Name: ${n}\nType: ${s.type}\nRevision: 6\nHeader: ${s.header}\n` +
           `Size in memory: 400\nReferences: 0\nNumber of entries: ${s.members.size}\n`).join(''));
       }
+      if (args[0] === 'save' && args.length === 1) return ok([...this.sets.keys()].map((n) => this.saveSet(n)).join(''));
       if (args[0] === 'restore') return this.ipsetRestore(input, args.includes('-exist'));
       return fail(`fake ipset: unsupported ${args.join(' ')}`);
     }
@@ -168,34 +171,53 @@ export class FakeHost {
     return false;
   }
 
-  /** ipset restore: applied line by line (the real one stops at the first error, keeping what ran). */
+  /** One set as `ipset save` prints it. */
+  saveSet(name: string): string {
+    const s = this.sets.get(name)!;
+    return [`create ${name} ${s.type} ${s.header}`, ...[...s.members].map((m) => `add ${name} ${m}`)].map((l) => `${l}\n`).join('');
+  }
+
+  /** ipset restore: applied line by line (the real one stops at the first error, keeping what ran); `save` lines print. */
   private ipsetRestore(input: string, exist: boolean): RunResult {
     let n = 0;
+    let out = '';
     for (const line of input.split('\n')) {
       n++;
       if (!line.trim()) continue;
       const [op, name, ...rest] = line.split(' ');
-      const err = (msg: string) => fail(`ipset v7.17: Error in line ${n}: ${msg}`);
+      const err = (msg: string) => ({ ...fail(`ipset v7.17: Error in line ${n}: ${msg}`), stdout: out });
       const s = this.sets.get(name ?? '');
       if (op === 'create') {
         const type = rest[0]!;
         if (!SET_TYPES.has(type)) return err(`Syntax error: typename '${type}' is unknown`);
         const opt = (k: string, d: string) => { const i = rest.indexOf(k); return i > 0 ? rest[i + 1]! : d; };
         const family = opt('family', 'inet') === 'inet6' ? 'inet6' : 'inet';
+        const maxelem = Number(opt('maxelem', '65536'));
         // The kernel lets -exist pass only for the same set: type, family, maxelem (hashsize may differ).
-        const same = `${type} ${family} ${opt('maxelem', '65536')}`;
+        const same = `${type} ${family} ${maxelem}`;
+        const header = type.startsWith('bitmap:') ? `range ${opt('range', '0-65535')}`
+          : `family ${family} hashsize 1024 maxelem ${maxelem} bucketsize 12 initval 0x1234abcd`;
         if (s && !(exist && s.same === same)) return err('Set cannot be created: set with the same name already exists');
-        if (!s) this.sets.set(name!, { type, same, family, members: new Set() });
-      } else if (op === 'add') {
+        if (!s) this.sets.set(name!, { type, same, family, header, maxelem, members: new Set() });
+      } else if (op === 'add' || op === 'del') {
         if (!s) return err('The set with the given name does not exist');
         const bad = badMember(s, rest[0] ?? '');
         if (bad) return err(bad);
-        if (s.members.has(rest[0]!) && !exist) return err("Element cannot be added to the set: it's already added");
-        s.members.add(rest[0]!);
+        const m = kernelForm(s, rest[0]!);
+        if (op === 'del') {
+          if (!s.members.delete(m) && !exist) return err("Element cannot be deleted from the set: it's not added");
+          continue;
+        }
+        if (s.members.has(m) && !exist) return err("Element cannot be added to the set: it's already added");
+        if (!s.members.has(m) && s.members.size >= s.maxelem) return err('Hash is full, cannot add more elements');
+        s.members.add(m);
+      } else if (op === 'save' || op === 'list') {
+        if (!s) return err('The set with the given name does not exist');
+        out += this.saveSet(name!);
       } else if (op === 'swap') {
         const other = this.sets.get(rest[0]!);
         if (!s || !other) return err('The set with the given name does not exist');
-        if (s.type !== other.type) return err('The sets cannot be swapped: their type does not match');
+        if (s.type !== other.type || s.family !== other.family) return err('The sets cannot be swapped: their type does not match');
         this.sets.set(name!, other);
         this.sets.set(rest[0]!, s);
       } else if (op === 'destroy') {
@@ -206,8 +228,26 @@ export class FakeHost {
         this.sets.delete(name!);
       } else return err(`unknown command ${op}`);
     }
-    return ok('');
+    return ok(out);
   }
+}
+
+/** A member as the kernel prints it back: each address part canonical, a net's host bits cleared, no full-length prefix. */
+function kernelForm(s: IpSet, member: string): string {
+  if (!s.type.startsWith('hash:')) return member;
+  return member.split(',').map((part) => {
+    const [address = '', prefix] = part.split('/');
+    const bytes = s.family === 'inet' ? parseIPv4(address) : parseIPv6(address);
+    if (!bytes) return part;
+    const bits = bytes.length * 8;
+    const len = prefix === undefined ? bits : Number(prefix);
+    for (let i = 0; i < bytes.length; i++) {
+      const keep = Math.max(0, Math.min(8, len - 8 * i));
+      bytes[i]! &= (0xff << (8 - keep)) & 0xff;
+    }
+    const text = bytes.length === 4 ? formatIPv4(bytes) : formatIPv6(bytes);
+    return len === bits ? text : `${text}/${len}`;
+  }).join(',');
 }
 
 /** Why ipset would not parse `member` for set `s` (its first part must be an address, or a net, of the set's family), else undefined. */

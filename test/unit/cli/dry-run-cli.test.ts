@@ -60,7 +60,8 @@ describe('run --dry-run on a machine without IPVS', () => {
     expect(planEnd).toBeGreaterThan(firstVip);
     expect(planEnd).toBeLessThan(ipset);
     expect(v4).toBeGreaterThan(ipset);
-    expect(lines.slice(ipset)).toContain('add IPVSOP-CLUSTER-IP-tmp 10.200.1.10,tcp:80');
+    // The sets as a difference against the host's (none here, or none of ours): created and filled directly.
+    expect(lines.slice(ipset)).toContain('add IPVSOP-CLUSTER-IP 10.200.1.10,tcp:80');
     expect(lines.slice(v4)).toContain('COMMIT');
     // Nothing was made on the host: no VIP link.
     expect(existsSync('/sys/class/net/ipvs-op0')).toBe(false);

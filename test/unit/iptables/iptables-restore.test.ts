@@ -68,7 +68,7 @@ describe('IptablesRestore.sync', () => {
     expect(ipt.last!.v4).not.toContain('-I ');
   });
 
-  it('replaces set contents by swap, and the rules stay the same for 1 or 500 Services', async () => {
+  it('changes set contents by difference (dels first), and the rules stay the same for 1 or 500 Services', async () => {
     const host = new FakeHost();
     const ipt = new IptablesRestore({ run: host.run });
     await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
@@ -77,7 +77,93 @@ describe('IptablesRestore.sync', () => {
     expect(host.save('nft', 'v4')).toBe(rules1);
     expect(host.sets.get('IPVSOP-NP-TCP')!.members.size).toBe(500);
     expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(false);
-    expect(ipt.last!.ipset).toMatch(/^swap IPVSOP-NP-TCP-tmp IPVSOP-NP-TCP$/m);
+    const lines = ipt.last!.ipset.split('\n');
+    // 10.200.1.10:80 is one of the 500 (s266): it stays; the NodePort 30080 goes.
+    expect(lines.filter((l) => l.startsWith('del '))).toEqual(['del IPVSOP-NP-TCP 30080']);
+    expect(lines.filter((l) => l.startsWith('add IPVSOP-NP-TCP '))).toHaveLength(500);
+    expect(lines.indexOf('del IPVSOP-NP-TCP 30080')).toBeLessThan(lines.indexOf('add IPVSOP-NP-TCP 31000'));
+    expect(ipt.last!.ipset).not.toMatch(/^(swap|create|destroy) /m);
+  });
+
+  it('a restart over an in-step host reads the sets and writes none; one more Service sends its lines only', async () => {
+    const host = foreignHost();
+    const d = desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081));
+    await new IptablesRestore({ run: host.run }).sync(d, config);
+    const sets = () => JSON.stringify([...host.sets].map(([k, v]) => [k, v.type, v.header, [...v.members]]));
+    const before = sets();
+    host.calls.length = 0;
+    const restarted = new IptablesRestore({ run: host.run });
+    await restarted.sync(d, config);
+    expect(sets()).toBe(before);
+    expect(host.calls.filter((c) => c.cmd === 'ipset').map((c) => c.args.join(' '))).toEqual(['list -n', 'restore']);
+    // The one `ipset restore` read our 32 sets (save lines) and only those.
+    const read = host.calls.find((c) => c.cmd === 'ipset' && c.args[0] === 'restore')!.input!;
+    expect(read.split('\n').filter(Boolean)).toHaveLength(32);
+    expect(read).not.toContain('FOREIGN');
+    expect(restarted.last!.ipset).toBe('');
+    await restarted.sync(desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081), np('c', '10.200.1.12', 30082)), config);
+    expect(restarted.last!.ipset).toBe('add IPVSOP-CLUSTER-IP 10.200.1.12,tcp:80\nadd IPVSOP-NP-TCP 30082\nadd IPVSOP-VIPS 10.200.1.12\n');
+    expect([...host.sets.get('IPVSOP-NP-TCP')!.members].sort()).toEqual(['30080', '30081', '30082']);
+  });
+
+  it('after a successful sync plans against what it left, without reading; a failure reads again', async () => {
+    const host = new FakeHost();
+    let failRules = false;
+    const ipt = new IptablesRestore({ run: async (cmd, args, input) => {
+      if (failRules && cmd.includes('iptables') && cmd.endsWith('-restore')) throw new Error('iptables-restore: lock held');
+      return host.run(cmd, args, input);
+    } });
+    const two = desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081));
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    const ipsetCalls = () => host.calls.filter((c) => c.cmd === 'ipset');
+    // No `list -n`, no read: one restore, the difference alone.
+    expect(ipsetCalls().map((c) => [c.args.join(' '), c.input])).toEqual([
+      ['restore -exist', 'add IPVSOP-CLUSTER-IP 10.200.1.11,tcp:80\nadd IPVSOP-NP-TCP 30081\nadd IPVSOP-VIPS 10.200.1.11\n']]);
+    // A member taken behind its back: in step by what it remembers, nothing runs, and the member
+    // stays gone until the drift check, a failed sync or a restart has the sets read again.
+    await host.run('ipset', ['restore'], 'del IPVSOP-NP-TCP 30080\n');
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    expect(ipsetCalls()).toHaveLength(0);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(false);
+    failRules = true;
+    await expect(ipt.sync(two, config)).rejects.toThrow(/lock held/);
+    failRules = false;
+    host.calls.length = 0;
+    await ipt.sync(two, config);
+    expect(ipsetCalls().map((c) => c.args.join(' '))).toEqual(['list -n', 'restore', 'restore -exist']);
+    expect(host.sets.get('IPVSOP-NP-TCP')!.members.has('30080')).toBe(true);
+  });
+
+  it('refills a set of ours whose maxelem is too small through -tmp + swap', async () => {
+    const host = new FakeHost();
+    await host.run('ipset', ['restore'], 'create IPVSOP-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 1\n');
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081)), config);
+    expect(ipt.last!.ipset).toMatch(/^swap IPVSOP-CLUSTER-IP-tmp IPVSOP-CLUSTER-IP$/m);
+    expect(ipt.last!.ipsetNotes).toEqual(['IPVSOP-CLUSTER-IP: refilled: maxelem 1 < 2']);
+    expect(host.sets.get('IPVSOP-CLUSTER-IP')!.header).toContain('maxelem 65536');
+    expect(host.sets.get('IPVSOP-CLUSTER-IP')!.members.size).toBe(2);
+  });
+
+  it('recreates a set of ours of another type, our rules naming it flushed first', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    const d = desired(np('a', '10.200.1.10', 30080));
+    await ipt.sync(d, config);
+    // As an older version might have left it: same name, another type, and our rules name it.
+    host.sets.set('IPVSOP-VIPS', { ...host.sets.get('IPVSOP-CLUSTER-IP')!, members: new Set() });
+    // The periodic check sees it (the sync after a successful one plans against what that left).
+    expect(await ipt.drift(d, config)).toMatch(/IPVSOP-VIPS has 0 members/);
+    host.calls.length = 0;
+    await ipt.sync(d, config);
+    expect(host.sets.get('IPVSOP-VIPS')!.type).toBe('hash:ip');
+    expect([...host.sets.get('IPVSOP-VIPS')!.members]).toEqual([...d.vips].filter((v) => !v.includes(':')));
+    expect(ipt.last!.ipsetNotes).toEqual(['IPVSOP-VIPS: recreated: type hash:ip,port, not hash:ip']);
+    expect(host.commands().slice(0, 4)).toEqual(['ipset', 'ipset', 'iptables-nft-restore', 'ip6tables-nft-restore']);
+    expect(host.save('nft', 'v4')).toContain('--match-set IPVSOP-VIPS dst -j REJECT');
   });
 
   it('re-inserts a hook jump someone deleted, and recovers a stale -tmp set', async () => {
@@ -86,6 +172,7 @@ describe('IptablesRestore.sync', () => {
     await ipt.sync(desired(), config);
     host.seed('nft', 'v4', '*nat\n-D OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\nCOMMIT\n');
     await host.run('ipset', ['restore'], 'create IPVSOP-VIPS-tmp hash:ip family inet\n');
+    expect(await ipt.drift(desired(), config)).toMatch(/jump .* is missing/);
     await ipt.sync(desired(), config);
     expect(host.save('nft', 'v4')).toContain('-A OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES\n');
     expect(host.sets.has('IPVSOP-VIPS-tmp')).toBe(false);
@@ -101,10 +188,12 @@ describe('IptablesRestore.sync', () => {
   it('a failing restore rejects with an IptablesError carrying the tool\'s words', async () => {
     const host = new FakeHost();
     const ipt = new IptablesRestore({ run: host.run });
-    await host.run('ipset', ['restore'], 'create IPVSOP-VIPS hash:ip,port family inet\n'); // wrong type: swap must fail
+    // Our set of the wrong type, named by a foreign rule: it cannot be destroyed and made again.
+    await host.run('ipset', ['restore'], 'create IPVSOP-VIPS hash:ip,port family inet\n');
+    host.seed('nft', 'v4', '*filter\n:FOREIGN - [0:0]\n-A FOREIGN -m set --match-set IPVSOP-VIPS dst -j DROP\nCOMMIT\n');
     const e = await ipt.sync(desired(), config).then(() => undefined, (x: unknown) => x);
     expect(isIptablesError(e)).toBe(true);
-    expect((e as Error).message).toContain('their type does not match');
+    expect((e as Error).message).toContain('in use by a kernel component');
   });
 });
 
