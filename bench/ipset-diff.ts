@@ -2,8 +2,9 @@
 // against the difference it sends now. One guest run, default prefix, from a clean kernel:
 //   node dist/lab/cli.js run --timeout 3000 --memory 4096 -- node dist/bench/ipset-diff.js [SERVICES] [--local-protocols]
 // The guest's root is the host's over 9p: ipset looks up each member's protocol (tcp:80) in
-// /etc/protocols, a 9p read per member (about 4 ms under TCG, most of a restore's time). With
-// --local-protocols that file is first copied to the guest's tmpfs and bound over, as on a node's disk.
+// /etc/protocols, a 9p read per member (about 4 ms under TCG, most of a restore's time). The lab's
+// /init now copies that file into the guest's tmpfs (lab/initramfs.ts), as on a node's disk;
+// --local-protocols also binds a tmpfs copy over it (the runs in docs/performance.md predate /init's copy).
 // Prints one line per phase (stderr) and a JSON summary (stdout): (a) the first sync, then the old
 // whole `ipset restore` (-tmp + swap of every set) over the full sets, (b) a restart's sync with
 // nothing to change (its read, parse and plan timed apart), (c) one Service added, (d) `ipset save`
