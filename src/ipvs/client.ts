@@ -4,8 +4,8 @@
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
 import { decodeDestMessage, decodeInfo, decodeServiceMessage, decodeTimeouts } from './decode.js';
 import {
-  type IpvsRequest, encodeRequest, flushRequest, getTimeoutsRequest, infoRequest, listDestsRequest, listServicesRequest,
-  opMessage, setTimeoutsRequest, zeroRequest,
+  type IpvsRequest, encodeRequest, flushRequest, getServiceRequest, getTimeoutsRequest, infoRequest, listDestsRequest,
+  listServicesRequest, opMessage, setTimeoutsRequest, zeroRequest,
 } from './requests.js';
 import { formatOp } from '../model/ipvs.js';
 import { Errno } from '../netlink/errors.js';
@@ -13,7 +13,7 @@ import { IpvsError } from './errors.js';
 import { DUMP_RECEIVE_BYTES, GenlSocket, type Outgoing, type Reply } from './socket.js';
 import { type Connection, IpvsLink, type OpenSocket, type SocketHealth } from './connection.js';
 import type { IpvsClient, OpResult } from './types.js';
-import { checkDumpDests, checkOp } from './validate.js';
+import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
 
@@ -114,6 +114,39 @@ export class NetlinkIpvs implements IpvsClient {
         if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
         else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
         else out[i] = r.messages.map((m) => decodeDestMessage(m, vss[i]!.family));
+      });
+      return out;
+    });
+  }
+
+  getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
+    return this.queue.run(async () => {
+      const out = new Array<VirtualServer | IpvsError>(vss.length);
+      const sent: number[] = [];
+      vss.forEach((vs, i) => {
+        const invalid = checkGetService(vs);
+        if (invalid) out[i] = invalid;
+        else sent.push(i);
+      });
+      if (!sent.length) return out;
+      const reqs = sent.map((i) => getServiceRequest(vss[i]!));
+      const { c, replies } = await this.link.exchange((conn) => reqs.map((r) => this.outgoing(conn, r)));
+      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
+      replies.forEach((r, k) => {
+        const i = sent[k]!;
+        const what = reqs[k]!.what;
+        if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
+        else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
+        else if (r.messages.length !== 1) {
+          out[i] = IpvsError.malformed(what, `${r.messages.length} messages in the reply, not 1`);
+        }
+        else {
+          try {
+            out[i] = decodeServiceMessage(r.messages[0]!);
+          } catch (e) {
+            out[i] = e instanceof IpvsError ? e : IpvsError.malformed(what, String(e));
+          }
+        }
       });
       return out;
     });

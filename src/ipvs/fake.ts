@@ -10,7 +10,7 @@ import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
 import { type MutableIpvsTable, applyOp } from './table.js';
 import type { IpvsClient, OpResult } from './types.js';
-import { checkDumpDests, checkOp } from './validate.js';
+import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 
 const { ESRCH, EBADF } = Errno;
 
@@ -34,6 +34,7 @@ export interface FakeIpvsOptions {
  *   NEW_DEST on an existing destination       -> EEXIST
  *   SET_DEST / DEL_DEST on a missing one      -> ENOENT
  *   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
+ *   GET_SERVICE of a missing virtual server   -> ESRCH
  * The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
  * `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
  * key, so a dump can be compared with a literal and fed back to `seed()`.
@@ -71,6 +72,17 @@ export class FakeIpvs implements IpvsClient {
     this.checkOpen('dump-dests');
     return vss.map((vs) => checkDumpDests(vs) ??
       [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs })));
+  }
+
+  async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
+    this.checkOpen('get-service');
+    return vss.map((vs) => {
+      const invalid = checkGetService(vs);
+      if (invalid) return invalid;
+      const key = virtualServerKey(vs);
+      const e = this.table.get(key);
+      return e ? { ...e.vs, flags: e.vs.flags | SvcFlag.HASHED } : IpvsError.fromErrno(`get-service ${key}`, ESRCH);
+    });
   }
 
   async addVirtualServer(vs: VirtualServer): Promise<void> { this.must({ kind: 'add-service', vs }); }

@@ -94,6 +94,12 @@ export function listServicesRequest(): IpvsRequest {
   return { what: 'dump-services', cmd: Cmd.GET_SERVICE, dump: true, attrs: [nlaNested(CmdAttr.SERVICE, [])] };
 }
 
+/** GET_SERVICE of one virtual server's key (a lookup, not a dump: ESRCH when there is none). */
+export function getServiceRequest(vs: VirtualServer): IpvsRequest {
+  const what = `get-service ${virtualServerKey(vs)}`;
+  return { what, cmd: Cmd.GET_SERVICE, dump: false, attrs: [encodeService(what, vs, false)] };
+}
+
 /** GET_DEST dump of one virtual server. */
 export function listDestsRequest(vs: VirtualServer): IpvsRequest {
   const what = `dump-dests ${virtualServerKey(vs)}`;

@@ -21,6 +21,13 @@ export interface IpvsClient {
    * the transport itself fails.
    */
   listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>>;
+  /**
+   * GET_SERVICE (not a dump) of each virtual server's key, many to a datagram: one entry per
+   * virtual server, in order, the kernel's virtual server at that key or the IpvsError of its lookup
+   * (ESRCH: none there). Each costs a hash lookup, where a dump of every virtual server walks the
+   * table once per datagram. Rejects only when the transport itself fails.
+   */
+  getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>>;
   /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
   addVirtualServer(vs: VirtualServer): Promise<void>;
   /** SET_SERVICE (scheduler, flags, timeout, netmask, PE); live connections survive. */

@@ -125,3 +125,9 @@ export function checkDumpDests(vs: VirtualServer): IpvsError | undefined {
   const p = virtualServerKeyProblems(vs);
   return p.length ? IpvsError.invalidArgument('dump-dests', p.join('; ')) : undefined;
 }
+
+/** The IpvsError both clients answer for a GET_SERVICE of an invalid virtual server key, or undefined. */
+export function checkGetService(vs: VirtualServer): IpvsError | undefined {
+  const p = virtualServerKeyProblems(vs);
+  return p.length ? IpvsError.invalidArgument('get-service', p.join('; ')) : undefined;
+}

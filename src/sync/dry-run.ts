@@ -44,6 +44,14 @@ export class DryRunIpvs implements IpvsClient {
     return vss.map((vs) => [...(table.get(virtualServerKey(vs))?.dests.values() ?? [])]);
   }
 
+  async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
+    const table = await this.seeded();
+    return vss.map((vs) => {
+      const key = virtualServerKey(vs);
+      return table.get(key)?.vs ?? IpvsError.fromErrno(`get-service ${key}`, Errno.ESRCH);
+    });
+  }
+
   addVirtualServer(vs: VirtualServer): Promise<void> {
     return this.one({ kind: 'add-service', vs });
   }

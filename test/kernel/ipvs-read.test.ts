@@ -13,7 +13,7 @@ import { GenlSocket } from '../../src/ipvs/socket.js';
 import { DUMP_SOCKETS } from '../../src/ipvs/dump-pool.js';
 import { type RealServer, type VirtualServer, virtualServerKey } from '../../src/model/ipvs.js';
 import { ipvsadmRestore, ipvsadmTable } from '../support/ipvsadm.js';
-import { READ_EXPECTED, answerText, readCase } from '../support/ipvs-read-contract.js';
+import { GET_EXPECTED, READ_EXPECTED, answerText, readCase } from '../support/ipvs-read-contract.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -54,12 +54,14 @@ async function ours(): Promise<string[]> {
   return lines([...(await readTable(ipvs)).values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] })));
 }
 
-describe('listRealServersMany on the kernel', () => {
-  it('answers each virtual server as listRealServers does (the contract FakeIpvs answers too)', async () => {
-    const { seedErrors, many, single } = await readCase(ipvs);
+describe('listRealServersMany and getVirtualServers on the kernel', () => {
+  it('answers each virtual server as listRealServers and the dump do (the contract FakeIpvs answers too)', async () => {
+    const { seedErrors, many, single, gets, getsAsDumped } = await readCase(ipvs);
     expect(seedErrors).toEqual([]);
     expect(many).toEqual(READ_EXPECTED);
     expect(single).toEqual(READ_EXPECTED);
+    expect(gets).toEqual(GET_EXPECTED);
+    expect(getsAsDumped).toEqual([true, true, true, true, true]);
   });
 
   it('reads hundreds of virtual servers, one of 600 real servers, as ipvsadm lists them', async () => {
@@ -68,6 +70,23 @@ describe('listRealServersMany on the kernel', () => {
     expect(oracle).toHaveLength(301);
     expect(oracle.find((l) => l.startsWith('TCP 10.200.5.200:80'))!.split(', ')).toHaveLength(600);
     expect(await ours()).toEqual(oracle);
+  });
+
+  it('looks up each of hundreds of virtual servers as ipvsadm lists them, ESRCH once ipvsadm deleted one', async () => {
+    loadTable();
+    const oracle = ipvsadmTable().map((e) => `${virtualServerKey(e.vs)} ${e.vs.scheduler}`).sort();
+    expect(oracle).toHaveLength(301);
+    // Asked from the keys alone (scheduler and flags not given): the kernel's answer fills them in.
+    const asked = ipvsadmTable().map((e) => ({ ...e.vs, scheduler: 'sh', flags: 0 }));
+    const got = await ipvs.getVirtualServers(asked);
+    expect(got.map((g) => (g instanceof IpvsError ? g.code : `${virtualServerKey(g)} ${g.scheduler}`)).sort()).toEqual(oracle);
+    execFileSync('ipvsadm', ['-D', '-t', '10.200.5.200:80']);
+    const [gone, kept] = await ipvs.getVirtualServers([
+      asked.find((v) => v.address === '10.200.5.200')!, asked.find((v) => v.address === '10.200.6.1')!,
+    ]);
+    expect(gone).toBeInstanceOf(IpvsError);
+    expect((gone as IpvsError).code).toBe('ESRCH');
+    expect(kept).toMatchObject({ address: '10.200.6.1', port: 80, scheduler: 'rr' });
   });
 
   it('answers an empty list for a virtual server deleted before or while the batch reads', async () => {

@@ -9,14 +9,16 @@ import { IpvsError } from '../../../src/ipvs/errors.js';
 import { listDestsRequest } from '../../../src/ipvs/requests.js';
 import type { GenlSocket, Outgoing, Reply } from '../../../src/ipvs/socket.js';
 import { makeVirtualServer } from '../../../src/model/ipvs.js';
-import { READ_EXPECTED, readCase } from '../../support/ipvs-read-contract.js';
+import { GET_EXPECTED, READ_EXPECTED, readCase } from '../../support/ipvs-read-contract.js';
 
 describe('listRealServersMany on FakeIpvs', () => {
   it('answers each virtual server as listRealServers does', async () => {
-    const { seedErrors, many, single } = await readCase(new FakeIpvs());
+    const { seedErrors, many, single, gets, getsAsDumped } = await readCase(new FakeIpvs());
     expect(seedErrors).toEqual([]);
     expect(many).toEqual(READ_EXPECTED);
     expect(single).toEqual(READ_EXPECTED);
+    expect(gets).toEqual(GET_EXPECTED);
+    expect(getsAsDumped).toEqual([true, true, true, true, true]);
   });
 
   it('rejects once closed, as every call does', async () => {
