@@ -1,9 +1,10 @@
 // The read step of a sync: what the plan needs from the kernel, into the loop's copy of it (the
 // table cache and the VIP link's addresses). The whole table on full syncs (start, config change,
 // after a failed sync); on periodic syncs a drift check whose cost per period does not grow with
-// the cluster (one dump of the virtual servers, then real servers in turn, the whole check with
-// the VIP listing and the iptables check kept to a tenth of syncPeriod: TableCache.verify; a change
-// arriving meanwhile ends the reading in turn); else only the real servers whose connection
+// the cluster (one dump of the virtual servers, or where that dump is past its share of the budget
+// a lookup of each in turn, then real servers in turn, the whole check with the VIP listing and the
+// iptables check kept to a tenth of syncPeriod: TableCache.verify; a change arriving meanwhile ends
+// the reading in turn); else only the real servers whose connection
 // counters decide a drain (read now, whatever the cache holds), and the virtual servers due for a
 // retry.
 import type { Desired } from '../desired/types.js';
@@ -12,7 +13,7 @@ import { realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
-import { TableCache } from './table-cache.js';
+import { type DriftMode, TableCache } from './table-cache.js';
 
 /**
  * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
@@ -47,13 +48,15 @@ export class KernelReader {
    * re-read, applying): the next drift check's budget keeps room for it. The loop sets it.
    */
   periodicTailMs = 0;
+  /** How the last drift check read the virtual servers (TableCache.verify), once one ran. */
+  driftMode: DriftMode | undefined;
 
   constructor(private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock) {}
 
   /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
   async read(r: ReadRequest): Promise<Set<string>> {
     if (r.full) {
-      await this.cache.readAll(this.ipvs);
+      await this.cache.readAll(this.ipvs, () => this.clock.now());
       this.vipsNow = new Set(await this.vips.list(r.link));
       return new Set();
     }
@@ -64,9 +67,10 @@ export class KernelReader {
       // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
       // and what the last periodic sync spent after its read come off the share for real servers.
       const budget = DRIFT_BUDGET * r.syncPeriodMs - (this.clock.now() - r.t0) - this.periodicTailMs;
-      const { reread: checked } = await this.cache.verify(
-        this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting,
+      const { reread: checked, mode } = await this.cache.verify(
+        this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting, r.table,
       );
+      this.driftMode = mode;
       for (const key of checked) reread.add(key);
     }
     // Draining real servers, and real servers about to go: whether one is drained or deleted

@@ -5,8 +5,9 @@
 // the operator wrote carry no connection counters (undefined), and those read carry the counters
 // of that read, which traffic has moved since: before deciding a drain the sync reads them again
 // (kernel-read.ts).
+import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
-import { readDestMaps, readTable } from '../ipvs/read.js';
+import { readDestMaps } from '../ipvs/read.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import {
   type IpvsOp, type IpvsTable, type VirtualServer, realServerKey, virtualServerEqual, virtualServerKey,
@@ -18,12 +19,24 @@ import {
  */
 const IN_TURN_BATCH = 32;
 
+/**
+ * The drift check dumps every virtual server while that dump, at the last one's cost per virtual
+ * server, would take at most this share of the check's budget; past it, it looks the virtual
+ * servers up in turn instead (TableCache.verify).
+ */
+const WHOLE_DUMP_SHARE = 0.5;
+
+/** How a drift check read the virtual servers: one dump of all, or a lookup of each in turn. */
+export type DriftMode = 'whole' | 'in-turn';
+
 /** The cached table and its real server count (the node status reports it every sync). */
 export class TableCache {
   private table: MutableIpvsTable = new Map();
   private dests = 0;
   /** Where the next drift check's real server reads start. */
   private cursor = 0;
+  /** What one virtual server of the last timed dump of them all cost (ms); unknown until one listed any. */
+  private dumpMsPerVs: number | undefined;
 
   /** The cached table (live view, no copy). */
   get view(): IpvsTable {
@@ -35,13 +48,26 @@ export class TableCache {
     return this.dests;
   }
 
-  /** Replaces the cache with the kernel's whole table. */
-  async readAll(ipvs: IpvsClient): Promise<void> {
-    const table = await readTable(ipvs);
+  /** Replaces the cache with the kernel's whole table; `now` times its dump of the virtual servers. */
+  async readAll(ipvs: IpvsClient, now?: () => number): Promise<void> {
+    const vss = await this.dumpAll(ipvs, now);
+    const dests = await readDestMaps(ipvs, vss);
+    const table: MutableIpvsTable = new Map();
     let n = 0;
-    for (const e of table.values()) n += e.dests.size;
+    vss.forEach((vs, i) => {
+      table.set(virtualServerKey(vs), { vs, dests: dests[i]! });
+      n += dests[i]!.size;
+    });
     this.table = table;
     this.dests = n;
+  }
+
+  /** One dump of every virtual server, timed on `now` when given (the drift check's estimate). */
+  private async dumpAll(ipvs: IpvsClient, now?: () => number): Promise<VirtualServer[]> {
+    const t = now?.();
+    const vss = await ipvs.listVirtualServers();
+    if (now && t !== undefined && vss.length > 0) this.dumpMsPerVs = (now() - t) / vss.length;
+    return vss;
   }
 
   /** Re-reads the real servers (with their connection counters) of these cached virtual servers. */
@@ -69,53 +95,83 @@ export class TableCache {
   }
 
   /**
-   * The periodic drift check, at a cost per period bounded in time, not by the cluster's size:
-   * one dump of every virtual server, compared with the copy (a missing, extra or changed one is
-   * re-read with its real servers), then the real servers of the virtual servers in turn, in
-   * batched reads (the first of one dump, then as many as the budget left holds at the last
-   * batch's cost, at most IN_TURN_BATCH), until `budgetMs` (measured on `now`) is spent, at least
-   * one dump per check; the next
-   * check goes on where this one stopped. So every real server is verified within about
-   * (virtual servers x one dump's time) / budget periods. Resolves with the keys it re-read (plan
-   * them: their copy may have changed) and how many it read in turn.
+   * The periodic drift check, at a cost per period bounded in time, not by the cluster's size.
+   * While one dump of every virtual server fits in WHOLE_DUMP_SHARE of `budgetMs` (at the last
+   * dump's cost per virtual server; untimed: assumed to fit), mode 'whole': that dump, compared with
+   * the copy (a missing, extra or changed one is re-read with its real servers), then the real
+   * servers of the virtual servers in turn. Past it (the kernel walks its service table from the
+   * start for every datagram of that dump: 36 000 virtual servers took 4-7 s of the kernel's time
+   * under the lab's TCG), mode 'in-turn': the virtual servers of the copy and of `desired` are looked
+   * up in turn (GET_SERVICE, a hash lookup each) with their real servers, so a changed or missing
+   * one is found when its turn comes, and one at a key neither holds is not looked for. Either way
+   * the reading in turn goes in batched reads (the first of one virtual server, then as many as the
+   * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH), until `budgetMs` (measured
+   * on `now`) is spent, at least one per check; the next check goes on where this one stopped. So
+   * every real server is verified within about (virtual servers x one's cost) / budget periods.
+   * Resolves with the keys it re-read (plan them: their copy may have changed), how many it read in
+   * turn, and the mode.
    */
   async verify(
     ipvs: IpvsClient, budgetMs: number, now: () => number, yieldNow: () => boolean = () => false,
-  ): Promise<{ reread: Set<string>; inTurn: number }> {
+    desired?: ReadonlyMap<string, { vs: VirtualServer }>,
+  ): Promise<{ reread: Set<string>; inTurn: number; mode: DriftMode }> {
     const t0 = now();
-    const seen = new Map<string, IpvsOp['vs']>();
-    for (const vs of await ipvs.listVirtualServers()) seen.set(virtualServerKey(vs), vs);
+    const size = Math.max(this.table.size, desired?.size ?? 0);
+    const whole = this.dumpMsPerVs === undefined || this.dumpMsPerVs * size <= WHOLE_DUMP_SHARE * budgetMs;
     const doubtful = new Set<string>();
-    for (const [key, vs] of seen) {
-      const have = this.table.get(key);
-      if (!have || !virtualServerEqual(have.vs, vs)) doubtful.add(key);
+    let keys: string[];
+    // What the reading in turn looks at: the dump's virtual servers, or each key's looked up.
+    let vsOf: (batch: readonly string[]) => Promise<ReadonlyMap<string, VirtualServer>>;
+    if (whole) {
+      const seen = new Map<string, VirtualServer>();
+      for (const vs of await this.dumpAll(ipvs, now)) seen.set(virtualServerKey(vs), vs);
+      for (const [key, vs] of seen) {
+        const have = this.table.get(key);
+        if (!have || !virtualServerEqual(have.vs, vs)) doubtful.add(key);
+      }
+      for (const key of this.table.keys()) if (!seen.has(key)) doubtful.add(key);
+      await this.rereadMany(ipvs, [...doubtful], seen);
+      keys = [...seen.keys()];
+      vsOf = async () => seen;
+    } else {
+      keys = [...this.table.keys()];
+      if (desired) for (const key of desired.keys()) if (!this.table.has(key)) keys.push(key);
+      vsOf = async (batch) => {
+        const asked = batch.map((key) => (this.table.get(key) ?? desired!.get(key)!).vs);
+        const found = await ipvs.getVirtualServers(asked);
+        const seen = new Map<string, VirtualServer>();
+        found.forEach((r, i) => {
+          if (!(r instanceof IpvsError)) seen.set(batch[i]!, r);
+          else if (r.code !== 'ESRCH') throw r;
+        });
+        return seen;
+      };
     }
-    for (const key of this.table.keys()) if (!seen.has(key)) doubtful.add(key);
-    await this.rereadMany(ipvs, [...doubtful], seen);
-    const keys = [...seen.keys()];
     let inTurn = 0;
     if (this.cursor >= keys.length) this.cursor = 0;
     // A change waiting for this sync ends the reading in turn early (the cursor keeps its place, so
     // the next period goes on from there): the drift check never holds a change up for its budget
-    // longer than one batch of IN_TURN_BATCH dumps.
-    // Batches grow from one dump to what the budget left holds at the last batch's cost per dump.
-    let size = 1;
+    // longer than one batch of IN_TURN_BATCH.
+    // Batches grow from one to what the budget left holds at the dearest batch's cost per entry so
+    // far (a batch of cheap entries, a missing virtual server's, does not make the next one overrun).
+    let batchSize = 1;
+    let perEntry = 0;
     while (inTurn < keys.length && (inTurn === 0 || (now() - t0 < budgetMs && !yieldNow()))) {
       const batch: string[] = [];
       const t = now();
-      while (batch.length < size && inTurn < keys.length) {
+      while (batch.length < batchSize && inTurn < keys.length) {
         const key = keys[this.cursor]!;
         this.cursor = (this.cursor + 1) % keys.length;
         inTurn++;
         if (!doubtful.has(key)) batch.push(key);
       }
-      await this.rereadMany(ipvs, batch, seen);
+      await this.rereadMany(ipvs, batch, await vsOf(batch));
       for (const key of batch) doubtful.add(key);
-      const perDump = (now() - t) / Math.max(1, batch.length);
+      perEntry = Math.max(perEntry, (now() - t) / Math.max(1, batch.length));
       const left = budgetMs - (now() - t0);
-      size = Math.max(1, Math.min(IN_TURN_BATCH, perDump > 0 ? Math.floor(left / perDump) : IN_TURN_BATCH));
+      batchSize = Math.max(1, Math.min(IN_TURN_BATCH, perEntry > 0 ? Math.floor(left / perEntry) : IN_TURN_BATCH));
     }
-    return { reread: doubtful, inTurn };
+    return { reread: doubtful, inTurn, mode: whole ? 'whole' : 'in-turn' };
   }
 
   /** Reads these virtual servers' real servers into the copy in one batch (absent from `vss`: gone). */

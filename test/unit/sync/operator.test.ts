@@ -183,13 +183,19 @@ describe('Operator.sync', () => {
 class CountingIpvs extends FakeIpvs {
   serviceDumps = 0;
   destDumps = 0;
-  /** Called on each real-server dump (e.g. to move a test clock: a dump's cost). */
-  constructor(private readonly onDestDump: () => void = () => undefined) {
+  serviceGets = 0;
+  /** Called on each real-server dump and each dump of the virtual servers (e.g. to move a test clock: their cost). */
+  constructor(private readonly onDestDump: () => void = () => undefined, private readonly onServiceDump: () => void = () => undefined) {
     super();
   }
   override async listVirtualServers() {
     this.serviceDumps++;
+    this.onServiceDump();
     return super.listVirtualServers();
+  }
+  override async getVirtualServers(vss: Parameters<FakeIpvs['getVirtualServers']>[0]) {
+    this.serviceGets += vss.length;
+    return super.getVirtualServers(vss);
   }
   override async listRealServers(vs: Parameters<FakeIpvs['listRealServers']>[0]) {
     this.destDumps++;
@@ -277,6 +283,76 @@ describe('the periodic drift check', () => {
     // First check: 3 s of real servers, then the 1 s iptables check (not known yet); from then on
     // 2 s of real servers + 1 s of iptables: 3 s, a tenth of the 30 s period.
     expect(dumps).toEqual([3, 2]);
+  });
+
+  it('looks the virtual servers up in turn once their dump is past half the budget, and still repairs drift', async () => {
+    // The dump of the 30 virtual servers costs 2 s on the test's clock, more than half of the 3 s
+    // budget. The first check dumps them (the first sync's dump found none: no cost per virtual
+    // server known); from then on the checks look each up with its real servers (1 s each), 3 per
+    // check, and never dump them all.
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1000), () => clock.advance(2000));
+    const { op } = setup(ipvs, undefined, clock);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    ipvs.serviceDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([1, 0]);
+    // Drift: a changed scheduler, a virtual server deleted with its real servers (last in the
+    // copy's order, so each check before its turn reads 3), a real server deleted.
+    await ipvs.updateVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.7', port: 80, scheduler: 'wrr' }));
+    await ipvs.deleteVirtualServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.9', port: 80 }));
+    await ipvs.deleteRealServer(makeVirtualServer({ family: 'IPv4', address: '10.200.2.20', port: 80 }), makeRealServer({ address: '10.10.1.4', port: 8080 }));
+    const drifted = ipvs.dump();
+    ipvs.serviceDumps = 0;
+    ipvs.destDumps = 0;
+    ipvs.serviceGets = 0;
+    const t = clock.now();
+    await op.sync({ periodic: true, retry: false });
+    expect(clock.now() - t).toBeLessThanOrEqual(3000);
+    expect([ipvs.serviceDumps, ipvs.serviceGets, ipvs.destDumps]).toEqual([0, 3, 3]);
+    expect(op.last).toMatchObject({ full: false });
+    for (let p = 1; p < 10; p++) {
+      const t = clock.now();
+      await op.sync({ periodic: true, retry: false });
+      expect(clock.now() - t).toBeLessThanOrEqual(3000);
+    }
+    // 10 checks of 3 looked up at least (the missing one has no real servers to dump: cheaper).
+    expect(ipvs.serviceDumps).toBe(0);
+    expect(ipvs.serviceGets).toBeGreaterThanOrEqual(30);
+    expect(drifted).toContain('add-service TCP 10.200.2.7:80 wrr');
+    expect(drifted).not.toContain('add-service TCP 10.200.2.9:80');
+    const repaired = ipvs.dump();
+    expect(repaired).toContain('add-service TCP 10.200.2.7:80 rr');
+    expect(repaired).toContain('add-dest TCP 10.200.2.9:80 -> 10.10.1.3:8080 w=1 masq');
+    expect(repaired).toContain('add-dest TCP 10.200.2.20:80 -> 10.10.1.4:8080 w=1 masq');
+    // Ten checks covered the 30: the table is whole again, and the next check starts over.
+    for (let i = 1; i <= services; i++) expect(repaired).toContain(`add-dest TCP 10.200.2.${i}:80 -> 10.10.1.4:8080`);
+  });
+
+  it('dumps the virtual servers again once the table is small enough for the budget', async () => {
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1000), () => clock.advance(2000));
+    const { op } = setup(ipvs, undefined, clock);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    await op.sync({ periodic: true, retry: false });
+    await op.sync({ periodic: true, retry: false });
+    // The first sync's (none listed) and the first check's (2 s for 30: past half the budget).
+    expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([2, 3]);
+    // 20 Services go: 10 left, an estimated dump of 10 x 2000/30 ms, under half the budget.
+    for (let i = 11; i <= services; i++) op.handle({ kind: 'service', type: 'delete', object: svc(i) });
+    await op.sync();
+    ipvs.serviceDumps = 0;
+    ipvs.serviceGets = 0;
+    await op.sync({ periodic: true, retry: false });
+    expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([1, 0]);
   });
 
   it('stops reading in turn as soon as a change waits, and the next check goes on where it stopped', async () => {
