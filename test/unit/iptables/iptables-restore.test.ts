@@ -9,6 +9,8 @@ import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.
 import { chooseMode, parseVersion, versionAtLeast } from '../../../src/iptables/backend.js';
 import { isIptablesError } from '../../../src/iptables/exec.js';
 import { IptablesRestore } from '../../../src/iptables/restore.js';
+import { wantedCounts } from '../../../src/iptables/drift.js';
+import { renderIpsets } from '../../../src/iptables/render.js';
 import type { IptablesSync } from '../../../src/iptables/sync.js';
 import { FakeHost } from '../../support/iptables-fake.js';
 import { NODE, makeNode, makeService } from '../../support/fixtures.js';
@@ -287,5 +289,39 @@ describe('IptablesRestore.drift (the periodic check, read-only)', () => {
     expect(await ipt.drift(d, config)).toBeUndefined();
     // A different configuration renders other rules (no clusterCIDRs: CLUSTER marks nothing).
     expect(await ipt.drift(d, { ...config, clusterCIDRs: [] })).toBe('IPv4 nat chain IPVSOP-CLUSTER has 2 rules, not 0');
+  });
+});
+
+describe('the drift check\'s member counts', () => {
+  /** Members per set as the whole restore payload fills them (its `add <set>-tmp` lines). */
+  const fromPayload = (d: Desired) => {
+    const want = new Map<string, number>();
+    for (const line of renderIpsets(d).split('\n')) {
+      const create = /^create (\S+)-tmp /.exec(line);
+      if (create) want.set(create[1]!, want.get(create[1]!) ?? 0);
+      const add = /^add (\S+)-tmp /.exec(line);
+      if (add) want.set(add[1]!, (want.get(add[1]!) ?? 0) + 1);
+    }
+    return want;
+  };
+  const both = ['IPv4', 'IPv6'] as const;
+
+  it('are the payload\'s, kept for the same entries, and follow the live VIP set', () => {
+    const services = Array.from({ length: 40 }, (_, i) => np(`s${i}`, `10.200.3.${i + 1}`, 30000 + i));
+    const d = desired(...services);
+    expect(d.sets.length).toBeGreaterThan(0);
+    const first = wantedCounts(d, undefined, both);
+    expect(first).toEqual(fromPayload(d));
+    // The same entries again: the same counts (kept), and another desired state: its own.
+    expect(wantedCounts(d, undefined, both)).toEqual(first);
+    const fewer = desired(...services.slice(0, 7));
+    expect(wantedCounts(fewer, undefined, both)).toEqual(fromPayload(fewer));
+    // desired.vips is a live set: a VIP added without a new sets array is still counted.
+    (d.vips as Set<string>).add('10.200.3.250');
+    (d.vips as Set<string>).add('fd00:203::1');
+    const grown = wantedCounts(d, undefined, both);
+    expect(grown).toEqual(fromPayload(d));
+    expect(grown.get('IPVSOP-VIPS')).toBe(first.get('IPVSOP-VIPS')! + 1);
+    expect(grown.get('IPVSOP6-VIPS')).toBe(first.get('IPVSOP6-VIPS')! + 1);
   });
 });
