@@ -86,7 +86,8 @@ export async function readCase(client: IpvsClient): Promise<{
   for (const vs of READ_ASKED) single.push(answerText(await client.listRealServers(vs).catch((e: unknown) => e)));
   const got = await client.getVirtualServers(READ_ASKED);
   const dumped = new Map((await client.listVirtualServers()).map((vs) => [virtualServerKey(vs), vs]));
+  const json = (v: unknown) => JSON.stringify(v, (_, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));
   const getsAsDumped = got.filter((g) => !(g instanceof IpvsError))
-    .map((g) => JSON.stringify(g) === JSON.stringify(dumped.get(virtualServerKey(g as VirtualServer))));
+    .map((g) => json(g) === json(dumped.get(virtualServerKey(g as VirtualServer))));
   return { seedErrors, many, single, gets: got.map(vsText), getsAsDumped };
 }
