@@ -62,7 +62,7 @@ export class KernelReader {
     }
     if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));
     const reread = new Set(r.due);
-    await this.cache.refresh(this.ipvs, r.due);
+    await this.cache.refresh(this.ipvs, r.due, r.table);
     if (r.periodic) {
       // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
       // and what the last periodic sync spent after its read come off the share for real servers.

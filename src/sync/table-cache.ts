@@ -82,16 +82,31 @@ export class TableCache {
 
   /**
    * Re-reads these virtual servers whether cached or not (after their ops failed, the copy is
-   * doubtful): one dump of the virtual servers, then the real servers of those present.
+   * doubtful): each looked up by key (GET_SERVICE) when the copy or `desired` knows it, else one
+   * dump of the virtual servers; then the real servers of those present.
    */
-  async refresh(ipvs: IpvsClient, keys: ReadonlySet<string>): Promise<void> {
+  async refresh(
+    ipvs: IpvsClient, keys: ReadonlySet<string>, desired?: ReadonlyMap<string, { vs: VirtualServer }>,
+  ): Promise<void> {
     if (keys.size === 0) return;
-    const present = new Map<string, IpvsOp['vs']>();
-    for (const vs of await ipvs.listVirtualServers()) {
-      const key = virtualServerKey(vs);
-      if (keys.has(key)) present.set(key, vs);
-    }
-    await this.rereadMany(ipvs, [...keys], present);
+    const wanted = [...keys];
+    const asked = wanted.map((key) => (this.table.get(key) ?? desired?.get(key))?.vs);
+    const present = asked.every((vs) => vs !== undefined)
+      ? await this.lookUp(ipvs, wanted, asked as VirtualServer[])
+      : new Map((await ipvs.listVirtualServers()).map((vs) => [virtualServerKey(vs), vs] as const)
+        .filter(([key]) => keys.has(key)));
+    await this.rereadMany(ipvs, wanted, present);
+  }
+
+  /** GET_SERVICE of each key's virtual server: those present, by key (ESRCH: absent; other errors throw). */
+  private async lookUp(ipvs: IpvsClient, keys: readonly string[], vss: readonly VirtualServer[]):
+  Promise<Map<string, VirtualServer>> {
+    const seen = new Map<string, VirtualServer>();
+    (await ipvs.getVirtualServers(vss)).forEach((r, i) => {
+      if (!(r instanceof IpvsError)) seen.set(keys[i]!, r);
+      else if (r.code !== 'ESRCH') throw r;
+    });
+    return seen;
   }
 
   /**
@@ -136,16 +151,7 @@ export class TableCache {
     } else {
       keys = [...this.table.keys()];
       if (desired) for (const key of desired.keys()) if (!this.table.has(key)) keys.push(key);
-      vsOf = async (batch) => {
-        const asked = batch.map((key) => (this.table.get(key) ?? desired!.get(key)!).vs);
-        const found = await ipvs.getVirtualServers(asked);
-        const seen = new Map<string, VirtualServer>();
-        found.forEach((r, i) => {
-          if (!(r instanceof IpvsError)) seen.set(batch[i]!, r);
-          else if (r.code !== 'ESRCH') throw r;
-        });
-        return seen;
-      };
+      vsOf = (batch) => this.lookUp(ipvs, batch, batch.map((key) => (this.table.get(key) ?? desired!.get(key)!).vs));
     }
     let inTurn = 0;
     if (this.cursor >= keys.length) this.cursor = 0;

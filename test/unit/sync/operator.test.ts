@@ -145,7 +145,7 @@ describe('Operator.sync', () => {
   });
 
   it('a refused op is its Service\'s problem: the sync succeeds, the virtual server is re-read and retried after a backoff', async () => {
-    const ipvs = new FakeIpvs();
+    const ipvs = new CountingIpvs();
     const { op, posted, clock } = setup(ipvs);
     op.handle({ kind: 'service', type: 'upsert', object: web() });
     op.handle({ kind: 'service', type: 'upsert', object: makeService('default', 'other', (s) => { s.spec!.clusterIP = '10.200.1.11'; s.spec!.clusterIPs = ['10.200.1.11']; }) });
@@ -163,9 +163,12 @@ describe('Operator.sync', () => {
     op.handle({ kind: 'endpointslice', type: 'upsert', object: makeSlice('default', 'other', 'other-1', [{ ip: '10.10.1.7' }]) });
     await op.sync();
     expect(ipvs.applied.slice(before)).toEqual(['add-dest TCP 10.200.1.11:80 -> 10.10.1.7:8080 w=1 masq']);
-    // Once the backoff ended, an incremental sync re-reads that virtual server and repairs it.
+    // Once the backoff ended, an incremental sync re-reads that virtual server (looked up by its
+    // key, not a dump of them all) and repairs it.
     clock.advance(1000);
+    ipvs.serviceDumps = 0;
     await op.sync();
+    expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([0, 1]);
     expect(op.last).toMatchObject({ failed: 0, full: false });
     expect(ipvs.dump()).toContain('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
     expect(op.problems()).toEqual([]);
