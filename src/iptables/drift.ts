@@ -6,7 +6,7 @@ import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
 import { CHAINS, HOOKS, type Table, makeNames } from './names.js';
-import { desiredSets, renderIptables } from './render.js';
+import { desiredSets, renderIptables, vipSetCounts } from './render.js';
 import { type Saved, jumpKey } from './save.js';
 
 /** `ipset list -t` output: set name -> number of entries. */
@@ -30,7 +30,7 @@ const counted = new WeakMap<object, { key: string; want: ReadonlyMap<string, num
  * kept for the same `desired.sets` array (DesiredState hands out the same one until a set entry
  * changes, and never mutates it): the periodic check asks every syncPeriod, and building the
  * members of 66 000 entries cost 2.5 s of a 30 000-Service check under the lab's TCG. The VIPS
- * sets' part (desired.vips is a live set) is counted each time.
+ * sets' part (desired.vips is a live set) is counted each time, unsorted.
  */
 export function wantedCounts(
   desired: Pick<Desired, 'sets' | 'vips'>, prefix: string | undefined, families: readonly Family[],
@@ -44,9 +44,7 @@ export function wantedCounts(
     counted.set(desired.sets, (hit = { key, want }));
   }
   const want = new Map(hit.want);
-  for (const s of desiredSets({ sets: [], vips: desired.vips }, opts)) {
-    want.set(s.name, want.get(s.name)! + s.members.length);
-  }
+  for (const [name, n] of vipSetCounts(desired.vips, families, prefix)) want.set(name, want.get(name)! + n);
   return want;
 }
 

@@ -171,6 +171,17 @@ function collectEntries(desired: Pick<Desired, 'sets' | 'vips'>): Map<string, st
 }
 
 /**
+ * Members of each family's VIPS set for these VIPs, counted as collectEntries fills them (each
+ * address in the kernel's form, once), without sorting them: the drift check's count.
+ */
+export function vipSetCounts(vips: Iterable<string>, families: readonly Family[], prefix?: string): Map<string, number> {
+  const names = makeNames(prefix);
+  const seen: Record<Family, Set<string>> = { IPv4: new Set(), IPv6: new Set() };
+  for (const vip of vips) seen[vip.includes(':') ? 'IPv6' : 'IPv4'].add(ip(vip));
+  return new Map(families.map((f) => [names.set(f, 'VIPS'), seen[f].size] as const));
+}
+
+/**
  * ipset members for one entry, in the form `ipset save` prints them (lab VM, ipset 7.17): IPv6
  * compressed, a net's host bits cleared and a full-length prefix (/32, /128) left out. A /0
  * source range becomes two /1 halves (hash:net types refuse /0).
