@@ -150,6 +150,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   // While they arrive, what came is built once the events of a page are in (Operator.prepare:
   // compute only), so the first sync finds it built; it still starts only once every list is whole.
   const preparing = { listing: true, queued: false };
+  // The iptables backend is detected meanwhile too (its tools run beside the listing).
+  void iptables.prepare?.();
   const starting = source.start((e) => {
     if (e.kind === 'service' || e.kind === 'endpointslice') proxierHealth.queuedUpdate();
     if (e.kind === 'node') proxierHealth.syncNode(e.type === 'delete' ? undefined : e.object);

@@ -15,6 +15,12 @@ export interface IptablesSync {
    * re-applying everything. Absent: the periodic check re-applies.
    */
   drift?(desired: Desired, config: ProxyConfig): Promise<string | undefined>;
+  /**
+   * Work that needs no desired state, done ahead of the first sync (the run starts it while the
+   * source lists): IptablesRestore detects the backend. Never rejects; a failure is the first
+   * sync's to report.
+   */
+  prepare?(): Promise<void>;
 }
 
 /** Does nothing: for dry runs, and hosts where the iptables path is turned off. */

@@ -249,6 +249,32 @@ describe('backend detection', () => {
     expect(host.save('legacy', 'v4')).toContain(':IPVSOP-SERVICES - [0:0]');
   });
 
+  it('prepare() detects the backend ahead of the first sync, which then detects nothing again', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.prepare();
+    const detection = host.commands();
+    expect(detection).toContain('iptables-nft-save');
+    host.calls.length = 0;
+    await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
+    expect(host.commands().filter((c) => /-V$|^ip6?tables-legacy/.test(c))).toEqual([]);
+    expect(host.commands()).toEqual(['ipset', 'ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'iptables-nft-restore', 'ip6tables-nft-restore']);
+  });
+
+  it('a detection that fails in prepare() does not reject; the sync detects again and says why', async () => {
+    const host = new FakeHost();
+    let broken = true;
+    const run: typeof host.run = (cmd, args, input) => (broken && /^ip6?tables/.test(cmd)
+      ? Promise.reject(Object.assign(new Error(`spawn ${cmd} ENOENT`), { code: 'ENOENT' }))
+      : host.run(cmd, args, input));
+    const ipt = new IptablesRestore({ run });
+    await expect(ipt.prepare()).resolves.toBeUndefined();
+    await expect(ipt.sync(desired(), config)).rejects.toThrow();
+    broken = false;
+    await ipt.sync(desired(), config);
+    expect((await ipt.backend()).mode).toBe('nft');
+  });
+
   it('without the -nft/-legacy variants, plain iptables and its -V marker', async () => {
     const host = new FakeHost();
     // This host has only plain `iptables` (here backed by the fake's legacy tables).
