@@ -206,7 +206,9 @@ function renderTable(r: any): string {
       const inTurn = (d.quiet.gets ?? 0) > 0;
       const rsDumps = Math.max(1, inTurn ? d.quiet.dumps : d.quiet.dumps - 1);
       const share = d.quiet.ms / (d.syncPeriodS * 1000);
-      lines.push('', `Periodic drift check as a node runs it, ${big.services} Services, syncPeriod ${d.syncPeriodS} s: ${s(d.quiet.ms)} ` +
+      const earlier = (d.checks ?? []).slice(0, -1).map((c: { ms: number }) => s(c.ms));
+      lines.push('', `Periodic drift check as a node runs it, ${big.services} Services, syncPeriod ${d.syncPeriodS} s` +
+        `${earlier.length ? ` (checks before it: ${earlier.join(', ')}; the first after a configuration change counts the sets' members once)` : ''}: ${s(d.quiet.ms)} ` +
         `(${(100 * share).toFixed(1)}% of syncPeriod, target <= 10%: ${verdict(share <= 0.1)}), ${d.quiet.ops} ops; the iptables path's read-only check ${s(d.quiet.iptablesDriftMs ?? 0)}` +
         `${d.quiet.iptablesMs ? `, applied again ${s(d.quiet.iptablesMs)}` : ''}; ` +
         `${inTurn ? `${d.quiet.gets} virtual servers looked up (their dump would be past half the budget) and ` : '1 dump of the virtual servers and '}` +
