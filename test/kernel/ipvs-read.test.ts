@@ -1,7 +1,8 @@
 // The batched read of real servers (listRealServersMany, the dump pool) on the real kernel, with
 // ipvsadm as the oracle: the shared contract (test/support/ipvs-read-contract.ts, FakeIpvs in the
 // unit run), a table of hundreds of virtual servers (one with enough real servers to take several
-// datagrams), virtual servers deleted before and during a read, and a pool socket that fails.
+// datagrams), virtual servers deleted before and during a read, a pool socket that fails, and the
+// drift check looking virtual servers up in turn (GET_SERVICE) after ipvsadm changed the table.
 // Addresses: VIPs 10.200.5.0/24, 10.200.6.0/24 and fd00:205::/64, pods 10.10.0.0/15, fd00:15::/64.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFile, execFileSync } from 'node:child_process';
@@ -11,6 +12,7 @@ import { IpvsError } from '../../src/ipvs/errors.js';
 import { readTable } from '../../src/ipvs/read.js';
 import { GenlSocket } from '../../src/ipvs/socket.js';
 import { DUMP_SOCKETS } from '../../src/ipvs/dump-pool.js';
+import { TableCache } from '../../src/sync/table-cache.js';
 import { type RealServer, type VirtualServer, virtualServerKey } from '../../src/model/ipvs.js';
 import { ipvsadmRestore, ipvsadmTable } from '../support/ipvsadm.js';
 import { GET_EXPECTED, READ_EXPECTED, answerText, readCase } from '../support/ipvs-read-contract.js';
@@ -42,6 +44,11 @@ function loadTable(): void {
   lines.push('-A -t 10.200.5.200:80 -s wrr');
   for (let j = 0; j < 600; j++) lines.push(`-a -t 10.200.5.200:80 -r 10.11.${j >> 8}.${j & 255}:80 -m -w 1`);
   ipvsadmRestore(`${lines.join('\n')}\n`);
+}
+
+/** Runs ipvsadm with these arguments (throws on a non-zero exit). */
+function ipvsadm_(...args: string[]): void {
+  execFileSync('ipvsadm', args);
 }
 
 /** A table as one sorted line per virtual server: key, then its real servers (address, weight, method). */
@@ -87,6 +94,29 @@ describe('listRealServersMany and getVirtualServers on the kernel', () => {
     expect(gone).toBeInstanceOf(IpvsError);
     expect((gone as IpvsError).code).toBe('ESRCH');
     expect(kept).toMatchObject({ address: '10.200.6.1', port: 80, scheduler: 'rr' });
+  });
+
+  it('the drift check in turn (lookups, not the dump) finds what ipvsadm changed, and the copy lists as ipvsadm does', async () => {
+    loadTable();
+    const cache = new TableCache();
+    // The full read's dump timed on a clock that moves 10 s per reading: 33 ms per virtual server,
+    // so a dump of the 301 would be past half of the 10 s budget below and the check looks them up.
+    let fake = 0;
+    await cache.readAll(ipvs, () => (fake += 10_000));
+    ipvsadm_('-E', '-t', '10.200.6.7:80', '-s', 'wlc');
+    ipvsadm_('-D', '-t', '10.200.6.9:80');
+    ipvsadm_('-d', '-t', '10.200.5.200:80', '-r', '10.11.0.5:80');
+    const t0 = performance.now();
+    const { mode, inTurn, reread } = await cache.verify(ipvs, 10_000, () => performance.now());
+    // Under 10 s of real time (it stops at the budget otherwise): every virtual server read once.
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    expect(mode).toBe('in-turn');
+    expect(inTurn).toBe(301);
+    for (const key of ['TCP 10.200.6.7:80', 'TCP 10.200.6.9:80', 'TCP 10.200.5.200:80']) expect(reread.has(key)).toBe(true);
+    const copy = lines([...cache.view.values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] })));
+    expect(copy).toEqual(lines(ipvsadmTable()));
+    expect(copy).toHaveLength(300);
+    expect(copy.find((l) => l.startsWith('TCP 10.200.6.7:80 '))).toMatch(/^TCP 10.200.6.7:80 wlc -> /);
   });
 
   it('answers an empty list for a virtual server deleted before or while the batch reads', async () => {
