@@ -174,7 +174,9 @@ function collectEntries(desired: Pick<Desired, 'sets' | 'vips'>): Map<string, st
  * Members of each family's VIPS set for these VIPs, counted as collectEntries fills them (each
  * address in the kernel's form, once), without sorting them: the drift check's count.
  */
-export function vipSetCounts(vips: Iterable<string>, families: readonly Family[], prefix?: string): Map<string, number> {
+export function vipSetCounts(
+  vips: Iterable<string>, families: readonly Family[], prefix?: string,
+): Map<string, number> {
   const names = makeNames(prefix);
   const seen: Record<Family, Set<string>> = { IPv4: new Set(), IPv6: new Set() };
   for (const vip of vips) seen[vip.includes(':') ? 'IPv6' : 'IPv4'].add(ip(vip));

@@ -119,7 +119,9 @@ export class IptablesRestore implements IptablesSync {
       const [jumps4, jumps6] = await Promise.all([present(b.save), this.ipv6 ? present(b.save6) : undefined]);
       const presentJumps = { v4: jumps4, ...(jumps6 ? { v6: jumps6 } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
-      await settledAll([this.restore(b.restore, payload.v4), ...(this.ipv6 ? [this.restore(b.restore6, payload.v6)] : [])]);
+      const restores = [this.restore(b.restore, payload.v4)];
+      if (this.ipv6) restores.push(this.restore(b.restore6, payload.v6));
+      await settledAll(restores);
       const v6 = this.ipv6 ? { v6: payload.v6 } : {};
       this.memo.last = { ipset: ipset.payload, ipsetNotes: ipset.notes, v4: payload.v4, ...v6 };
       this.memo.written = setsAfter(sets.wanted, sets.saved, sets.existing);
