@@ -97,59 +97,55 @@ export class NetlinkIpvs implements IpvsClient {
    * dump (an invalid virtual server, a refusal, a stale family). Rejects only when a socket fails.
    */
   listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
-    return this.queue.run(async () => {
-      const out = new Array<RealServer[] | IpvsError>(vss.length);
-      const sent: number[] = [];
-      vss.forEach((vs, i) => {
-        const invalid = checkDumpDests(vs);
-        if (invalid) out[i] = invalid;
-        else sent.push(i);
-      });
-      const reqs = sent.map((i) => listDestsRequest(vss[i]!));
-      const { c, replies } = await this.link.dumps((familyId) => this.pool.dumps(familyId, reqs));
-      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
-      replies.forEach((r, k) => {
-        const i = sent[k]!;
-        const what = reqs[k]!.what;
-        if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
-        else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
-        else out[i] = r.messages.map((m) => decodeDestMessage(m, vss[i]!.family));
-      });
-      return out;
-    });
+    return this.queue.run(() => this.readEach(vss, checkDumpDests, listDestsRequest,
+      (reqs) => this.link.dumps((familyId) => this.pool.dumps(familyId, reqs)),
+      (r, vs) => r.messages.map((m) => decodeDestMessage(m, vs.family))));
   }
 
   getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
-    return this.queue.run(async () => {
-      const out = new Array<VirtualServer | IpvsError>(vss.length);
-      const sent: number[] = [];
-      vss.forEach((vs, i) => {
-        const invalid = checkGetService(vs);
-        if (invalid) out[i] = invalid;
-        else sent.push(i);
-      });
-      if (!sent.length) return out;
-      const reqs = sent.map((i) => getServiceRequest(vss[i]!));
-      const { c, replies } = await this.link.exchange((conn) => reqs.map((r) => this.outgoing(conn, r)));
-      const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
-      replies.forEach((r, k) => {
-        const i = sent[k]!;
-        const what = reqs[k]!.what;
-        if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
-        else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
-        else if (r.messages.length !== 1) {
-          out[i] = IpvsError.malformed(what, `${r.messages.length} messages in the reply, not 1`);
+    return this.queue.run(() => this.readEach(vss, checkGetService, getServiceRequest,
+      (reqs) => this.link.exchange((conn) => reqs.map((r) => this.outgoing(conn, r))),
+      (r, _vs, what) => {
+        if (r.messages.length !== 1) {
+          return IpvsError.malformed(what, `${r.messages.length} messages in the reply, not 1`);
         }
-        else {
-          try {
-            out[i] = decodeServiceMessage(r.messages[0]!);
-          } catch (e) {
-            out[i] = e instanceof IpvsError ? e : IpvsError.malformed(what, String(e));
-          }
+        try {
+          return decodeServiceMessage(r.messages[0]!);
+        } catch (e) {
+          return e instanceof IpvsError ? e : IpvsError.malformed(what, String(e));
         }
-      });
-      return out;
+      }));
+  }
+
+  /**
+   * One read per virtual server that `check` lets through, exchanged at once by `send`: each
+   * entry's answer is `decode`'s of its reply, or its IpvsError (invalid, refused, stale family).
+   */
+  private async readEach<R>(
+    vss: readonly VirtualServer[], check: (vs: VirtualServer) => IpvsError | undefined,
+    request: (vs: VirtualServer) => IpvsRequest,
+    send: (reqs: IpvsRequest[]) => Promise<{ c: Connection; replies: Reply[] }>,
+    decode: (r: Reply, vs: VirtualServer, what: string) => R | IpvsError,
+  ): Promise<Array<R | IpvsError>> {
+    const out = new Array<R | IpvsError>(vss.length);
+    const sent: number[] = [];
+    vss.forEach((vs, i) => {
+      const invalid = check(vs);
+      if (invalid) out[i] = invalid;
+      else sent.push(i);
     });
+    if (!sent.length) return out;
+    const reqs = sent.map((i) => request(vss[i]!));
+    const { c, replies } = await send(reqs);
+    const stale = replies.some((r) => r.errno === Errno.ENOENT) ? await this.link.staleFamily(c) : undefined;
+    replies.forEach((r, k) => {
+      const i = sent[k]!;
+      const what = reqs[k]!.what;
+      if (stale && r.errno === Errno.ENOENT) out[i] = new IpvsError(what, 0, 'ESTALEFAMILY', stale);
+      else if (r.errno) out[i] = IpvsError.fromErrno(what, r.errno);
+      else out[i] = decode(r, vss[i]!, what);
+    });
+    return out;
   }
 
   private single(op: IpvsOp): Promise<void> {

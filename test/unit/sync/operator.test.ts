@@ -231,6 +231,16 @@ describe('the periodic drift check', () => {
   const services = 30;
   const svc = (i: number) => makeService('default', `s${i}`, (s) => { s.spec!.clusterIP = `10.200.2.${i}`; s.spec!.clusterIPs = [`10.200.2.${i}`]; });
   const sl = (i: number) => makeSlice('default', `s${i}`, `s${i}-1`, [{ ip: '10.10.1.3' }, { ip: '10.10.1.4' }]);
+  /** An Operator over `ipvs` on `clock`, after its first sync of the 30 Services. */
+  async function synced(ipvs: CountingIpvs, clock: ReturnType<typeof manualClock>): Promise<Operator> {
+    const { op } = setup(ipvs, undefined, clock);
+    for (let i = 1; i <= services; i++) {
+      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
+    }
+    await op.sync();
+    return op;
+  }
 
   it('reads one dump of the virtual servers, then real servers in turn for a tenth of syncPeriod, and repairs drift', async () => {
     // Each real-server dump costs 1 s on the test's clock; syncPeriod is 30 s: a budget of 3 s,
@@ -295,12 +305,7 @@ describe('the periodic drift check', () => {
     // check, and never dump them all.
     const clock = manualClock();
     const ipvs = new CountingIpvs(() => clock.advance(1000), () => clock.advance(2000));
-    const { op } = setup(ipvs, undefined, clock);
-    for (let i = 1; i <= services; i++) {
-      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
-      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
-    }
-    await op.sync();
+    const op = await synced(ipvs, clock);
     ipvs.serviceDumps = 0;
     await op.sync({ periodic: true, retry: false });
     expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([1, 0]);
@@ -339,12 +344,7 @@ describe('the periodic drift check', () => {
   it('dumps the virtual servers again once the table is small enough for the budget', async () => {
     const clock = manualClock();
     const ipvs = new CountingIpvs(() => clock.advance(1000), () => clock.advance(2000));
-    const { op } = setup(ipvs, undefined, clock);
-    for (let i = 1; i <= services; i++) {
-      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
-      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
-    }
-    await op.sync();
+    const op = await synced(ipvs, clock);
     await op.sync({ periodic: true, retry: false });
     await op.sync({ periodic: true, retry: false });
     // The first sync's (none listed) and the first check's (2 s for 30: past half the budget).
@@ -365,12 +365,7 @@ describe('the periodic drift check', () => {
       clock.advance(1000);
       if (afterDumps && --afterDumps.n === 0) { afterDumps.fire(); afterDumps = undefined; }
     });
-    const { op } = setup(ipvs, undefined, clock);
-    for (let i = 1; i <= services; i++) {
-      op.handle({ kind: 'service', type: 'upsert', object: svc(i) });
-      op.handle({ kind: 'endpointslice', type: 'upsert', object: sl(i) });
-    }
-    await op.sync();
+    const op = await synced(ipvs, clock);
     ipvs.serviceDumps = 0;
     ipvs.destDumps = 0;
     // An endpoint change arrives while the first real-server dump of the check runs: the check
