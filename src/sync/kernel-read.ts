@@ -13,7 +13,7 @@ import { realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
-import { type DriftMode, TableCache } from './table-cache.js';
+import { TableCache } from './table-cache.js';
 
 /**
  * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
@@ -48,8 +48,6 @@ export class KernelReader {
    * re-read, applying): the next drift check's budget keeps room for it. The loop sets it.
    */
   periodicTailMs = 0;
-  /** How the last drift check read the virtual servers (TableCache.verify), once one ran. */
-  driftMode: DriftMode | undefined;
 
   constructor(private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock) {}
 
@@ -67,10 +65,9 @@ export class KernelReader {
       // The whole check keeps to the budget: what this sync spent before (the VIP link's listing)
       // and what the last periodic sync spent after its read come off the share for real servers.
       const budget = DRIFT_BUDGET * r.syncPeriodMs - (this.clock.now() - r.t0) - this.periodicTailMs;
-      const { reread: checked, mode } = await this.cache.verify(
+      const { reread: checked } = await this.cache.verify(
         this.ipvs, Math.max(0, budget), () => this.clock.now(), r.changeWaiting, r.table,
       );
-      this.driftMode = mode;
       for (const key of checked) reread.add(key);
     }
     // Draining real servers, and real servers about to go: whether one is drained or deleted
