@@ -128,14 +128,17 @@ export class IptablesRestore implements IptablesSync {
     });
   }
 
-  /** Why our chains and sets differ from what sync() writes for `desired` (drift.ts); undefined: in step. Read-only. */
-  drift(desired: Desired, config: ProxyConfig): Promise<string | undefined> {
+  /**
+   * Why our chains and sets differ from what sync() writes for `desired` (drift.ts); undefined: in
+   * step. Read-only; `signal` ends it (the running tool killed, AbortError).
+   */
+  drift(desired: Desired, config: ProxyConfig, signal?: AbortSignal): Promise<string | undefined> {
     return this.queue.run(async () => {
       const b = await this.backend();
-      const setCounts = parseSetCounts(await runChecked(this.run, 'ipset', ['list', '-t']));
+      const setCounts = parseSetCounts(await runChecked(this.run, 'ipset', ['list', '-t'], undefined, signal));
       const saved = {
-        IPv4: parseSave(await runChecked(this.run, b.save, [])),
-        ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.run, b.save6, [])) } : {}),
+        IPv4: parseSave(await runChecked(this.run, b.save, [], undefined, signal)),
+        ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.run, b.save6, [], undefined, signal)) } : {}),
       };
       const why = iptablesDrift(desired, config, { saved, setCounts }, this.prefix);
       if (why) this.memo.written = undefined; // the sync that follows reads our sets again
@@ -178,7 +181,8 @@ export class IptablesRestore implements IptablesSync {
 }
 
 /** The production Runner: spawn, feed stdin, collect output. */
-export const spawnRunner: Runner = (cmd, args, input) => run(cmd, args, input === undefined ? {} : { input });
+export const spawnRunner: Runner = (cmd, args, input, signal) =>
+  run(cmd, args, { ...(input === undefined ? {} : { input }), ...(signal ? { signal } : {}) });
 
 /** Waits for every promise, then rejects with the first rejection (none is left unobserved). */
 async function settledAll(ps: ReadonlyArray<Promise<unknown>>): Promise<void> {

@@ -12,9 +12,9 @@ export interface IptablesSync {
   /**
    * Why the host's chains and sets of ours no longer match what `sync(desired, config)` wrote
    * (drift.ts), or undefined when they do. Read-only; the periodic check calls it instead of
-   * re-applying everything. Absent: the periodic check re-applies.
+   * re-applying everything; `signal` ends it early (rejects). Absent: the periodic check re-applies.
    */
-  drift?(desired: Desired, config: ProxyConfig): Promise<string | undefined>;
+  drift?(desired: Desired, config: ProxyConfig, signal?: AbortSignal): Promise<string | undefined>;
   /**
    * Work that needs no desired state, done ahead of the first sync (the run starts it while the
    * source lists): IptablesRestore detects the backend. Never rejects; a failure is the first

@@ -178,7 +178,7 @@ export class DryRunVipLink implements VipLink {
  */
 export function dryRunRunner(inner: Runner, print: Print): Runner {
   const missing = new Set<string>();
-  return async (cmd, args, input) => {
+  return async (cmd, args, input, signal) => {
     const writes = cmd.endsWith('-restore')
       || (cmd === 'ipset' && args[0] === 'restore' && !isReadOnlyRestore(input ?? ''));
     if (writes) {
@@ -188,7 +188,7 @@ export function dryRunRunner(inner: Runner, print: Print): Runner {
       return { code: 0, stdout: '', stderr: '' };
     }
     try {
-      return await inner(cmd, args, input);
+      return await inner(cmd, args, input, signal);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
       if (!missing.has(cmd)) print(`# ${cmd} is not installed here: read as empty`);

@@ -1,45 +1,79 @@
-// The periodic sync's read-only check of the iptables path (two saves and a set listing), and
-// when it is put off because a change is waiting.
+// The periodic sync's read-only check of the iptables path (a set listing and two saves, child
+// processes), and when it is put off because a change is waiting.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { Log } from '../util/log.js';
-import type { SyncCarry } from './loop-state.js';
+import type { Applied } from './operator-types.js';
 
 /** Periodic iptables checks that may be put off in a row because a change was waiting. */
 const MAX_DEFERRED_CHECKS = 3;
 
 /**
- * Sets carry.applied for a periodic sync: the VIP link is always re-applied (a diff against the
- * listed addresses); the iptables path only when it drifted (a full restore costs tens of seconds
- * at 10 000 Services under TCG).
+ * The periodic sync's iptables check: it sets carry.applied for the sync. The VIP link is always
+ * re-applied (a diff against the listed addresses); the iptables path only when it drifted (a full
+ * restore costs tens of seconds at 10 000 Services under TCG). The check runs beside the sync's
+ * read of IPVS.
+ *
+ * A change waiting behind the periodic sync does not wait for the check: one that arrives before
+ * the check or during it (changeArrived: the running tool is killed) puts the check off to a later
+ * period, at most MAX_DEFERRED_CHECKS times in a row, so drift is still caught: the check after
+ * them runs to its end whatever arrives.
  */
-export async function checkAppliedPeriodic(
-  carry: SyncCarry, changeWaiting: boolean, iptables: IptablesSync, log: Log, desired: Desired, config: ProxyConfig,
-): Promise<void> {
-  // A change that arrived during the read waits for this sync to end: the iptables check (two
-  // saves and a set listing, subprocesses: hundreds of ms on a loaded node) is put off to a
-  // later period, at most MAX_DEFERRED_CHECKS times in a row, so drift is still caught.
-  if (changeWaiting && carry.checksDeferred < MAX_DEFERRED_CHECKS) {
-    carry.checksDeferred++;
-    carry.applied = carry.applied.iptables ? { iptables: carry.applied.iptables } : {};
-  } else {
-    carry.checksDeferred = 0;
-    const inStep = await iptablesInStep(carry, iptables, log, desired, config);
-    carry.applied = inStep ? { iptables: carry.applied.iptables! } : {};
+export class PeriodicIptablesCheck {
+  /** Checks put off in a row. */
+  private deferred = 0;
+  /** Ends the check in progress (undefined: none runs). */
+  private abort: AbortController | undefined;
+
+  /** A change arrived: the check in progress, if any, is put off. */
+  changeArrived(): void {
+    this.abort?.abort();
+  }
+
+  /** Runs the check (`waiting`: a change already waits) and sets carry.applied. Never rejects. */
+  async run(
+    carry: { applied: Applied }, waiting: boolean, iptables: IptablesSync, log: Log,
+    desired: Desired, config: ProxyConfig,
+  ): Promise<void> {
+    const abort = new AbortController();
+    if (waiting) abort.abort();
+    if (this.deferred < MAX_DEFERRED_CHECKS) this.abort = abort;
+    let inStep: boolean | 'put off';
+    try {
+      inStep = await iptablesInStep(carry, iptables, log, desired, config, this.abort?.signal);
+    } finally {
+      this.abort = undefined;
+    }
+    if (inStep === 'put off') {
+      this.deferred++;
+      carry.applied = carry.applied.iptables ? { iptables: carry.applied.iptables } : {};
+      log('debug', 'iptables check put off: a change is waiting', { inARow: this.deferred });
+      return;
+    }
+    this.deferred = 0;
+    // Read again: a configuration change during the check forgot what was applied.
+    const applied = carry.applied.iptables;
+    carry.applied = inStep && applied ? { iptables: applied } : {};
   }
 }
 
-/** Whether the iptables path is as the last sync left it (never re-read: false, so it is re-applied). */
+/**
+ * Whether the iptables path is as the last sync left it (never re-read: false, so it is
+ * re-applied); 'put off' when `signal` aborted before the check had its answer.
+ */
 async function iptablesInStep(
-  carry: SyncCarry, ipt: IptablesSync, log: Log, desired: Desired, config: ProxyConfig,
-): Promise<boolean> {
+  carry: { applied: Applied }, ipt: IptablesSync, log: Log, desired: Desired, config: ProxyConfig,
+  signal: AbortSignal | undefined,
+): Promise<boolean | 'put off'> {
   if (!carry.applied.iptables || !ipt.drift) return false;
+  if (signal?.aborted) return 'put off';
   try {
-    const reason = await ipt.drift(desired, config);
+    const reason = await ipt.drift(desired, config, signal);
     if (reason) log('info', 'iptables path drifted; applying it again', { reason });
     return reason === undefined;
   } catch (e) {
+    if (signal?.aborted) return 'put off';
     log('warn', 'iptables drift check failed; applying the path again', { error: (e as Error).message });
     return false;
   }

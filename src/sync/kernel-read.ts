@@ -2,9 +2,9 @@
 // table cache and the VIP link's addresses). The whole table on full syncs (start, config change,
 // after a failed sync); on periodic syncs a drift check whose cost per period does not grow with
 // the cluster (one dump of the virtual servers, or where that dump is past its share of the budget
-// a lookup of each in turn, then real servers in turn, the whole check with the VIP listing and the
-// iptables check kept to a tenth of syncPeriod: TableCache.verify; a change arriving meanwhile ends
-// the reading in turn); else only the real servers whose connection
+// a lookup of each in turn, then real servers in turn, the whole check with the VIP listing kept to
+// a tenth of syncPeriod, the iptables check running beside it: TableCache.verify; a change
+// arriving meanwhile ends the reading in turn); else only the real servers whose connection
 // counters decide a drain (read now, whatever the cache holds), and the virtual servers due for a
 // retry.
 import type { Desired } from '../desired/types.js';
@@ -44,8 +44,9 @@ export class KernelReader {
   /** The VIP link's addresses as last read or written; re-read on every full sync, like the table. */
   vipsNow: Set<string> | undefined;
   /**
-   * How long the last periodic sync took after its read (ms: the iptables check, planning what it
-   * re-read, applying): the next drift check's budget keeps room for it. The loop sets it.
+   * How long the last periodic sync took after its read (ms: what outlasted the read of the
+   * iptables check beside it, planning what it re-read, applying): the next drift check's budget
+   * keeps room for it. The loop sets it.
    */
   periodicTailMs = 0;
 

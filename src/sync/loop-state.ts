@@ -1,27 +1,21 @@
 // What the sync loop keeps between syncs, grouped: what a sync carries to the next (SyncCarry) and
 // how the syncs went (SyncProgress, for health, status and metrics).
 import type { Problem } from '../desired/types.js';
-import type { ProxyConfig } from '../config/types.js';
 import type { DrainState } from '../plan/index.js';
 import type { RetryState } from '../plan/retry.js';
 import type { OwnershipRecord } from './record.js';
 import { RecordKeeper } from './record-keeper.js';
-import type { SyncReport } from './operator-types.js';
+import { PeriodicIptablesCheck } from './iptables-check.js';
+import type { Applied, SyncReport } from './operator-types.js';
 import type { Log } from '../util/log.js';
-
-/** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
-export interface Applied {
-  vips?: number;
-  iptables?: { sets: number; config: ProxyConfig };
-}
 
 /** What one sync hands the next: drains, applied paths, retries, the record, edge problems. */
 export class SyncCarry {
   draining: DrainState = new Map();
   applied: Applied = {};
   retries: RetryState = new Map();
-  /** Periodic iptables checks put off in a row because a change was waiting (iptables-check.ts). */
-  checksDeferred = 0;
+  /** The periodic iptables check, and how many were put off in a row (iptables-check.ts). */
+  readonly iptablesCheck = new PeriodicIptablesCheck();
   /** Problems afterSync returned last. */
   edgeProblems: readonly Problem[] = [];
   /** The ownership record (record-keeper.ts). */

@@ -88,3 +88,9 @@ export interface SyncReport {
   /** Set when the sync itself failed. */
   error?: string;
 }
+
+/** What the VIP link and the iptables path were last made to match (planSync's `applied`). */
+export interface Applied {
+  vips?: number;
+  iptables?: { sets: number; config: ProxyConfig };
+}

@@ -23,7 +23,6 @@ import { SyncCarry, SyncProgress } from './loop-state.js';
 import { SyncTimers } from './timers.js';
 import { Weighting } from './weighting.js';
 import { KernelGeneration } from './kernel-generation.js';
-import { checkAppliedPeriodic } from './iptables-check.js';
 
 export type { AfterSyncView, KernelInfo, OperatorDeps, SyncReport } from './operator-types.js';
 
@@ -119,6 +118,7 @@ export class Operator {
   /** Feeds one source event; a sync follows within minSyncPeriod. */
   handle(e: SourceEvent): void {
     this.progress.pendingSince ??= this.timers.clock.now();
+    this.carry.iptablesCheck.changeArrived();
     const m = this.deps.metrics;
     if (e.kind === 'service') {
       m?.sync.serviceChangesPending.inc();
@@ -174,23 +174,23 @@ export class Operator {
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
-      await carry.record.load();
-      const reread = await this.reader.read({
+      // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
+      // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
+      const checked = periodic ? carry.iptablesCheck.run(
+        carry, progress.pendingSince !== undefined, this.deps.iptables, this.deps.log, desired, config,
+      ) : undefined;
+      const read = carry.record.load().then(() => this.reader.read({
         full, periodic, changed, due, draining: carry.draining, table: desired.table, t0, link: config.interfaceName,
         syncPeriodMs: config.syncPeriod * 1000, changeWaiting: () => progress.pendingSince !== undefined,
-      });
+      }));
+      // Both end before the sync goes on or fails: the check never outlives its sync.
+      const reread = await read.finally(() => checked);
       if (full) carry.applied = {};
       const readEnd = clock.now();
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
       if ((await this.kernel.reset()) && !full) {
         throw new Error('ip_vs was loaded again during the read; syncing in full');
-      }
-      // A periodic sync re-applies the VIP link, and the iptables path when it has drifted,
-      // repairing their drift too.
-      if (periodic) {
-        const waiting = progress.pendingSince !== undefined;
-        await checkAppliedPeriodic(carry, waiting, this.deps.iptables, this.deps.log, desired, config);
       }
       plan = planSync({
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,

@@ -1,6 +1,9 @@
 // IptablesRestore against FakeHost (test/support/iptables-fake.ts): what ends up on the "host"
 // after sync and cleanup, the ownership rules, backend detection and failures. No real iptables.
 import { describe, expect, it } from '@jest/globals';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { V1Service } from '@kubernetes/client-node';
 import { PluginRegistry } from '../../../plugins/index.js';
 import { buildDesired } from '../../../src/desired/state.js';
@@ -8,7 +11,7 @@ import { type Desired } from '../../../src/desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { chooseMode, parseVersion, versionAtLeast } from '../../../src/iptables/backend.js';
 import { isIptablesError } from '../../../src/iptables/exec.js';
-import { IptablesRestore } from '../../../src/iptables/restore.js';
+import { IptablesRestore, spawnRunner } from '../../../src/iptables/restore.js';
 import { wantedCounts } from '../../../src/iptables/drift.js';
 import { renderIpsets } from '../../../src/iptables/render.js';
 import type { IptablesSync } from '../../../src/iptables/sync.js';
@@ -286,6 +289,25 @@ describe('backend detection', () => {
   });
 });
 
+/** Whether a process of ours with this id still runs (kill 0 sends nothing). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `f` until it gives a value (the test's timeout bounds the wait). */
+async function waitFor<T>(f: () => T | undefined): Promise<T> {
+  for (;;) {
+    const v = f();
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 describe('IptablesRestore.drift (the periodic check, read-only)', () => {
   it('is in step after a sync, and names what was flushed, deleted, emptied or destroyed', async () => {
     const host = foreignHost();
@@ -315,6 +337,39 @@ describe('IptablesRestore.drift (the periodic check, read-only)', () => {
     expect(await ipt.drift(d, config)).toBeUndefined();
     // A different configuration renders other rules (no clusterCIDRs: CLUSTER marks nothing).
     expect(await ipt.drift(d, { ...config, clusterCIDRs: [] })).toBe('IPv4 nat chain IPVSOP-CLUSTER has 2 rules, not 0');
+  });
+
+  it('ends when its signal aborts: no tool runs after, and the next check runs in full', async () => {
+    const host = new FakeHost();
+    const abort = new AbortController();
+    // The signal aborts while the set listing runs (a change arrived).
+    const run: typeof host.run = async (cmd, args, input, signal) => {
+      if (cmd === 'ipset' && args[1] === '-t') abort.abort();
+      return host.run(cmd, args, input, signal);
+    };
+    const ipt = new IptablesRestore({ run });
+    const d = desired(np('a', '10.200.1.10', 30080));
+    await ipt.sync(d, config);
+    host.calls.length = 0;
+    await expect(ipt.drift(d, config, abort.signal)).rejects.toMatchObject({ name: 'AbortError' });
+    expect(host.commands()).toEqual(['ipset']);
+    host.calls.length = 0;
+    expect(await ipt.drift(d, config, new AbortController().signal)).toBeUndefined();
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+  });
+
+  it('kills the running tool when the signal aborts (the production runner, a real child process)', async () => {
+    const abort = new AbortController();
+    const dir = mkdtempSync(join(tmpdir(), 'ipvsop-abort-'));
+    const pidFile = join(dir, 'pid');
+    // The shell becomes sleep (exec), so the pid it wrote is the child the runner started.
+    const running = spawnRunner('sh', ['-c', `echo $$ > ${pidFile}; exec sleep 300`], undefined, abort.signal);
+    const pid = Number(await waitFor(() => (existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() || undefined : undefined)));
+    expect(alive(pid)).toBe(true);
+    abort.abort();
+    await expect(running).rejects.toMatchObject({ name: 'AbortError' });
+    await waitFor(() => (alive(pid) ? undefined : true));
+    rmSync(dir, { recursive: true, force: true });
   });
 });
 

@@ -9,6 +9,7 @@ import { makeRealServer, makeVirtualServer } from '../../../src/model/ipvs.js';
 import { NoIptables } from '../../../src/iptables/sync.js';
 import { IptablesRestore } from '../../../src/iptables/restore.js';
 import { FakeHost } from '../../support/iptables-fake.js';
+import type { Runner } from '../../../src/iptables/exec.js';
 import { memoryLog } from '../../../src/util/log.js';
 import { Operator, type OperatorDeps } from '../../../src/sync/operator.js';
 import { ClusterWeights } from '../../../src/balance/cluster-view.js';
@@ -213,9 +214,11 @@ class CountingIpvs extends FakeIpvs {
 }
 
 /** An Operator with the iptables path on `host` (FakeHost), after its first sync of web -> 10.10.1.3. */
-async function syncedWithIptables(host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>): Promise<Operator> {
+async function syncedWithIptables(
+  host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>, run: Runner = host.run,
+): Promise<Operator> {
   const op = new Operator(config, {
-    ipvs, vips: new FakeVipLink(), iptables: new IptablesRestore({ run: host.run }),
+    ipvs, vips: new FakeVipLink(), iptables: new IptablesRestore({ run }),
     events: { report: async () => undefined }, status: { write: async () => undefined }, log,
     registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
     kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
@@ -274,9 +277,11 @@ describe('the periodic drift check', () => {
   it('keeps the whole check to the budget: what the last periodic sync spent after its read comes off the real servers\' share', async () => {
     const clock = manualClock();
     const ipvs = new CountingIpvs(() => clock.advance(1000));
-    const iptables = { sync: async () => undefined, cleanup: async () => undefined, drift: async () => { clock.advance(1000); return undefined; } };
+    const iptables = { sync: async () => undefined, cleanup: async () => undefined, drift: async () => undefined };
+    // What the sync spends after its read: 1 s (here the after-sync step; the iptables check runs beside the read).
+    const afterSync = async () => { clock.advance(1000); return []; };
     const op = new Operator(config, {
-      ipvs, vips: new FakeVipLink(), iptables, events: { report: async () => undefined }, status: { write: async () => undefined },
+      ipvs, vips: new FakeVipLink(), iptables, afterSync, events: { report: async () => undefined }, status: { write: async () => undefined },
       log: memoryLog(), registry: new PluginRegistry(), nodeName: NODE, clock,
       kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
     });
@@ -293,8 +298,8 @@ describe('the periodic drift check', () => {
       dumps.push(ipvs.destDumps);
       expect(clock.now() - t).toBeLessThanOrEqual(p === 0 ? 4000 : 3000);
     }
-    // First check: 3 s of real servers, then the 1 s iptables check (not known yet); from then on
-    // 2 s of real servers + 1 s of iptables: 3 s, a tenth of the 30 s period.
+    // First check: 3 s of real servers, then the 1 s after the read (not known yet); from then on
+    // 2 s of real servers + 1 s after: 3 s, a tenth of the 30 s period.
     expect(dumps).toEqual([3, 2]);
   });
 
@@ -466,27 +471,76 @@ describe('the periodic check of the iptables path', () => {
     expect(log.entries.some((l) => l.message === 'iptables path drifted; applying it again' && l.fields?.reason === 'set IPVSOP-CLUSTER-IP has 0 members, not 1')).toBe(true);
   });
 
-  it('puts the iptables check off while a change waits behind the periodic sync, at most 3 periods in a row', async () => {
+  it('puts the iptables check off when a change arrives during it, at most 3 periods in a row', async () => {
     const host = new FakeHost();
-    // A change arrives during the periodic sync's read (its dump of the virtual servers).
+    // A change arrives while the check lists the sets (before its two saves).
     let during: (() => void) | undefined;
-    class EventDuringRead extends FakeIpvs {
-      override async listVirtualServers() { during?.(); during = undefined; return super.listVirtualServers(); }
-    }
-    const op = await syncedWithIptables(host, new EventDuringRead(), memoryLog());
-    const saves = () => host.commands().filter((c) => c.endsWith('-save')).length;
+    const run: Runner = async (cmd, args, input, signal) => {
+      if (cmd === 'ipset' && args[1] === '-t') { during?.(); during = undefined; }
+      return host.run(cmd, args, input, signal);
+    };
+    const log = memoryLog();
+    const op = await syncedWithIptables(host, new FakeIpvs(), log, run);
+    // Drift that only a check to its end finds.
+    host.sets.get('IPVSOP-CLUSTER-IP')!.members.clear();
+    // The check's saves: those right after its terse set listing (a repair saves again later).
+    const saves = () => {
+      const from = host.calls.findIndex((c) => c.cmd === 'ipset' && c.args[1] === '-t');
+      const after = host.calls.slice(from + 1);
+      const end = after.findIndex((c) => !c.cmd.endsWith('-save'));
+      return from < 0 ? 0 : end < 0 ? after.length : end;
+    };
     const checks: number[] = [];
     for (let p = 0; p < 5; p++) {
       host.calls.length = 0;
       during = () => op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', `10.10.1.${10 + p}`], String(10 + p)) });
       await op.sync({ periodic: true, retry: false });
       checks.push(saves());
+      expect(host.commands().some((c) => c.endsWith('-restore'))).toBe(p === 3);
       await op.sync(); // the change's own sync
       expect(op.last).toMatchObject({ full: false });
       expect(op.last!.ops).toBeGreaterThan(0);
     }
-    // Three periods put off, the fourth checks whatever waits, then put off again.
+    // Three periods put off, the fourth checks to its end whatever arrives (and repairs the set),
+    // then put off again.
     expect(checks).toEqual([0, 0, 0, 2, 0]);
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+    expect(log.entries.filter((l) => l.message === 'iptables check put off: a change is waiting').map((l) => l.fields?.inARow))
+      .toEqual([1, 2, 3, 1]);
+  });
+
+  it('checks beside the read of IPVS; a change once the check is over does not put it off', async () => {
+    const host = new FakeHost();
+    let checked: (() => void) | undefined;
+    const run: Runner = async (cmd, args, input, signal) => {
+      const r = await host.run(cmd, args, input, signal);
+      if (cmd === 'ip6tables-nft-save') checked?.();
+      return r;
+    };
+    let onDump: (() => Promise<void>) | undefined;
+    class GatedDump extends FakeIpvs {
+      override async listVirtualServers() { await onDump?.(); return super.listVirtualServers(); }
+    }
+    const op = await syncedWithIptables(host, new GatedDump(), memoryLog(), run);
+    const checkDone = new Promise<void>((r) => { checked = r; });
+    host.sets.get('IPVSOP-CLUSTER-IP')!.members.clear();
+    host.calls.length = 0;
+    // The dump of the virtual servers waits for the check's last save: it can end only if the
+    // check runs beside the read (a check after the read would leave it waiting: 'sequential').
+    let overlap: 'beside' | 'sequential' | undefined;
+    onDump = async () => {
+      onDump = undefined;
+      overlap = await Promise.race([
+        checkDone.then(() => 'beside' as const),
+        new Promise<'sequential'>((r) => setTimeout(() => r('sequential'), 2000)),
+      ]);
+      op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.9'], '9') });
+    };
+    await op.sync({ periodic: true, retry: false });
+    expect(overlap).toBe('beside');
+    // The check had its answer before the change came: the drifted set is repaired in this sync.
+    expect(host.commands().some((c) => c.endsWith('-restore'))).toBe(true);
+    expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
   });
 });
 
