@@ -15,6 +15,7 @@ import { findJumps, parseSave } from './save.js';
 import { iptablesDrift, parseSetCounts } from './drift.js';
 import { run } from '../util/proc.js';
 import { Serial } from '../util/serial.js';
+import { settledAll } from '../util/settled.js';
 
 /** IptablesRestore's options; every one has a default. */
 export interface IptablesRestoreOptions {
@@ -183,9 +184,3 @@ export class IptablesRestore implements IptablesSync {
 /** The production Runner: spawn, feed stdin, collect output. */
 export const spawnRunner: Runner = (cmd, args, input, signal) =>
   run(cmd, args, { ...(input === undefined ? {} : { input }), ...(signal ? { signal } : {}) });
-
-/** Waits for every promise, then rejects with the first rejection (none is left unobserved). */
-async function settledAll(ps: ReadonlyArray<Promise<unknown>>): Promise<void> {
-  const results = await Promise.allSettled(ps);
-  for (const r of results) if (r.status === 'rejected') throw r.reason;
-}

@@ -14,6 +14,7 @@ import type { DrainState } from '../plan/index.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
 import { TableCache } from './table-cache.js';
+import { settledAll } from '../util/settled.js';
 
 /**
  * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
@@ -55,8 +56,11 @@ export class KernelReader {
   /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
   async read(r: ReadRequest): Promise<Set<string>> {
     if (r.full) {
-      await this.cache.readAll(this.ipvs, () => this.clock.now());
-      this.vipsNow = new Set(await this.vips.list(r.link));
+      // The link's addresses are listed while the table is read (another socket, another family).
+      const [, vips] = await settledAll([
+        this.cache.readAll(this.ipvs, () => this.clock.now()), this.vips.list(r.link),
+      ]);
+      this.vipsNow = new Set(vips);
       return new Set();
     }
     if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));
