@@ -10,7 +10,9 @@
 // fixed 32 KiB receive buffer, the real server dumps one by one (raw and through the client), the
 // dump pool at 1, 4, 8 and 16 sockets, peeked and 32 KiB receive (nothing decoded), and the
 // client's batched read.
-// ONLY (comma list: ipvsadm,raw,vs,rawdests,dests,pool,batch) limits what runs.
+// ONLY (comma list: ipvsadm,raw,vs,rawdests,dests,pool,batch) limits what runs. POOLS (comma list
+// of socket counts, each peeked, e.g. 16,32,64) replaces the pool's default sizes; BATCH_SOCKETS
+// sets the pool the client's batched read uses (default DUMP_SOCKETS).
 import { spawnSync } from 'node:child_process';
 import { RawNetlinkSocket } from 'netlink';
 import { NetlinkIpvs } from '../src/ipvs/client.js';
@@ -22,7 +24,8 @@ import { DumpPool } from '../src/ipvs/dump-pool.js';
 import { DUMP_RECEIVE_BYTES, GenlSocket } from '../src/ipvs/socket.js';
 import { readTable } from '../src/ipvs/read.js';
 
-const [vsArg = '36000', rsArg = '10', onlyArg = 'ipvsadm,raw,vs,rawdests,dests,pool,batch'] = process.argv.slice(2);
+const [vsArg = '36000', rsArg = '10', onlyArg = 'ipvsadm,raw,vs,rawdests,dests,pool,batch', poolsArg, batchArg] =
+  process.argv.slice(2);
 const VS = Number(vsArg);
 const RS = Number(rsArg);
 const ONLY = new Set(onlyArg.split(','));
@@ -68,7 +71,7 @@ function rawDump(sock: RawNetlinkSocket, bytes: Buffer, seq: number): Promise<{ 
 }
 
 async function main(): Promise<void> {
-  const ipvs = await NetlinkIpvs.open();
+  const ipvs = await NetlinkIpvs.open(batchArg ? { dumpSockets: Number(batchArg) } : {});
   const cat = (f: string): string => spawnSync('cat', [f], { encoding: 'utf8' }).stdout.trim();
   progress(`rmem_max ${cat('/proc/sys/net/core/rmem_max')}, clocksource ${cat('/sys/devices/system/clocksource/clocksource0/current_clocksource')}`);
   await ipvs.flush();
@@ -146,7 +149,10 @@ async function main(): Promise<void> {
   }
   if (ONLY.has('pool')) {
     const reqs = vss.map(listDestsRequest);
-    for (const [k, bytes] of [[1, 0], [8, DUMP_RECEIVE_BYTES], [1, DUMP_RECEIVE_BYTES], [4, 0], [8, 0], [16, 0]]) {
+    const sizes = poolsArg
+      ? poolsArg.split(',').map((k) => [Number(k), 0])
+      : [[1, 0], [8, DUMP_RECEIVE_BYTES], [1, DUMP_RECEIVE_BYTES], [4, 0], [8, 0], [16, 0]];
+    for (const [k, bytes] of sizes) {
       const pool = new DumpPool(() => new GenlSocket(bytes || undefined), k);
       const recv = bytes ? '32 KiB receive' : 'peeked receive';
       const n = await timed(`dump pool of ${k}, ${recv}: ${VS} real server dumps, nothing decoded`,

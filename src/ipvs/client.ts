@@ -36,10 +36,11 @@ export class NetlinkIpvs implements IpvsClient {
   /**
    * Opens a socket and resolves the IPVS family. Rejects with an IpvsError (isNotFound) when the
    * kernel has no IPVS family: the ip_vs module is not loaded (generic netlink does not autoload it).
+   * `dumpSockets`: the batched reads' dump sockets (default DUMP_SOCKETS).
    */
-  static async open(opts: { openSocket?: OpenSocket } = {}): Promise<NetlinkIpvs> {
+  static async open(opts: { openSocket?: OpenSocket; dumpSockets?: number } = {}): Promise<NetlinkIpvs> {
     const link = await IpvsLink.open(opts.openSocket ?? (() => new GenlSocket(DUMP_RECEIVE_BYTES)));
-    return new NetlinkIpvs(link, new DumpPool(opts.openSocket ?? (() => new GenlSocket())));
+    return new NetlinkIpvs(link, new DumpPool(opts.openSocket ?? (() => new GenlSocket()), opts.dumpSockets));
   }
 
   /** The IPVS family id the controller assigned (varies between boots and module loads). */
