@@ -120,9 +120,10 @@ export class TableCache {
    * up in turn (GET_SERVICE, a hash lookup each) with their real servers, so a changed or missing
    * one is found when its turn comes, and one at a key neither holds is not looked for. Either way
    * the reading in turn goes in batched reads (the first of one virtual server, then as many as the
-   * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH), until `budgetMs` (measured
-   * on `now`) is spent, at least one per check; the next check goes on where this one stopped. So
-   * every real server is verified within about (virtual servers x one's cost) / budget periods.
+   * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH), while one more
+   * entry at that cost fits in `budgetMs` (measured on `now`), at least one per check; the next
+   * check goes on where this one stopped. So every real server is verified within about (virtual
+   * servers x one's cost) / budget periods.
    * Resolves with the keys it re-read (plan them: their copy may have changed), how many it read in
    * turn, and the mode.
    */
@@ -160,9 +161,11 @@ export class TableCache {
     // longer than one batch of IN_TURN_BATCH.
     // Batches grow from one to what the budget left holds at the dearest batch's cost per entry so
     // far (a batch of cheap entries, a missing virtual server's, does not make the next one overrun).
+    // The next batch starts only while one more entry, at that cost, fits in what is left.
     let batchSize = 1;
     let perEntry = 0;
-    while (inTurn < keys.length && (inTurn === 0 || (now() - t0 < budgetMs && !yieldNow()))) {
+    const fits = () => budgetMs - (now() - t0) >= Math.max(perEntry, Number.MIN_VALUE);
+    while (inTurn < keys.length && (inTurn === 0 || (fits() && !yieldNow()))) {
       const batch: string[] = [];
       const t = now();
       while (batch.length < batchSize && inTurn < keys.length) {

@@ -274,6 +274,21 @@ describe('the periodic drift check', () => {
     // Nothing changed any more: 3 in turn per check; 2 + 9 x 3 cover all 30 (with the changed one).
     expect(ipvs.destDumps).toBe(3 + 9 * 3);
   });
+
+  it('starts no read in turn that would end past the budget', async () => {
+    // Each real-server dump costs 1.2 s: after two (2.4 s) a third would end at 3.6 s, past the
+    // 3 s budget, so the check stops at two.
+    const clock = manualClock();
+    const ipvs = new CountingIpvs(() => clock.advance(1200));
+    const op = await synced(ipvs, clock);
+    for (let p = 0; p < 3; p++) {
+      ipvs.destDumps = 0;
+      const t = clock.now();
+      await op.sync({ periodic: true, retry: false });
+      expect(ipvs.destDumps).toBe(2);
+      expect(clock.now() - t).toBe(2400);
+    }
+  });
   it('keeps the whole check to the budget: what the last periodic sync spent after its read comes off the real servers\' share', async () => {
     const clock = manualClock();
     const ipvs = new CountingIpvs(() => clock.advance(1000));
