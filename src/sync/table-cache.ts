@@ -20,6 +20,12 @@ import {
 const IN_TURN_BATCH = 32;
 
 /**
+ * The longest a batch of the reading in turn should take (ms), at the dearest cost per entry seen:
+ * a change that arrives during a batch waits for it (guest target for a change: 50 ms in all).
+ */
+const IN_TURN_BATCH_MS = 20;
+
+/**
  * The drift check dumps every virtual server while that dump, at the last one's cost per virtual
  * server, would take at most this share of the check's budget; past it, it looks the virtual
  * servers up in turn instead (TableCache.verify).
@@ -120,7 +126,8 @@ export class TableCache {
    * up in turn (GET_SERVICE, a hash lookup each) with their real servers, so a changed or missing
    * one is found when its turn comes, and one at a key neither holds is not looked for. Either way
    * the reading in turn goes in batched reads (the first of one virtual server, then as many as the
-   * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH), while one more
+   * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH and
+   * IN_TURN_BATCH_MS's worth), while one more
    * entry at that cost fits in `budgetMs` (measured on `now`), at least one per check; the next
    * check goes on where this one stopped. So every real server is verified within about (virtual
    * servers x one's cost) / budget periods.
@@ -158,9 +165,10 @@ export class TableCache {
     if (this.cursor >= keys.length) this.cursor = 0;
     // A change waiting for this sync ends the reading in turn early (the cursor keeps its place, so
     // the next period goes on from there): the drift check never holds a change up for its budget
-    // longer than one batch of IN_TURN_BATCH.
-    // Batches grow from one to what the budget left holds at the dearest batch's cost per entry so
-    // far (a batch of cheap entries, a missing virtual server's, does not make the next one overrun).
+    // longer than one batch.
+    // Batches grow from one to what the budget left, and IN_TURN_BATCH_MS, hold at the dearest
+    // batch's cost per entry so far (a batch of cheap entries, a missing virtual server's, does
+    // not make the next one overrun).
     // The next batch starts only while one more entry, at that cost, fits in what is left.
     let batchSize = 1;
     let perEntry = 0;
@@ -177,7 +185,7 @@ export class TableCache {
       await this.rereadMany(ipvs, batch, await vsOf(batch));
       for (const key of batch) doubtful.add(key);
       perEntry = Math.max(perEntry, (now() - t) / Math.max(1, batch.length));
-      const left = budgetMs - (now() - t0);
+      const left = Math.min(budgetMs - (now() - t0), IN_TURN_BATCH_MS);
       batchSize = Math.max(1, Math.min(IN_TURN_BATCH, perEntry > 0 ? Math.floor(left / perEntry) : IN_TURN_BATCH));
     }
     return { reread: doubtful, inTurn, mode: whole ? 'whole' : 'in-turn' };

@@ -378,6 +378,26 @@ describe('the periodic drift check', () => {
     expect([ipvs.serviceDumps, ipvs.serviceGets]).toEqual([1, 0]);
   });
 
+  it('reads in turn in batches of about 20 ms each, so a change waits for at most one of them', async () => {
+    // 5 ms per real-server dump: after the first batch (one), batches of 4 (20 ms).
+    const clock = manualClock();
+    const batches: number[] = [];
+    class Batches extends CountingIpvs {
+      override async listRealServersMany(vss: Parameters<FakeIpvs['listRealServersMany']>[0]) {
+        batches.push(vss.length);
+        return super.listRealServersMany(vss);
+      }
+    }
+    const ipvs = new Batches(() => clock.advance(5));
+    const op = await synced(ipvs, clock);
+    batches.length = 0;
+    ipvs.destDumps = 0;
+    await op.sync({ periodic: true, retry: false });
+    // All 30 fit in the 3 s budget: 1 + 7 x 4 + 1.
+    expect(batches).toEqual([1, 4, 4, 4, 4, 4, 4, 4, 1]);
+    expect(ipvs.destDumps).toBe(services);
+  });
+
   it('stops reading in turn as soon as a change waits, and the next check goes on where it stopped', async () => {
     const clock = manualClock();
     let afterDumps: { n: number; fire: () => void } | undefined;
