@@ -127,10 +127,9 @@ export class TableCache {
    * one is found when its turn comes, and one at a key neither holds is not looked for. Either way
    * the reading in turn goes in batched reads (the first of one virtual server, then as many as the
    * budget left holds at the dearest batch's cost per entry, at most IN_TURN_BATCH and
-   * IN_TURN_BATCH_MS's worth), while one more
-   * entry at that cost fits in `budgetMs` (measured on `now`), at least one per check; the next
-   * check goes on where this one stopped. So every real server is verified within about (virtual
-   * servers x one's cost) / budget periods.
+   * IN_TURN_BATCH_MS's worth), while one more entry at that cost fits in `budgetMs` (measured on
+   * `now`), at least one per check; the next check goes on where this one stopped. So every real
+   * server is verified within about (virtual servers x one's cost) / budget periods.
    * Resolves with the keys it re-read (plan them: their copy may have changed), how many it read in
    * turn, and the mode.
    */
@@ -165,11 +164,10 @@ export class TableCache {
     if (this.cursor >= keys.length) this.cursor = 0;
     // A change waiting for this sync ends the reading in turn early (the cursor keeps its place, so
     // the next period goes on from there): the drift check never holds a change up for its budget
-    // longer than one batch.
-    // Batches grow from one to what the budget left, and IN_TURN_BATCH_MS, hold at the dearest
-    // batch's cost per entry so far (a batch of cheap entries, a missing virtual server's, does
-    // not make the next one overrun).
-    // The next batch starts only while one more entry, at that cost, fits in what is left.
+    // longer than one batch. Batches grow from one to what the budget left, and IN_TURN_BATCH_MS,
+    // hold at the dearest batch's cost per entry so far (a batch of cheap entries, a missing
+    // virtual server's, does not make the next one overrun); the next batch starts only while one
+    // more entry, at that cost, fits in what is left.
     let batchSize = 1;
     let perEntry = 0;
     const fits = () => budgetMs - (now() - t0) >= Math.max(perEntry, Number.MIN_VALUE);
