@@ -47,10 +47,10 @@ export interface AppliedPayloads {
  *      sync, what it left is planned against instead), then one `ipset restore -exist` of only
  *      the difference (ipset-plan.ts: dels, then adds; a set that
  *      cannot be changed in place is refilled through `<name>-tmp` + swap); none when in step;
- *   2. per family: `iptables-save` (to see which hook jumps exist), then one
+ *   2. per family: `iptables-save` (to see which hook jumps exist; run beside step 1), then one
  *      `iptables-restore --noflush --wait=5`: our chains are declared (created or flushed: only
  *      those), refilled, and missing jumps inserted. Foreign chains, rules and sets are never named.
- * Sets go first because the rules name them. Cleanup reverses it: rules, then sets.
+ * Sets are written before the rules because the rules name them. Cleanup reverses it: rules, then sets.
  * The backend (nft or legacy) is detected once, like kube-proxy (backend.ts). The xtables lock is
  * taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
  */
@@ -106,18 +106,16 @@ export class IptablesRestore implements IptablesSync {
       this.memo.written = undefined; // until this sync has succeeded
       const b = await this.backend();
       const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
-      const sets = await this.planSets(desired, families, written);
-      const ipset = sets.plan;
-      if (ipset.recreate.length) {
-        // A set of ours of another type or family: destroy needs our rules naming it gone.
-        const flush = renderChainFlush(this.prefix);
-        for (const bin of [b.restore, ...(this.ipv6 ? [b.restore6] : [])]) await this.restore(bin, flush);
-      }
-      await restoreSets(this.run, ipset.payload);
       const present = async (save: string) =>
         new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
-      // The two families' tools at once (iptables-legacy's shared lock is waited for: --wait).
-      const [jumps4, jumps6] = await Promise.all([present(b.save), this.ipv6 ? present(b.save6) : undefined]);
+      // The hook jumps present are read while the sets are planned and written (each tool a process
+      // of its own; the two families' saves at once too): neither step changes a hook chain, the
+      // chain flush before a set is recreated names only our chains.
+      const [sets, [jumps4, jumps6]] = await settledAll([
+        this.writeSets(desired, families, written, b),
+        settledAll([present(b.save), this.ipv6 ? present(b.save6) : Promise.resolve(undefined)]),
+      ]);
+      const ipset = sets.plan;
       const presentJumps = { v4: jumps4, ...(jumps6 ? { v6: jumps6 } : {}) };
       const payload = renderIptables(config, { prefix: this.prefix, randomFully: b.randomFully, presentJumps });
       const restores = [this.restore(b.restore, payload.v4)];
@@ -164,6 +162,18 @@ export class IptablesRestore implements IptablesSync {
    * The ipset difference for `desired`: against `written` (what the last sync left) when given,
    * else against our sets as the kernel holds them (`ipset list -n` and one read).
    */
+  /** Plans our sets against `written` (or a read) and sends the difference; resolves with the plan. */
+  private async writeSets(desired: Desired, families: Family[], written: SavedSets | undefined, b: Backend) {
+    const sets = await this.planSets(desired, families, written);
+    if (sets.plan.recreate.length) {
+      // A set of ours of another type or family: destroy needs our rules naming it gone.
+      const flush = renderChainFlush(this.prefix);
+      for (const bin of [b.restore, ...(this.ipv6 ? [b.restore6] : [])]) await this.restore(bin, flush);
+    }
+    await restoreSets(this.run, sets.plan.payload);
+    return sets;
+  }
+
   private async planSets(desired: Desired, families: Family[], written?: SavedSets) {
     const wanted = desiredSets(desired, { prefix: this.prefix, families });
     const existing = written ? new Set(written.sets.keys()) : await listSetNames(this.run);

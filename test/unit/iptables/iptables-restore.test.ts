@@ -57,7 +57,7 @@ describe('IptablesRestore.sync', () => {
     expect(host.commands()).toEqual([
       'iptables-nft', 'iptables-legacy', 'iptables-nft-save', 'iptables-legacy-save', 'iptables-legacy-save', 'ip6tables-legacy-save',
       'iptables-nft-save', 'ip6tables-nft-save',
-      'ipset', 'ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'iptables-nft-restore', 'ip6tables-nft-restore',
+      'ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'ipset', 'iptables-nft-restore', 'ip6tables-nft-restore',
     ]);
     expect(host.calls.find((c) => c.cmd === 'iptables-nft-restore')!.args).toEqual(['--noflush', '--wait=5']);
   });
@@ -167,7 +167,9 @@ describe('IptablesRestore.sync', () => {
     expect(host.sets.get('IPVSOP-VIPS')!.type).toBe('hash:ip');
     expect([...host.sets.get('IPVSOP-VIPS')!.members]).toEqual([...d.vips].filter((v) => !v.includes(':')));
     expect(ipt.last!.ipsetNotes).toEqual(['IPVSOP-VIPS: recreated: type hash:ip,port, not hash:ip']);
-    expect(host.commands().slice(0, 4)).toEqual(['ipset', 'ipset', 'iptables-nft-restore', 'ip6tables-nft-restore']);
+    // The saves of the hook jumps run beside the set step; within it, the flush goes first.
+    expect(host.commands().filter((c) => !c.endsWith('-save')).slice(0, 4))
+      .toEqual(['ipset', 'ipset', 'iptables-nft-restore', 'ip6tables-nft-restore']);
     expect(host.save('nft', 'v4')).toContain('--match-set IPVSOP-VIPS dst -j REJECT');
   });
 
@@ -261,7 +263,48 @@ describe('backend detection', () => {
     host.calls.length = 0;
     await ipt.sync(desired(np('a', '10.200.1.10', 30080)), config);
     expect(host.commands().filter((c) => /-V$|^ip6?tables-legacy/.test(c))).toEqual([]);
-    expect(host.commands()).toEqual(['ipset', 'ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'iptables-nft-restore', 'ip6tables-nft-restore']);
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save', 'ipset', 'iptables-nft-restore', 'ip6tables-nft-restore']);
+  });
+
+  it('reads the hook jumps while the sets are written, and writes the rules only after both', async () => {
+    const host = new FakeHost();
+    const ipt = new IptablesRestore({ run: host.run });
+    await ipt.prepare();
+    host.calls.length = 0;
+    // What had started when `ipset restore` was called, and what had ended when each restore was.
+    const events: string[] = [];
+    const run: typeof host.run = async (cmd, args, input) => {
+      const name = `${cmd} ${args[0] ?? ''}`.trim();
+      events.push(`start ${name}`);
+      const r = await host.run(cmd, args, input);
+      events.push(`end ${name}`);
+      return r;
+    };
+    await new IptablesRestore({ run, backend: 'nft' }).sync(desired(np('a', '10.200.1.10', 30080)), config);
+    const at = (e: string) => events.indexOf(e);
+    expect(at('start iptables-nft-save')).toBeLessThan(at('end ipset restore'));
+    expect(at('start ip6tables-nft-save')).toBeLessThan(at('end ipset restore'));
+    for (const restore of ['iptables-nft-restore --noflush', 'ip6tables-nft-restore --noflush']) {
+      expect(at(`start ${restore}`)).toBeGreaterThan(at('end ipset restore'));
+      expect(at(`start ${restore}`)).toBeGreaterThan(at('end iptables-nft-save'));
+      expect(at(`start ${restore}`)).toBeGreaterThan(at('end ip6tables-nft-save'));
+    }
+  });
+
+  it('a failing save of the hook jumps fails the sync once the set step has ended too', async () => {
+    const host = new FakeHost();
+    let ipsetEnded = false;
+    const run: typeof host.run = async (cmd, args, input) => {
+      if (cmd === 'ip6tables-nft-save') return { code: 4, stdout: '', stderr: 'ip6tables-nft-save: broken' };
+      const r = await host.run(cmd, args, input);
+      if (cmd === 'ipset' && args[0] === 'restore') ipsetEnded = true;
+      return r;
+    };
+    const ipt = new IptablesRestore({ run, backend: 'nft' });
+    await expect(ipt.sync(desired(np('a', '10.200.1.10', 30080)), config)).rejects.toThrow(/ip6tables-nft-save exited with 4: .*broken/);
+    expect(ipsetEnded).toBe(true);
+    expect(host.save('nft', 'v4')).not.toContain('IPVSOP-SERVICES');
+    expect(ipt.last).toBeUndefined();
   });
 
   it('a detection that fails in prepare() does not reject; the sync detects again and says why', async () => {
