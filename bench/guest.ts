@@ -372,7 +372,7 @@ async function main(): Promise<void> {
     // the family id in the messages set to its new one) and checked to leave what the first sync left; then the address adds on the operator's link, its
     // addresses flushed untimed. ipset and iptables keep their C restore (below) as their floor.
     progress(`kernel floor: replaying the operator's recorded messages`);
-    const genl = recording.byProtocol.get(NETLINK_GENERIC) ?? [];
+    const genl = recording.messages(NETLINK_GENERIC);
     const ipvsReplays: ReplayResult[] = [];
     for (const per of REPLAY_PER_DATAGRAM) {
       nl = await freshIpvs(ipvs, schedulerNames);
@@ -382,7 +382,7 @@ async function main(): Promise<void> {
     sh('ip', ['addr', 'flush', 'dev', IFACE]);
     const index = linkIndex(IFACE);
     if (index === undefined) throw new Error(`no link ${IFACE} after the operator's sync`);
-    const adds = retargetAddressAdds(recording.byProtocol.get(NETLINK_ROUTE) ?? [], index);
+    const adds = retargetAddressAdds(recording.messages(NETLINK_ROUTE), index);
     const vipReplay = replay(REPLAYER, join(tmpdir(), 'bench-rtnl.bin'), NETLINK_ROUTE, adds, REPLAY_PER_DATAGRAM.at(-1)!);
     const replayed = (await rtnl.list(IFACE)).sort();
     if (JSON.stringify(replayed) !== JSON.stringify([...vipList].sort())) throw new Error('the address replay did not bind the operator\'s addresses');
