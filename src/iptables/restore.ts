@@ -158,10 +158,6 @@ export class IptablesRestore implements IptablesSync {
     });
   }
 
-  /**
-   * The ipset difference for `desired`: against `written` (what the last sync left) when given,
-   * else against our sets as the kernel holds them (`ipset list -n` and one read).
-   */
   /** Plans our sets against `written` (or a read) and sends the difference; resolves with the plan. */
   private async writeSets(desired: Desired, families: Family[], written: SavedSets | undefined, b: Backend) {
     const sets = await this.planSets(desired, families, written);
@@ -174,6 +170,10 @@ export class IptablesRestore implements IptablesSync {
     return sets;
   }
 
+  /**
+   * The ipset difference for `desired`: against `written` (what the last sync left) when given,
+   * else against our sets as the kernel holds them (`ipset list -n` and one read).
+   */
   private async planSets(desired: Desired, families: Family[], written?: SavedSets) {
     const wanted = desiredSets(desired, { prefix: this.prefix, families });
     const existing = written ? new Set(written.sets.keys()) : await listSetNames(this.run);
