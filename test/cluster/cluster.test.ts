@@ -679,19 +679,19 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
           .toEqual({ node: n.name, errors: 0, pods: WEBPODS, byPeer: { [client.ipv4]: 30 } });
         // Every request through IPVS on this node: at least 30 connections scheduled to the rr VIP
         // (only this node's client reaches it through this node, and nothing but IPVS answers it),
-        // and every webpod answered. Exactly 30 is the rule; once (a CI run, 2026-11-27, on
-        // myk8s-worker3) the kernel counted 31 for 30 answers, unexplained yet (docs/testing.md).
-        // Whatever the kernel had is printed below when the count or the split is off.
+        // and every webpod answered. More than 30 happens: a pod still holding the same 4-tuple in
+        // TIME_WAIT (from this client's earlier connections through other VIPs or kube-proxy's DNAT)
+        // rejects the SYN by PAWS, and IPVS schedules the client's next SYN afresh (docs/testing.md;
+        // the kernel suite's lab test shows it). What the kernel had is printed when the count or
+        // the split is off.
         let ipvsConns = 0;
         await waitFor(`30 connections counted on ${n.name}`, async () => (ipvsConns = (await scheduled()) - scheduledBefore) >= 30, 20_000, 500)
           .catch(() => undefined); // the count is asserted below, with the rest
         ipvsConns = (await scheduled()) - scheduledBefore;
         if (ipvsConns !== 30 || Object.values(viaOperator.byPod).some((c) => c !== 10)) {
-          // rr in turn gives 10/10/10 (as the kernel suite's rr test sees it) unless a real server was
-          // passed over (weight 0 or over its threshold when picked) or a connection no request
-          // made took a turn: in 3 of 8 full cluster runs the split was uneven, on myk8s-worker2
-          // only, with no op of the operator meanwhile; not explained yet (see docs/testing.md).
-          // What the kernel had, every source's entries of the VIP included, to find why:
+          // rr in turn gives 10/10/10 (as the kernel suite's rr test sees it) unless a SYN was
+          // scheduled twice (above) or a real server was passed over (weight 0 or over its
+          // threshold when picked). What the kernel had, every source's entries of the VIP included:
           const entries = (await cluster.exec(n.name, ['ipvsadm', '-Lcn'])).stdout.split('\n').filter((l) => l.includes(' 10.200.1.36:80 '));
           const [table, thresholds] = await Promise.all([['-Ln', '--stats'], ['-Ln', '--thresholds']].map(async (a) => (await cluster.exec(n.name, ['ipvsadm', ...a])).stdout));
           process.stderr.write(`rr on ${n.name}: ${ipvsConns} scheduled, split ${JSON.stringify(viaOperator.byPod)}, client ${client.ipv4}, sequence ${JSON.stringify(viaOperator.sequence)}, latency ${JSON.stringify(viaOperator.latencyMs)}; ` +
