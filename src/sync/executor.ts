@@ -47,10 +47,12 @@ export interface SyncResults {
 
 /**
  * Applies `plan`: records each accepted op in `cache` and keeps `vipsNow` (the link's addresses)
- * in step with each address added or removed. Resolves with each item's result.
+ * in step with each address added or removed. Resolves with each item's result. `started`: the
+ * plan's iptables path, already started by the caller (a full sync starts it beside its read).
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
+  started?: Promise<void>,
 ): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
@@ -64,7 +66,7 @@ export async function executeSyncPlan(
     if (v.ensure) await deps.vips.ensure(v.link);
     if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
-  const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
+  const iptables = settle(started ?? (plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve()));
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {

@@ -165,8 +165,7 @@ export class Operator {
     // Taken now: a configuration that arrives during this sync asks for the next one in full.
     progress.needFull = false;
     const periodic = why.periodic && !full;
-    let plan: SyncPlan | undefined;
-    let settled: Settled | undefined;
+    let [plan, settled, iptables]: [SyncPlan?, Settled?, Promise<void>?] = [];
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -174,6 +173,10 @@ export class Operator {
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
+      // A full sync runs the iptables path (planSync); needing only desired + config, it starts now
+      // (unless onPlan, a dry run's printer, must see the plan before any of it is carried out).
+      iptables = full && !this.deps.onPlan ? this.deps.iptables.sync(desired, config) : undefined;
+      iptables?.catch(() => undefined); // its failure is the executor's to throw, or lost to the read's
       // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
       // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
       const checked = periodic ? carry.iptablesCheck.run(
@@ -202,11 +205,12 @@ export class Operator {
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
+      const { cache, vipsNow } = this.reader;
+      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, iptables);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;
-      this.timers.armDeadline(earliest(earliest(plan.nextDeadline, weighted.rampAt), weighted.clusterAt));
+      this.timers.armDeadline(plan.nextDeadline, weighted.rampAt, weighted.clusterAt);
       if (plan.vips) carry.applied.vips = plan.vips.version;
       if (plan.iptables) carry.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(settled);
@@ -225,6 +229,7 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
+      await iptables?.catch(() => undefined); // no sync overlaps the next one
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
@@ -292,9 +297,4 @@ export class Operator {
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
     return out;
   }
-}
-
-/** The earlier of two optional times (ms); undefined when both are. */
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

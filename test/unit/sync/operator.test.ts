@@ -579,6 +579,108 @@ describe('the periodic check of the iptables path', () => {
   });
 });
 
+describe('the iptables path of a full sync', () => {
+  /** An iptables path that records when each sync starts and ends, and settles when the test says. */
+  class GatedIptables extends NoIptables {
+    readonly steps: string[] = [];
+    release: (e?: Error) => void = () => undefined;
+    private began: () => void = () => undefined;
+    /** Resolves when the first sync started. */
+    readonly started = new Promise<void>((r) => { this.began = r; });
+    override async sync(): Promise<void> {
+      this.steps.push('iptables start');
+      this.began();
+      await new Promise<void>((ok, fail) => { this.release = (e) => (e ? fail(e) : ok()); });
+      this.steps.push('iptables end');
+    }
+  }
+  /** A table whose virtual server dump waits for `gate` (then fails with `failWith`, if given). */
+  class GatedDump extends FakeIpvs {
+    gate: Promise<unknown> = Promise.resolve();
+    failWith: Error | undefined;
+    override async listVirtualServers() {
+      await this.gate;
+      if (this.failWith) throw this.failWith;
+      return super.listVirtualServers();
+    }
+  }
+  const feed = (op: Operator) => {
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+  };
+
+  it('starts beside the read, and the sync ends only once both did', async () => {
+    const iptables = new GatedIptables();
+    const ipvs = new GatedDump();
+    // The read waits for the iptables path to start: it sees it only if that starts beside it
+    // (a path started after the read would leave it waiting: 'sequential').
+    const overlap = Promise.race([
+      iptables.started.then(() => 'beside' as const),
+      new Promise<'sequential'>((r) => setTimeout(() => r('sequential'), 2000)),
+    ]);
+    ipvs.gate = overlap;
+    const { op } = setup(ipvs, undefined, undefined, { iptables });
+    feed(op);
+    const done = op.sync().then(() => iptables.steps.push('sync end'));
+    expect(await overlap).toBe('beside');
+    await new Promise((r) => setTimeout(r, 10));
+    expect(iptables.steps).toEqual(['iptables start']);
+    iptables.release();
+    await done;
+    expect(iptables.steps).toEqual(['iptables start', 'iptables end', 'sync end']);
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.1.10:80 rr');
+    expect(op.last).toMatchObject({ ops: 2, full: true });
+  });
+
+  it('with onPlan (a dry run prints each plan first), the path starts only after the plan', async () => {
+    const iptables = new GatedIptables();
+    const { op } = setup(new GatedDump(), undefined, undefined, { iptables, onPlan: () => { iptables.steps.push('plan'); } });
+    feed(op);
+    const done = op.sync();
+    await iptables.started;
+    iptables.release();
+    await done;
+    expect(iptables.steps).toEqual(['plan', 'iptables start', 'iptables end']);
+  });
+
+  it('a read that fails: the sync fails with its error, once the iptables path ended (even failing)', async () => {
+    for (const iptablesError of [undefined, new Error('iptables-restore: exit 4')]) {
+      const iptables = new GatedIptables();
+      const ipvs = new GatedDump();
+      ipvs.failWith = new Error('netlink: the dump failed');
+      const { op } = setup(ipvs, undefined, undefined, { iptables });
+      feed(op);
+      const done = op.sync().catch((e: Error) => { iptables.steps.push(`sync failed: ${e.message}`); });
+      await new Promise((r) => setTimeout(r, 10));
+      // The read failed already; the sync waits for the iptables path.
+      expect(iptables.steps).toEqual(['iptables start']);
+      iptables.release(iptablesError);
+      await done;
+      expect(iptables.steps).toEqual(['iptables start', ...(iptablesError ? [] : ['iptables end']), 'sync failed: netlink: the dump failed']);
+      expect(op.last).toMatchObject({ full: true, error: 'netlink: the dump failed' });
+    }
+  });
+
+  it('a read that succeeds and an iptables path that fails: the sync fails with the path\'s error', async () => {
+    const iptables = new GatedIptables();
+    const { op, ipvs } = setup(new GatedDump(), undefined, undefined, { iptables });
+    feed(op);
+    const done = op.sync().catch((e: Error) => e.message);
+    await new Promise((r) => setTimeout(r, 10));
+    iptables.release(new Error('iptables-restore: exit 4'));
+    expect(await done).toBe('iptables-restore: exit 4');
+    // The IPVS ops were applied all the same; the next sync is full and runs the path again.
+    expect(ipvs.dump()).toContain('add-service TCP 10.200.1.10:80 rr');
+    const again = op.sync();
+    await new Promise((r) => setTimeout(r, 10));
+    iptables.release();
+    await again;
+    expect(iptables.steps.filter((x) => x === 'iptables start')).toHaveLength(2);
+    expect(op.last).toMatchObject({ full: true, ops: 0 });
+  });
+});
+
 describe('slow start through the sync loop', () => {
   it('a new endpoint ramps by update-dest, each step asked for with the deadline timer', async () => {
     const base = manualClock();
