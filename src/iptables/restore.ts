@@ -5,7 +5,7 @@ import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
-import { type Runner, runChecked } from './exec.js';
+import { type Runner, TOOL_DEADLINE_MS, runChecked, withDeadline } from './exec.js';
 import { listSetNames, restoreSets, saveSets } from './ipset.js';
 import { planIpsets, setsAfter } from './ipset-plan.js';
 import { type SavedSets, parseIpsetSave } from './ipset-save.js';
@@ -29,6 +29,8 @@ export interface IptablesRestoreOptions {
   lockWaitSeconds?: number;
   /** Command runner; default: child_process. Unit tests pass a fake. */
   run?: Runner;
+  /** How long one tool may run (ms) before it is killed and its sync fails; default TOOL_DEADLINE_MS. */
+  toolDeadlineMs?: number;
 }
 
 /** What the last sync sent, for logs and --dry-run style inspection. */
@@ -75,7 +77,7 @@ export class IptablesRestore implements IptablesSync {
   }
 
   constructor(opts: IptablesRestoreOptions = {}) {
-    this.run = opts.run ?? spawnRunner;
+    this.run = withDeadline(opts.run ?? spawnRunner, opts.toolDeadlineMs ?? TOOL_DEADLINE_MS);
     this.prefix = makeNames(opts.prefix).prefix;
     this.ipv6 = opts.ipv6 ?? true;
     this.force = opts.backend === 'auto' ? undefined : opts.backend;
@@ -191,6 +193,9 @@ export class IptablesRestore implements IptablesSync {
 
 }
 
-/** The production Runner: spawn, feed stdin, collect output. */
+/**
+ * The production Runner: spawn, feed stdin, collect output. An aborted tool gets SIGKILL: one that
+ * ignores SIGTERM would otherwise outlive its deadline.
+ */
 export const spawnRunner: Runner = (cmd, args, input, signal) =>
-  run(cmd, args, { ...(input === undefined ? {} : { input }), ...(signal ? { signal } : {}) });
+  run(cmd, args, { ...(input === undefined ? {} : { input }), ...(signal ? { signal, killSignal: 'SIGKILL' } : {}) });

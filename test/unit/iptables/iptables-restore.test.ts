@@ -10,7 +10,7 @@ import { buildDesired } from '../../../src/desired/state.js';
 import { type Desired } from '../../../src/desired/types.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { chooseMode, parseVersion, versionAtLeast } from '../../../src/iptables/backend.js';
-import { isIptablesError } from '../../../src/iptables/exec.js';
+import { isIptablesError, withDeadline } from '../../../src/iptables/exec.js';
 import { IptablesRestore, spawnRunner } from '../../../src/iptables/restore.js';
 import { wantedCounts } from '../../../src/iptables/drift.js';
 import { renderIpsets } from '../../../src/iptables/render.js';
@@ -413,6 +413,49 @@ describe('IptablesRestore.drift (the periodic check, read-only)', () => {
     await expect(running).rejects.toMatchObject({ name: 'AbortError' });
     await waitFor(() => (alive(pid) ? undefined : true));
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe('a tool past its deadline', () => {
+  it('is killed, even when it ignores SIGTERM, and the call fails with an IptablesError (a real child)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ipvsop-deadline-'));
+    const pidFile = join(dir, 'pid');
+    // An ignored signal stays ignored across exec: sleep itself ignores SIGTERM.
+    const script = `trap '' TERM; echo $$ > ${pidFile}; exec sleep 300`;
+    const running = withDeadline(spawnRunner, 300)('sh', ['-c', script]);
+    const failed = running.catch((e: unknown) => e);
+    const pid = Number(await waitFor(() => (existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() || undefined : undefined)));
+    const e = await failed;
+    expect(isIptablesError(e)).toBe(true);
+    expect(e).toMatchObject({ code: 124, cmd: `sh -c ${script}` });
+    await waitFor(() => (alive(pid) ? undefined : true));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('fails its sync even when the runner never answers; the next sync runs every tool again', async () => {
+    const host = new FakeHost();
+    let hang = true;
+    // A runner that neither answers nor heeds its signal, for iptables-restore, once.
+    const run: typeof host.run = (cmd, args, input, signal) =>
+      hang && cmd.endsWith('-restore') && cmd !== 'ipset' ? new Promise(() => {}) : host.run(cmd, args, input, signal);
+    const ipt = new IptablesRestore({ run, toolDeadlineMs: 50 });
+    const d = desired(np('a', '10.200.1.10', 30080));
+    const e = await ipt.sync(d, config).catch((err: unknown) => err);
+    expect(isIptablesError(e) && e.code).toBe(124);
+    hang = false;
+    host.calls.length = 0;
+    await ipt.sync(d, config);
+    expect(host.commands()).toContain('ipset');
+    expect(host.save('nft', 'v4')).toContain('-A IPVSOP-NODE-PORT');
+  });
+
+  it('ends with AbortError, not a deadline error, when the caller aborts first', async () => {
+    const abort = new AbortController();
+    const never: typeof spawnRunner = (_cmd, _args, _input, signal) => new Promise((_, reject) =>
+      signal?.addEventListener('abort', () => reject(signal.reason)));
+    const running = withDeadline(never, 60_000)('ipset', ['list', '-t'], undefined, abort.signal);
+    abort.abort();
+    await expect(running).rejects.toMatchObject({ name: 'AbortError' });
   });
 });
 
