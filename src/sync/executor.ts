@@ -45,10 +45,28 @@ export interface SyncResults {
   conntrack?: CleanupResult;
 }
 
+/** A full sync's iptables path, started beside its read: see startEarly. */
+export interface EarlyPath {
+  /** The path itself: executeSyncPlan waits for it and throws its failure. */
+  run: Promise<void>;
+  /** Resolves when the path has ended, failed or not: a failed sync waits for it. */
+  ended: Promise<void>;
+}
+
+/**
+ * Starts a full sync's iptables path (it needs only the desired state and the config, not what the
+ * read finds) beside the read. Its failure is observed at once, never an unhandled rejection: the
+ * executor throws it, or a failed read drops it in favour of its own.
+ */
+export function startEarly(deps: ExecutorDeps, desired: Desired, config: ProxyConfig): EarlyPath {
+  const run = deps.iptables.sync(desired, config);
+  return { run, ended: run.then(() => undefined, () => undefined) };
+}
+
 /**
  * Applies `plan`: records each accepted op in `cache` and keeps `vipsNow` (the link's addresses)
  * in step with each address added or removed. Resolves with each item's result. `started`: the
- * plan's iptables path, already started by the caller (a full sync starts it beside its read).
+ * plan's iptables path, already started by the caller (startEarly).
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,

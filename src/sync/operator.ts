@@ -12,7 +12,7 @@ import { type Settled, settleSync } from '../plan/settle.js';
 import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { SourceEvent } from '../source/types.js';
 import { reportCleanup } from './conntrack-cleanup.js';
-import { executeSyncPlan } from './executor.js';
+import { type EarlyPath, executeSyncPlan, startEarly } from './executor.js';
 import { logPlan, recordSyncEnd, reportProblems } from './outcome.js';
 import { type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord } from './record.js';
@@ -165,7 +165,8 @@ export class Operator {
     // Taken now: a configuration that arrives during this sync asks for the next one in full.
     progress.needFull = false;
     const periodic = why.periodic && !full;
-    let [plan, settled, iptables]: [SyncPlan?, Settled?, Promise<void>?] = [];
+    let plan: SyncPlan | undefined, settled: Settled | undefined;
+    let early: EarlyPath | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -173,10 +174,9 @@ export class Operator {
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
-      // A full sync runs the iptables path (planSync); needing only desired + config, it starts now
-      // (unless onPlan, a dry run's printer, must see the plan before any of it is carried out).
-      iptables = full && !this.deps.onPlan ? this.deps.iptables.sync(desired, config) : undefined;
-      iptables?.catch(() => undefined); // its failure is the executor's to throw, or lost to the read's
+      // A full sync runs the iptables path (planSync): it starts now, beside the read (unless
+      // onPlan, a dry run's printer, must see the plan before any of it is carried out).
+      early = full && !this.deps.onPlan ? startEarly(this.deps, desired, config) : undefined;
       // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
       // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
       const checked = periodic ? carry.iptablesCheck.run(
@@ -206,7 +206,7 @@ export class Operator {
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
       const { cache, vipsNow } = this.reader;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, iptables);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, early?.run);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;
@@ -229,7 +229,7 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
-      await iptables?.catch(() => undefined); // no sync overlaps the next one
+      await early?.ended; // no sync overlaps the next one
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
