@@ -45,32 +45,12 @@ export interface SyncResults {
   conntrack?: CleanupResult;
 }
 
-/** A full sync's iptables path, started beside its read: see startEarly. */
-export interface EarlyPath {
-  /** The path itself: executeSyncPlan waits for it and throws its failure. */
-  run: Promise<void>;
-  /** Resolves when the path has ended, failed or not: a failed sync waits for it. */
-  ended: Promise<void>;
-}
-
-/**
- * Starts a full sync's iptables path (it needs only the desired state and the config, not what the
- * read finds) beside the read. Its failure is observed at once, never an unhandled rejection: the
- * executor throws it, or a failed read drops it in favour of its own.
- */
-export function startEarly(deps: ExecutorDeps, desired: Desired, config: ProxyConfig): EarlyPath {
-  const run = deps.iptables.sync(desired, config);
-  return { run, ended: run.then(() => undefined, () => undefined) };
-}
-
 /**
  * Applies `plan`: records each accepted op in `cache` and keeps `vipsNow` (the link's addresses)
- * in step with each address added or removed. Resolves with each item's result. `started`: the
- * plan's iptables path, already started by the caller (startEarly).
+ * in step with each address added or removed. Resolves with each item's result.
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
-  started?: Promise<void>,
 ): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
@@ -84,7 +64,7 @@ export async function executeSyncPlan(
     if (v.ensure) await deps.vips.ensure(v.link);
     if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
-  const iptables = settle(started ?? (plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve()));
+  const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {

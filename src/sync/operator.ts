@@ -12,7 +12,7 @@ import { type Settled, settleSync } from '../plan/settle.js';
 import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { SourceEvent } from '../source/types.js';
 import { reportCleanup } from './conntrack-cleanup.js';
-import { type EarlyPath, executeSyncPlan, startEarly } from './executor.js';
+import { executeSyncPlan } from './executor.js';
 import { logPlan, recordSyncEnd, reportProblems } from './outcome.js';
 import { type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord } from './record.js';
@@ -165,8 +165,8 @@ export class Operator {
     // Taken now: a configuration that arrives during this sync asks for the next one in full.
     progress.needFull = false;
     const periodic = why.periodic && !full;
-    let plan: SyncPlan | undefined, settled: Settled | undefined;
-    let early: EarlyPath | undefined;
+    let plan: SyncPlan | undefined;
+    let settled: Settled | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -174,9 +174,6 @@ export class Operator {
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
-      // A full sync runs the iptables path (planSync): it starts now, beside the read (unless
-      // onPlan, a dry run's printer, must see the plan before any of it is carried out).
-      early = full && !this.deps.onPlan ? startEarly(this.deps, desired, config) : undefined;
       // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
       // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
       const checked = periodic ? carry.iptablesCheck.run(
@@ -205,12 +202,11 @@ export class Operator {
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const { cache, vipsNow } = this.reader;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, early?.run);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;
-      this.timers.armDeadline(plan.nextDeadline, weighted.rampAt, weighted.clusterAt);
+      this.timers.armDeadline(earliest(earliest(plan.nextDeadline, weighted.rampAt), weighted.clusterAt));
       if (plan.vips) carry.applied.vips = plan.vips.version;
       if (plan.iptables) carry.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(settled);
@@ -229,7 +225,6 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
-      await early?.ended; // no sync overlaps the next one
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
@@ -297,4 +292,9 @@ export class Operator {
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
     return out;
   }
+}
+
+/** The earlier of two optional times (ms); undefined when both are. */
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }
