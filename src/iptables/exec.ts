@@ -32,6 +32,14 @@ export function isIptablesError(e: unknown): e is IptablesError {
  */
 export const TOOL_DEADLINE_MS = 120_000;
 
+/** Arms a deadline: calls `fire` once `ms` have passed; returns what disarms it (tests pass their own). */
+export type ArmDeadline = (fire: () => void, ms: number) => () => void;
+
+const armTimer: ArmDeadline = (fire, ms) => {
+  const t = setTimeout(fire, ms);
+  return () => clearTimeout(t);
+};
+
 /**
  * `run` with a deadline on each command. Past `ms` the tool is killed and the call fails with an
  * IptablesError (code 124, as timeout(1) exits): a wedged tool (a lock never released, a kernel
@@ -39,18 +47,18 @@ export const TOOL_DEADLINE_MS = 120_000;
  * The call ends at the deadline even when the tool does not die. The caller's own `signal` still
  * ends a call with AbortError.
  */
-export function withDeadline(run: Runner, ms: number): Runner {
+export function withDeadline(run: Runner, ms: number, arm: ArmDeadline = armTimer): Runner {
   return (cmd, args, input, signal) => {
     const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(), ms);
     const late = () => new IptablesError([cmd, ...args].join(' '), 124, `no answer after ${ms / 1000} s: killed`);
     const gaveUp = new Promise<never>((_, reject) => deadline.signal.addEventListener('abort', () => reject(late())));
+    const disarm = arm(() => deadline.abort(), ms);
     const running = run(cmd, args, input, signal ? AbortSignal.any([signal, deadline.signal]) : deadline.signal);
     running.catch(() => { /* past the deadline, the deadline's error is the one reported */ });
     // The runner rejects with AbortError when its signal aborts; which abort it was decides the error.
     return Promise.race([running, gaveUp])
       .catch((e: unknown) => { throw deadline.signal.aborted && !signal?.aborted ? late() : e; })
-      .finally(() => clearTimeout(timer));
+      .finally(disarm);
   };
 }
 

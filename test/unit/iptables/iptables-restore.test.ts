@@ -422,9 +422,13 @@ describe('a tool past its deadline', () => {
     const pidFile = join(dir, 'pid');
     // An ignored signal stays ignored across exec: sleep itself ignores SIGTERM.
     const script = `trap '' TERM; echo $$ > ${pidFile}; exec sleep 300`;
-    const running = withDeadline(spawnRunner, 300)('sh', ['-c', script]);
+    // The deadline fires once the child ignores SIGTERM (its pid written), not after a guessed time.
+    let fire: (() => void) | undefined;
+    const running = withDeadline(spawnRunner, 300, (f) => { fire = f; return () => undefined; })('sh', ['-c', script]);
     const failed = running.catch((e: unknown) => e);
     const pid = Number(await waitFor(() => (existsSync(pidFile) ? readFileSync(pidFile, 'utf8').trim() || undefined : undefined)));
+    expect(alive(pid)).toBe(true);
+    fire!();
     const e = await failed;
     expect(isIptablesError(e)).toBe(true);
     expect(e).toMatchObject({ code: 124, cmd: `sh -c ${script}` });
