@@ -206,7 +206,7 @@ export class Operator {
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;
-      this.timers.armDeadline(earliest(earliest(plan.nextDeadline, weighted.rampAt), weighted.clusterAt));
+      this.timers.armDeadline(plan.nextDeadline, weighted.rampAt, weighted.clusterAt);
       if (plan.vips) carry.applied.vips = plan.vips.version;
       if (plan.iptables) carry.applied.iptables = { sets: plan.iptables.sets, config: plan.iptables.config };
       this.settleRetries(settled);
@@ -292,9 +292,4 @@ export class Operator {
     for (const [k, d] of this.state.desiredTable) out.set(k, d.origin);
     return out;
   }
-}
-
-/** The earlier of two optional times (ms); undefined when both are. */
-function earliest(a: number | undefined, b: number | undefined): number | undefined {
-  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

@@ -12,11 +12,13 @@ export class SyncTimers {
     this.runner = new BoundedFrequencyRunner(sync, options);
   }
 
-  /** Plans the draining virtual servers again when the earliest grace period ends. */
-  armDeadline(deadline: number | undefined): void {
+  /** Asks for a sync at the earliest of `deadlines`: a drain's grace period, a ramp's next step, a cluster view. */
+  armDeadline(...deadlines: Array<number | undefined>): void {
     if (this.deadlineTimer !== undefined) this.clock.clearTimeout(this.deadlineTimer);
     this.deadlineTimer = undefined;
-    if (deadline === undefined) return;
+    const set = deadlines.filter((d): d is number => d !== undefined);
+    if (!set.length) return;
+    const deadline = Math.min(...set);
     this.deadlineTimer = this.clock.setTimeout(() => this.runner.run(), Math.max(0, deadline - this.clock.now()));
   }
 

@@ -1,6 +1,7 @@
 // The bounded-frequency runner's numbered contract, driven by a fake clock.
 import { describe, expect, it } from '@jest/globals';
 import { BoundedFrequencyRunner, type Clock, type SyncReason } from '../../../src/sync/runner.js';
+import { SyncTimers } from '../../../src/sync/timers.js';
 
 /** A clock whose time moves only when the test says; timers fire in order. */
 class FakeClock implements Clock {
@@ -131,5 +132,24 @@ describe('BoundedFrequencyRunner.setIntervals', () => {
     runner.setIntervals({ minIntervalMs: 100, maxIntervalMs: 2000, retryIntervalMs: 100 });
     await clock.advance(7000);
     expect(runs.map((r) => r.at)).toEqual([0, 2000, 4000, 6000]);
+  });
+});
+
+describe('SyncTimers.armDeadline', () => {
+  it('asks for one sync at the earliest deadline given; none given: no timer', async () => {
+    const clock = new FakeClock();
+    const runs: number[] = [];
+    const timers = new SyncTimers(async () => { runs.push(clock.now()); },
+      { minIntervalMs: 10, maxIntervalMs: 1_000_000, retryIntervalMs: 10, clock }, clock);
+    timers.runner.start();
+    await clock.advance(0);
+    timers.armDeadline(undefined, 5000, undefined, 3000);
+    await clock.advance(10_000);
+    expect(runs).toEqual([0, 3000]);
+    timers.armDeadline(20_000);
+    timers.armDeadline(undefined, undefined); // re-arming replaces the earlier timer
+    await clock.advance(20_000);
+    expect(runs).toEqual([0, 3000]);
+    await timers.stop();
   });
 });
