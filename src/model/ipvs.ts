@@ -154,14 +154,20 @@ export function makeRealServer(r: Partial<RealServer> & Pick<RealServer, 'addres
   };
 }
 
-/** `[addr]:port` for IPv6, `addr:port` for IPv4. */
+/**
+ * `[addr]:port` for IPv6, `addr:port` for IPv4. Built with join, which makes one flat string: a
+ * template literal of 13 characters or more leaves V8 a tree of two cons strings (32 bytes each),
+ * which the tables' Maps then keep for every real server (120 000 at 10 000 Services x 10).
+ */
 export function formatHostPort(address: string, port: number): string {
-  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+  return address.includes(':') ? ['[', address, ']:', port].join('') : [address, port].join(':');
 }
 
-/** Identity of a virtual server: what the kernel keys it by. */
+/** Identity of a virtual server: what the kernel keys it by (flat, as formatHostPort). */
 export function virtualServerKey(vs: VirtualServer): string {
-  return vs.fwmark ? `FWM ${vs.fwmark} ${vs.family}` : `${vs.protocol} ${formatHostPort(vs.address, vs.port)}`;
+  return vs.fwmark
+    ? ['FWM', vs.fwmark, vs.family].join(' ')
+    : [vs.protocol, formatHostPort(vs.address, vs.port)].join(' ');
 }
 
 /** Identity of a real server within its virtual server. */
