@@ -59,6 +59,11 @@ export function buildEntry(p: ParsedService, env: BuildEnv): ServiceEntry {
   entry.vss = entry.vss.flatMap((d) => acceptedByKernel(d, p.id, entry.problems));
   entry.problems.push(...p.healthCheckProblems);
   if (p.healthCheck) entry.healthCheck = p.healthCheck;
+  // Copies of exact length: an array grown by push keeps room for 16 more (152 bytes for one item),
+  // and the desired state keeps these for every Service.
+  entry.vss = entry.vss.slice();
+  entry.sets = entry.sets.slice();
+  entry.problems = entry.problems.slice();
   return entry;
 }
 
