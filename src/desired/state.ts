@@ -142,21 +142,17 @@ export class DesiredState {
       for (const d of next?.vss ?? []) {
         const key = keyOf(d);
         nextKeys.add(key);
-        let c = this.claims.claims.get(key);
-        if (!c) this.claims.claims.set(key, (c = new Map()));
-        const prev = c.get(id);
-        if (c.size > (prev ? 1 : 0)) this.invalidateProblems();
+        const prev = this.claims.get(key, id);
+        if (this.claims.count(key) > (prev ? 1 : 0)) this.invalidateProblems();
         // Keep the old object when nothing changed, so the table (and the planner) sees no change.
-        c.set(id, prev && sameDesired(prev, d) ? prev : d);
+        this.claims.set(key, id, prev && sameDesired(prev, d) ? prev : d);
         this.claims.elect(key, changed);
       }
       for (const d of old?.vss ?? []) {
         const key = keyOf(d);
         if (nextKeys.has(key)) continue;
-        const c = this.claims.claims.get(key);
-        if (c && c.size > 1) this.invalidateProblems();
-        c?.delete(id);
-        if (c?.size === 0) this.claims.claims.delete(key);
+        if (this.claims.count(key) > 1) this.invalidateProblems();
+        this.claims.delete(key, id);
         this.claims.elect(key, changed);
       }
     }

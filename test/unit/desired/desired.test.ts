@@ -250,6 +250,31 @@ describe('DesiredState: incremental', () => {
     return state;
   }
 
+  it('hands a contested virtual server to the next Service by name as claims come and go', () => {
+    const state = cluster(0);
+    const claim = (name: string) => state.setService(makeService('ns1', name, (s) => {
+      s.spec!.clusterIPs = [`10.200.2.${name.charCodeAt(0)}`]; s.spec!.externalIPs = ['203.0.113.7'];
+    }));
+    const owner = () => state.desiredTable.get('TCP 203.0.113.7:80')?.origin.name;
+    const losers = () => state.problems().filter((p) => p.reason === 'VirtualServerConflict').map((p) => p.service).sort();
+    for (const name of ['c', 'b', 'a']) claim(name);
+    state.sync();
+    expect([owner(), losers()]).toEqual(['a', ['ns1/b', 'ns1/c']]);
+    state.deleteService('ns1', 'a');
+    expect([...state.sync().changed]).toContain('TCP 203.0.113.7:80');
+    expect([owner(), losers()]).toEqual(['b', ['ns1/c']]);
+    state.deleteService('ns1', 'b');
+    state.sync();
+    expect([owner(), losers()]).toEqual(['c', []]);
+    claim('b');
+    state.sync();
+    expect([owner(), losers()]).toEqual(['b', ['ns1/c']]);
+    state.deleteService('ns1', 'b');
+    state.deleteService('ns1', 'c');
+    state.sync();
+    expect([owner(), losers()]).toEqual([undefined, []]);
+  });
+
   it('rebuilds only the Service whose slice changed and reports only its virtual server', () => {
     const state = cluster(20);
     expect(state.sync()).toMatchObject({ recomputed: 20 });
