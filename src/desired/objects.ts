@@ -8,7 +8,11 @@ import { serviceId } from './service-parse.js';
 /** Services and slices by Service id ("namespace/name"); a change marks its Service dirty. */
 export class ApiObjects {
   readonly services = new Map<string, V1Service>();
-  readonly slices = new Map<string, Map<string, V1EndpointSlice>>();
+  /**
+   * Each Service's slices: the one slice as it is, or a Map by slice name while it has several.
+   * Nearly every Service has one, and a Map each would cost about 200 bytes per Service.
+   */
+  private readonly slices = new Map<string, V1EndpointSlice | Map<string, V1EndpointSlice>>();
   /** Services to rebuild at the next sync. */
   readonly dirty = new Set<string>();
 
@@ -30,20 +34,44 @@ export class ApiObjects {
   setSlice(slice: V1EndpointSlice): void {
     const id = sliceOwner(slice);
     if (!id) return;
-    let m = this.slices.get(id);
-    if (!m) this.slices.set(id, (m = new Map()));
-    const name = slice.metadata?.name ?? '';
-    if (sameObject(m.get(name), slice)) return;
-    m.set(name, slice);
+    const name = sliceName(slice);
+    const m = this.slices.get(id);
+    if (m instanceof Map) {
+      if (sameObject(m.get(name), slice)) return;
+      m.set(name, slice);
+    } else if (!m || sliceName(m) === name) {
+      if (m && sameObject(m, slice)) return;
+      this.slices.set(id, slice);
+    } else {
+      this.slices.set(id, new Map([[sliceName(m), m], [name, slice]]));
+    }
     this.dirty.add(id);
+  }
+
+  /** Whether the Service has a slice. */
+  hasSlices(id: string): boolean {
+    return this.slices.has(id);
+  }
+
+  /** The Service's slices. */
+  slicesOf(id: string): V1EndpointSlice[] {
+    const m = this.slices.get(id);
+    return m instanceof Map ? [...m.values()] : m ? [m] : [];
   }
 
   /** Removes an EndpointSlice. */
   deleteSlice(slice: Pick<V1EndpointSlice, 'metadata'>): void {
     const id = sliceOwner(slice);
     const m = id ? this.slices.get(id) : undefined;
-    if (!id || !m?.delete(slice.metadata?.name ?? '')) return;
-    if (m.size === 0) this.slices.delete(id);
+    if (!id || !m) return;
+    const name = sliceName(slice);
+    if (!(m instanceof Map)) {
+      if (sliceName(m) !== name) return;
+      this.slices.delete(id);
+    } else {
+      if (!m.delete(name)) return;
+      if (m.size === 1) this.slices.set(id, m.values().next().value!);
+    }
     this.dirty.add(id);
   }
 
@@ -64,7 +92,11 @@ export class ApiObjects {
 function sliceOwner(slice: Pick<V1EndpointSlice, 'metadata'>): string | undefined {
   const meta = obj(slice.metadata);
   const name = str(obj(meta?.labels)?.[SERVICE_NAME_LABEL]);
-  return name ? `${str(meta?.namespace) ?? ''}/${name}` : undefined;
+  return name ? [str(meta?.namespace) ?? '', name].join('/') : undefined; // flat: see serviceId
+}
+
+function sliceName(slice: Pick<V1EndpointSlice, 'metadata'>): string {
+  return slice.metadata?.name ?? '';
 }
 
 type Versioned = { metadata?: { resourceVersion?: string } };

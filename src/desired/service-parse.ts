@@ -101,7 +101,9 @@ export interface FamilyEndpoints {
 
 /** "namespace/name". */
 export function serviceId(s: V1Service | V1EndpointSlice): string {
-  return `${s.metadata?.namespace ?? ''}/${s.metadata?.name ?? ''}`;
+  // join makes a flat string; a template literal of 13 characters or more, a tree of cons strings
+  // that the Maps keyed by it keep (model/ipvs.ts formatHostPort).
+  return [s.metadata?.namespace ?? '', s.metadata?.name ?? ''].join('/');
 }
 
 /**

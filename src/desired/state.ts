@@ -106,8 +106,8 @@ export class DesiredState {
    */
   prepare(): void {
     if (!this.environment.hasNode) return;
-    const { services, slices } = this.objects;
-    const ready = (id: string) => services.has(id) && (slices.get(id)?.size ?? 0) > 0;
+    const objects = this.objects;
+    const ready = (id: string) => objects.services.has(id) && objects.hasSlices(id);
     const taken = [...this.objects.dirty].filter(ready);
     try {
       this.prepared.recomputed += this.rebuild(this.prepared.changed, ready);
@@ -162,7 +162,7 @@ export class DesiredState {
   /** buildServiceEntry, or on an exception the last good entry with a BuildFailed problem. */
   private build(id: string, svc: V1Service, old: ServiceEntry | undefined): ServiceEntry {
     try {
-      return buildServiceEntry(svc, [...(this.objects.slices.get(id)?.values() ?? [])], this.environment.env);
+      return buildServiceEntry(svc, this.objects.slicesOf(id), this.environment.env);
     } catch (e) {
       const why = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       const kept = old?.vss.length ? '; its last good state stays programmed' : '';

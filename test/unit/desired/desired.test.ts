@@ -250,6 +250,31 @@ describe('DesiredState: incremental', () => {
     return state;
   }
 
+  it('builds a Service from each of its slices as slices come and go', () => {
+    const state = cluster(1);
+    state.sync();
+    const dests = () => state.desiredTable.get('TCP 10.200.1.0:80')?.dests.map((d) => d.address).sort();
+    const slice = (name: string, ip: string, rv = '1') =>
+      makeSlice('ns1', 'svc0', name, [{ ip }], (x) => { x.metadata!.resourceVersion = rv; });
+    state.setSlice(slice('svc0-b', '10.10.2.1'));
+    state.setSlice(slice('svc0-c', '10.10.3.1'));
+    expect(state.sync().recomputed).toBe(1);
+    expect(dests()).toEqual(['10.10.1.0', '10.10.2.1', '10.10.3.1']);
+    state.setSlice(slice('svc0-b', '10.10.2.1')); // the same resourceVersion: nothing to rebuild
+    state.deleteSlice(slice('svc0-x', '10.10.9.9')); // a slice it never had
+    expect(state.sync().recomputed).toBe(0);
+    state.deleteSlice(slice('svc0-a', ''));
+    state.deleteSlice(slice('svc0-c', ''));
+    state.sync();
+    expect(dests()).toEqual(['10.10.2.1']);
+    state.setSlice(slice('svc0-b', '10.10.2.2', '2'));
+    state.sync();
+    expect(dests()).toEqual(['10.10.2.2']);
+    state.deleteSlice(slice('svc0-b', ''));
+    state.sync();
+    expect(dests()).toEqual([]);
+  });
+
   it('hands a contested virtual server to the next Service by name as claims come and go', () => {
     const state = cluster(0);
     const claim = (name: string) => state.setService(makeService('ns1', name, (s) => {
