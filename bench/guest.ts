@@ -15,6 +15,7 @@
 // runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { PerformanceObserver, constants as perfConstants, performance } from 'node:perf_hooks';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { projectRoot } from '../lab/paths.js';
@@ -276,6 +277,17 @@ async function main(): Promise<void> {
       return i;
     };
     progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);
+    // The collections during the changes, to tell a slow change that waited for one from one that
+    // ran cold code (the first changes) or waited for the kernel.
+    const gcs: Array<{ start: number; end: number; major: boolean }> = [];
+    const gcObserver = new PerformanceObserver((list) => {
+      for (const g of list.getEntries()) {
+        const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
+        gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
+      }
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
+    const windows: Array<{ start: number; end: number }> = [];
     for (let c = 0; c < k; c++) {
       const kind = (['add', 'remove', 'weight'] as const)[c % 3]!;
       const i = pick(c + 1, kind === 'weight');
@@ -295,13 +307,24 @@ async function main(): Promise<void> {
       ipvs.reset(); iptables.ms = 0;
       const done = status.next();
       const tc = process.hrtime.bigint();
+      const pc = performance.now();
       op.handle(e);
       await done;
       const latencyMs = msSince(tc);
+      windows.push({ start: pc, end: performance.now() });
       changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps });
       if ((c + 1) % 20 === 0 || c + 1 === k) progress(`  ${c + 1}/${k} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
     }
     const lat = changes.map((x) => x.latencyMs);
+    await new Promise((r) => setImmediate(r)); // the observer's last entries
+    gcObserver.disconnect();
+    const slowest = changes.map((x, i) => {
+      const w = windows[i]!;
+      const during = gcs.filter((g) => g.end > w.start && g.start < w.end);
+      const gcMs = during.reduce((sum, g) => sum + Math.min(g.end, w.end) - Math.max(g.start, w.start), 0);
+      return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs, collections: during.length, major: during.some((g) => g.major) };
+    }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
+    progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
 
     // ---- the periodic full resync (syncPeriod): a re-read of the whole kernel table, 0 ops expected
     progress(`periodic full resync at ${n} Services`);
@@ -463,6 +486,10 @@ async function main(): Promise<void> {
         ipvsP50: percentile(changes.map((x) => x.ipvsMs), 50),
         iptablesPerChangeMs: percentile(changes.map((x) => x.iptablesMs), 50),
         dumpsPerChange: percentile(changes.map((x) => x.dumps), 50),
+        // The first change of each kind runs that kind's code for the first time (compiled on first
+        // use, slow under TCG); the p99 of the others is what a node sees once its changes are warm.
+        warmP99: percentile(lat.filter((_, i) => changes.findIndex((x) => x.kind === changes[i]!.kind) !== i), 99),
+        slowest,
         byKind: Object.fromEntries(['add', 'remove', 'weight'].map((kd) => {
           const xs = changes.filter((x) => x.kind === kd);
           return [kd, { count: xs.length, ops: [...new Set(xs.map((x) => x.ops))], p50: percentile(xs.map((x) => x.latencyMs), 50), p99: percentile(xs.map((x) => x.latencyMs), 99) }];

@@ -195,10 +195,16 @@ function renderTable(r: any): string {
       const c = z.changes;
       const perVs = (c.opsPerChange as number[]).map((o, i) => o / (c.virtualServersPerChange?.[i] ?? 1));
       const opsSet = [...new Set(perVs)].sort().join(', ');
-      row(String(z.services), String(c.count), `${opsSet} ${verdict(c.exactlyOneOp)}`, s(c.p50), `${s(c.p99)} ${verdict(c.p99 <= 50)}`,
+      const warm = c.warmP99 === undefined ? '' : ` (without each kind's first change: ${s(c.warmP99)})`;
+      row(String(z.services), String(c.count), `${opsSet} ${verdict(c.exactlyOneOp)}`, s(c.p50), `${s(c.p99)} ${verdict(c.p99 <= 50)}${warm}`,
         s(c.iptablesPerChangeMs), String(c.dumpsPerChange), `${s(z.periodic.ms)}, ${z.periodic.ops} ops, ${z.periodic.dumps} dumps`);
     }
     const big = r.vm.sizes[r.vm.sizes.length - 1];
+    const slow = big?.changes.slowest as Array<{ index: number; kind: string; latencyMs: number; gcMs: number; major: boolean }> | undefined;
+    if (slow?.length) {
+      lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection): ` +
+        `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''})`).join('; ')}.`);
+    }
     if (big?.driftCheck) {
       const d = big.driftCheck;
       // Looked up in turn (GET_SERVICE, TableCache.verify) when the one dump of them all is past
