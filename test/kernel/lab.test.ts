@@ -78,27 +78,37 @@ lab('lab VM', () => {
   // pod:80) in TIME_WAIT from a connection it closed first (in the cluster, one that came through
   // another VIP or kube-proxy's DNAT from the same client port) answers the new SYN with an ACK
   // when PAWS rejects it (its timestamp is older: another destination, another offset). The client
-  // resets and sends the SYN again at once; IPVS, seeing a SYN on its connection in CLOSE, schedules
-  // it again: rr's next pick, and one more connection counted for one answer.
+  // resets and sends the SYN again; IPVS, seeing a SYN on its connection in CLOSE, schedules it
+  // again: rr's next pick, and one more connection counted for one answer.
+  // Whether a pod rejects depends on the kernel's random timestamp offsets, per pair of addresses:
+  // drawn at boot, so one source address gives the same answer for a whole run. Hence 4 client
+  // addresses (some pod rejects for at least one of them, but for 1 run in 256), and the tuple held
+  // in TIME_WAIT on pods a and b only: c always accepts, so a connection waits at most 2 rejections.
   test('a client port in TIME_WAIT on the pods: each PAWS-rejected SYN is scheduled again by rr', async () => {
     const vip = '10.200.1.11';
+    const sources = ['192.168.100.21', '192.168.100.22', '192.168.100.23', '192.168.100.24'];
     await addVip(vip);
     ipvsadm('-A', '-t', `${vip}:80`, '-s', 'rr');
     for (const p of PODS) ipvsadm('-a', '-t', `${vip}:80`, '-r', `${p.ip}:80`, '-m');
-    const scheduled = () => Number(/^TCP\s+\S+\s+(\d+)/m.exec(ipvsadm('-Ln', '--stats', '--exact', '-t', `${vip}:80`))?.[1]);
-    const pawsRejected = async () => (await Promise.all(PODS.map(async (p) => {
-      const lines = (await netnsExec(p.name, ['cat', '/proc/net/netstat'])).stdout.split('\n').filter((l) => l.startsWith('TcpExt:'));
-      const [names, values] = lines.map((l) => l.split(' '));
-      return Number(values?.[names?.indexOf('PAWSEstab') ?? -1]);
-    }))).reduce((a, b) => a + b, 0);
-    const pawsBefore = await pawsRejected();
-    // From each of 20 client ports: one request straight to every pod (each pod closes first and
-    // keeps the 4-tuple in TIME_WAIT), then one through the VIP from the same port.
-    const client = `
+    for (const ip of sources) {
+      execFileSync('ip', ['-n', CLIENT.name, 'addr', 'add', `${ip}/32`, 'dev', 'eth0']);
+      execFileSync('ip', ['route', 'add', `${ip}/32`, 'dev', `lc-${CLIENT.name}`]);
+    }
+    try {
+      const scheduled = () => Number(/^TCP\s+\S+\s+(\d+)/m.exec(ipvsadm('-Ln', '--stats', '--exact', '-t', `${vip}:80`))?.[1]);
+      const pawsRejected = async () => (await Promise.all(PODS.map(async (p) => {
+        const lines = (await netnsExec(p.name, ['cat', '/proc/net/netstat'])).stdout.split('\n').filter((l) => l.startsWith('TcpExt:'));
+        const [names, values] = lines.map((l) => l.split(' '));
+        return Number(values?.[names?.indexOf('PAWSEstab') ?? -1]);
+      }))).reduce((a, b) => a + b, 0);
+      const pawsBefore = await pawsRejected();
+      // From each of 5 ports of each source: one request straight to pods a and b (each closes
+      // first and keeps the 4-tuple in TIME_WAIT), then one through the VIP from the same port.
+      const client = `
 import json, re, socket, sys
-def get(port, dst):
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.settimeout(10)
-    s.bind(('', port)); s.connect((dst, 80))
+def get(src, port, dst):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.settimeout(30)
+    s.bind((src, port)); s.connect((dst, 80))
     s.sendall(b'GET / HTTP/1.1\\r\\nHost: lab\\r\\nConnection: close\\r\\n\\r\\n')
     body = b''
     while True:
@@ -108,21 +118,29 @@ def get(port, dst):
     s.close()
     return json.loads(re.search(rb'\\{.*\\}', body).group(0))['pod']
 answers = []
-for port in range(41000, 41020):
-    for pod in sys.argv[1].split(','): get(port, pod)
-    answers.append(get(port, sys.argv[2]))
+for src in sys.argv[3].split(','):
+    for port in range(41000, 41005):
+        for pod in sys.argv[1].split(','): get(src, port, pod)
+        answers.append(get(src, port, sys.argv[2]))
 print(json.dumps(answers))`;
-    const r = await netnsExec(CLIENT.name, ['python3', '-c', client, PODS.map((p) => p.ip).join(','), vip]);
-    expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
-    const answers = JSON.parse(r.stdout) as string[];
-    const rejected = (await pawsRejected()) - pawsBefore;
-    // The kernel folds its per-CPU counts into the figure on its 2 s estimator timer: waited for.
-    await waitFor('every scheduling counted', () => scheduled() >= 20 + rejected, 20_000, 250).catch(() => undefined);
-    const split = Object.fromEntries(PODS.map((p) => [p.name, answers.filter((a) => a === p.name).length]));
-    expect({ answers: answers.length, scheduled: scheduled(), someRejected: rejected > 0 })
-      .toEqual({ answers: 20, scheduled: 20 + rejected, someRejected: true });
-    process.stdout.write(`PAWS-rejected SYNs ${rejected}, scheduled ${scheduled()}, split ${JSON.stringify(split)}\n`);
-  }, 120_000);
+      const held = PODS.slice(0, 2).map((p) => p.ip).join(',');
+      const r = await netnsExec(CLIENT.name, ['python3', '-c', client, held, vip, sources.join(',')]);
+      expect({ code: r.code, stderr: r.stderr }).toEqual({ code: 0, stderr: '' });
+      const answers = JSON.parse(r.stdout) as string[];
+      const rejected = (await pawsRejected()) - pawsBefore;
+      // The kernel folds its per-CPU counts into the figure on its 2 s estimator timer: waited for.
+      await waitFor('every scheduling counted', () => scheduled() >= 20 + rejected, 20_000, 250).catch(() => undefined);
+      const split = Object.fromEntries(PODS.map((p) => [p.name, answers.filter((a) => a === p.name).length]));
+      expect({ answers: answers.length, scheduled: scheduled(), someRejected: rejected > 0 })
+        .toEqual({ answers: 20, scheduled: 20 + rejected, someRejected: true });
+      process.stdout.write(`PAWS-rejected SYNs ${rejected}, scheduled ${scheduled()}, split ${JSON.stringify(split)}\n`);
+    } finally {
+      for (const ip of sources) {
+        execFileSync('ip', ['-n', CLIENT.name, 'addr', 'del', `${ip}/32`, 'dev', 'eth0']);
+        execFileSync('ip', ['route', 'del', `${ip}/32`, 'dev', `lc-${CLIENT.name}`]);
+      }
+    }
+  }, 300_000);
 
   test('a fresh netns has its own, empty IPVS table', async () => {
     await freshNetns('lab-iso');
