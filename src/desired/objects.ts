@@ -4,15 +4,13 @@ import type { V1EndpointSlice, V1Service } from './kube.js';
 import { SERVICE_NAME_LABEL } from './endpoints.js';
 import { obj, str } from './fields.js';
 import { serviceId } from './service-parse.js';
+import { Groups } from '../util/groups.js';
 
 /** Services and slices by Service id ("namespace/name"); a change marks its Service dirty. */
 export class ApiObjects {
   readonly services = new Map<string, V1Service>();
-  /**
-   * Each Service's slices: the one slice as it is, or a Map by slice name while it has several.
-   * Nearly every Service has one, and a Map each would cost about 200 bytes per Service.
-   */
-  private readonly slices = new Map<string, V1EndpointSlice | Map<string, V1EndpointSlice>>();
+  /** Each Service's slices, by slice name. */
+  private readonly slices = new Groups<string, string, V1EndpointSlice>(sliceName);
   /** Services to rebuild at the next sync. */
   readonly dirty = new Set<string>();
 
@@ -34,17 +32,8 @@ export class ApiObjects {
   setSlice(slice: V1EndpointSlice): void {
     const id = sliceOwner(slice);
     if (!id) return;
-    const name = sliceName(slice);
-    const m = this.slices.get(id);
-    if (m instanceof Map) {
-      if (sameObject(m.get(name), slice)) return;
-      m.set(name, slice);
-    } else if (!m || sliceName(m) === name) {
-      if (m && sameObject(m, slice)) return;
-      this.slices.set(id, slice);
-    } else {
-      this.slices.set(id, new Map([[sliceName(m), m], [name, slice]]));
-    }
+    if (sameObject(this.slices.get(id, sliceName(slice)), slice)) return;
+    this.slices.set(id, slice);
     this.dirty.add(id);
   }
 
@@ -55,24 +44,13 @@ export class ApiObjects {
 
   /** The Service's slices. */
   slicesOf(id: string): V1EndpointSlice[] {
-    const m = this.slices.get(id);
-    return m instanceof Map ? [...m.values()] : m ? [m] : [];
+    return this.slices.values(id);
   }
 
   /** Removes an EndpointSlice. */
   deleteSlice(slice: Pick<V1EndpointSlice, 'metadata'>): void {
     const id = sliceOwner(slice);
-    const m = id ? this.slices.get(id) : undefined;
-    if (!id || !m) return;
-    const name = sliceName(slice);
-    if (!(m instanceof Map)) {
-      if (sliceName(m) !== name) return;
-      this.slices.delete(id);
-    } else {
-      if (!m.delete(name)) return;
-      if (m.size === 1) this.slices.set(id, m.values().next().value!);
-    }
-    this.dirty.add(id);
+    if (id && this.slices.delete(id, sliceName(slice))) this.dirty.add(id);
   }
 
   /** Marks every Service dirty (a new configuration or environment). */
