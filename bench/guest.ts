@@ -60,11 +60,15 @@ class MeasuredIpvs implements IpvsClient {
   /** GET_SERVICE lookups (the drift check in turn, when one dump of every virtual server is past its budget). */
   gets = 0;
   dumpMs = 0;
+  /** Reads of the kernel's listing, /proc/net/ip_vs (a full read's real servers where it shows them in full). */
+  listings = 0;
+  listingMs = 0;
   lastApplyEnd = 0n;
   /** Replaced when IPVS is loaded again (freshIpvs). */
   constructor(public inner: NetlinkIpvs) {}
   reset(): void {
     this.ops = 0; this.applyCalls = 0; this.applyMs = 0; this.dumps = 0; this.gets = 0; this.dumpMs = 0;
+    this.listings = 0; this.listingMs = 0;
   }
   info() { return this.inner.info(); }
   async listVirtualServers(): Promise<VirtualServer[]> {
@@ -78,6 +82,10 @@ class MeasuredIpvs implements IpvsClient {
   async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
     const t = process.hrtime.bigint();
     try { return await this.inner.listRealServersMany(vss); } finally { this.dumps += vss.length; this.dumpMs += msSince(t); }
+  }
+  async listing(): Promise<string | undefined> {
+    const t = process.hrtime.bigint();
+    try { return await this.inner.listing(); } finally { this.listings++; this.listingMs += msSince(t); }
   }
   async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
     const t = process.hrtime.bigint();
@@ -464,7 +472,7 @@ async function main(): Promise<void> {
       const f = st.next();
       op2.start();
       await f;
-      restart = { ms: msSince(t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
+      restart = { ms: msSince(t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
       await op2.stop();
       progress(`restart: ready=${op2.ready} after ${((restart.ms as number) / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
     }

@@ -16,6 +16,7 @@ import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
+import { readProcListing } from './proc.js';
 
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
@@ -101,6 +102,11 @@ export class NetlinkIpvs implements IpvsClient {
     return this.queue.run(() => this.readEach(vss, checkDumpDests, listDestsRequest,
       (reqs) => this.link.dumps((familyId) => this.pool.dumps(familyId, reqs)),
       (r, vs) => r.messages.map((m) => decodeDestMessage(m, vs.family))));
+  }
+
+  /** /proc/net/ip_vs of this process's network namespace, where the netlink socket is too. */
+  listing(): Promise<string | undefined> {
+    return readProcListing();
   }
 
   getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {

@@ -11,6 +11,7 @@ import { IpvsError } from './errors.js';
 import { type MutableIpvsTable, applyOp } from './table.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
+import { formatProcListing } from './proc.js';
 
 const { ESRCH, EBADF } = Errno;
 
@@ -72,6 +73,12 @@ export class FakeIpvs implements IpvsClient {
     this.checkOpen('dump-dests');
     return vss.map((vs) => checkDumpDests(vs) ??
       [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs })));
+  }
+
+  /** The table as the kernel lists it in /proc/net/ip_vs. */
+  async listing(): Promise<string | undefined> {
+    this.checkOpen('listing');
+    return formatProcListing(this.table);
   }
 
   async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {

@@ -28,6 +28,11 @@ export interface IpvsClient {
    * table once per datagram. Rejects only when the transport itself fails.
    */
   getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>>;
+  /**
+   * The kernel's text listing of the whole table (/proc/net/ip_vs, proc.ts), or undefined where it
+   * offers none. Optional: a full read without it dumps every virtual server's real servers.
+   */
+  listing?(): Promise<string | undefined>;
   /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
   addVirtualServer(vs: VirtualServer): Promise<void>;
   /** SET_SERVICE (scheduler, flags, timeout, netmask, PE); live connections survive. */

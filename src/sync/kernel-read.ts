@@ -58,7 +58,7 @@ export class KernelReader {
     if (r.full) {
       // The link's addresses are listed while the table is read (another socket, another family).
       const [, vips] = await settledAll([
-        this.cache.readAll(this.ipvs, () => this.clock.now()), this.vips.list(r.link),
+        this.cache.readAll(this.ipvs, () => this.clock.now(), r.table), this.vips.list(r.link),
       ]);
       this.vipsNow = new Set(vips);
       return new Set();

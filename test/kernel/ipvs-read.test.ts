@@ -16,6 +16,7 @@ import { TableCache } from '../../src/sync/table-cache.js';
 import { type RealServer, type VirtualServer, virtualServerKey } from '../../src/model/ipvs.js';
 import { ipvsadmRestore, ipvsadmTable } from '../support/ipvsadm.js';
 import { GET_EXPECTED, READ_EXPECTED, answerText, readCase } from '../support/ipvs-read-contract.js';
+import { LISTING_BLOCKS, LISTING_PARSED, listingCase } from '../support/ipvs-listing-contract.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -71,12 +72,37 @@ describe('listRealServersMany and getVirtualServers on the kernel', () => {
     expect(getsAsDumped).toEqual([true, true, true, true, true]);
   });
 
+  it('/proc/net/ip_vs lists the table as FakeIpvs writes it; a full read through it holds what the dumps hold', async () => {
+    const r = await listingCase(ipvs);
+    expect(r.seedErrors).toEqual([]);
+    expect(r.header).toEqual([
+      'IP Virtual Server version 1.2.1 (size=4096)',
+      'Prot LocalAddress:Port Scheduler Flags',
+      '  -> RemoteAddress:Port Forward Weight ActiveConn InActConn',
+    ]);
+    expect(r.blocks).toEqual(LISTING_BLOCKS);
+    expect(r.parsed).toEqual(LISTING_PARSED);
+    expect(r.throughListing).toEqual(r.dumped);
+    expect(r.lastFullRead).toEqual({ listed: 4, dumped: 3, listing: true });
+  });
+
   it('reads hundreds of virtual servers, one of 600 real servers, as ipvsadm lists them', async () => {
     loadTable();
     const oracle = lines(ipvsadmTable());
     expect(oracle).toHaveLength(301);
     expect(oracle.find((l) => l.startsWith('TCP 10.200.5.200:80'))!.split(', ')).toHaveLength(600);
     expect(await ours()).toEqual(oracle);
+  });
+
+  it('a full read through /proc/net/ip_vs holds hundreds of virtual servers, one of 600 real servers, as ipvsadm lists them', async () => {
+    loadTable();
+    const listed = ipvsadmTable();
+    const desired = new Map(listed.map((e) => [virtualServerKey(e.vs), e]));
+    const cache = new TableCache();
+    await cache.readAll(ipvs, undefined, desired as never);
+    expect(cache.lastFullRead).toEqual({ listed: 301, dumped: 0, listing: true });
+    expect(cache.realServers).toBe(listed.reduce((n, e) => n + e.dests.length, 0));
+    expect(lines([...cache.view.values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] })))).toEqual(lines(listed));
   });
 
   it('looks up each of hundreds of virtual servers as ipvsadm lists them, ESRCH once ipvsadm deleted one', async () => {
