@@ -13,6 +13,7 @@
 // which is where this bench feeds the events, one per changed object, as an informer does.
 // Latency is from handle() to the end of the sync (status written), with minSyncPeriod 0: the
 // runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
+import type { ListingReader } from '../src/ipvs/proc.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { PerformanceObserver, constants as perfConstants, performance } from 'node:perf_hooks';
@@ -83,9 +84,16 @@ class MeasuredIpvs implements IpvsClient {
     const t = process.hrtime.bigint();
     try { return await this.inner.listRealServersMany(vss); } finally { this.dumps += vss.length; this.dumpMs += msSince(t); }
   }
-  async listing(): Promise<string | undefined> {
+  /** The listing's reads are timed as they are awaited (the dumps run beside them). */
+  async listing(): Promise<ListingReader | undefined> {
     const t = process.hrtime.bigint();
-    try { return await this.inner.listing(); } finally { this.listings++; this.listingMs += msSince(t); }
+    const reader = await this.inner.listing().finally(() => { this.listings++; this.listingMs += msSince(t); });
+    if (!reader) return undefined;
+    const timed = async <T>(p: Promise<T>): Promise<T> => {
+      const t1 = process.hrtime.bigint();
+      try { return await p; } finally { this.listingMs += msSince(t1); }
+    };
+    return { next: () => timed(reader.next()), close: () => timed(reader.close()) };
   }
   async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
     const t = process.hrtime.bigint();

@@ -227,7 +227,7 @@ function renderTable(r: any): string {
       const share = big.restart.ms / big.full.totalMs;
       lines.push('', `Restart with ${big.services} Services programmed: ready after ${s(big.restart.ms)}, ${share.toFixed(2)} of the first sync ` +
         `(target <= 0.3: ${verdict(share <= 0.3)}), ${big.restart.ops} ops (${verdict(big.restart.ops === 0)}; ${big.restart.dumps} dumps in ${s(big.restart.dumpMs)}, ` +
-        `the listing read ${big.restart.listings ?? 0} time(s) in ${s(big.restart.listingMs ?? 0)}, ` +
+        `the listing opened ${big.restart.listings ?? 0} time(s) and read for ${s(big.restart.listingMs ?? 0)} beside the dumps, ` +
         `iptables ${s(big.restart.iptablesMs)}, VIPs ${s(big.restart.vipsMs)}).`);
     }
     lines.push(`Debounce, excluded above: minSyncPeriod ${r.vm.defaultMinSyncPeriodS} s by default (the runner's minimum interval between syncs); the files source adds 100 ms.`);

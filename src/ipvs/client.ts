@@ -16,7 +16,7 @@ import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
-import { readProcListing } from './proc.js';
+import { type ListingReader, openProcListing } from './proc.js';
 
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that
@@ -105,8 +105,8 @@ export class NetlinkIpvs implements IpvsClient {
   }
 
   /** /proc/net/ip_vs of this process's network namespace, where the netlink socket is too. */
-  listing(): Promise<string | undefined> {
-    return readProcListing();
+  listing(): Promise<ListingReader | undefined> {
+    return openProcListing();
   }
 
   getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {

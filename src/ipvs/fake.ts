@@ -11,7 +11,8 @@ import { IpvsError } from './errors.js';
 import { type MutableIpvsTable, applyOp } from './table.js';
 import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
-import { formatProcListing } from './proc.js';
+import { type ListingReader, textListing } from './proc.js';
+import { formatProcListing } from './proc-format.js';
 
 const { ESRCH, EBADF } = Errno;
 
@@ -75,8 +76,13 @@ export class FakeIpvs implements IpvsClient {
       [...(this.table.get(virtualServerKey(vs))?.dests.values() ?? [])].map((rs) => ({ ...rs })));
   }
 
+  /** The table as the kernel lists it in /proc/net/ip_vs (as of now), read as NetlinkIpvs reads the kernel's. */
+  async listing(): Promise<ListingReader | undefined> {
+    return textListing(this.listingText());
+  }
+
   /** The table as the kernel lists it in /proc/net/ip_vs. */
-  async listing(): Promise<string | undefined> {
+  listingText(): string {
     this.checkOpen('listing');
     return formatProcListing(this.table);
   }

@@ -1,22 +1,21 @@
 // The kernel's text listing of its IPVS table, /proc/net/ip_vs (ip_vs_ctl.c ip_vs_info_seq_show):
-// every virtual server of the reader's network namespace with its real servers, in one read. The
+// every virtual server of the reader's network namespace with its real servers, in one file. The
 // generic netlink API has no such read: its real servers come one GET_DEST dump per virtual server,
 // 36 000 dumps at 30 000 Services. The listing shows a real server's address, port, forwarding
 // method, weight and connections, not its thresholds nor its tunnel settings; and a firewall-mark
 // line names no address family. So a full read takes from it only what it shows in full
-// (table-cache.ts). pure, but for readProcListing.
-import { readFile } from 'node:fs/promises';
-import { canonicalIP, parseIPv6 } from '../model/addr.js';
+// (sync/full-read.ts). Writing it, for FakeIpvs: proc-format.ts. pure, but for openProcListing.
+import { type FileHandle, open } from 'node:fs/promises';
+import { canonicalIP } from '../model/addr.js';
 import {
-  FORWARD_METHODS, type ForwardMethod, type IpvsTable, type Protocol, type RealServer, SvcFlag, type VirtualServer,
-  virtualServerKey,
+  FORWARD_METHODS, type ForwardMethod, type Protocol, type RealServer, virtualServerKey,
 } from '../model/ipvs.js';
 
 /** Where the kernel lists the reader's IPVS table. */
 export const PROC_IPVS = '/proc/net/ip_vs';
 
 /** The kernel's names of the forwarding methods (ip_vs_fwd_name), in FORWARD_METHODS' order. */
-const FORWARD_NAMES = ['Masq', 'Local', 'Tunnel', 'Route', 'Bypass'] as const;
+export const FORWARD_NAMES = ['Masq', 'Local', 'Tunnel', 'Route', 'Bypass'] as const;
 const PROTOCOLS: ReadonlySet<string> = new Set<Protocol>(['TCP', 'UDP', 'SCTP']);
 
 const SERVICE_LINE = /^(\S+) {2}(?:([0-9A-F]{8})|\[([0-9a-f:]+)\]):([0-9A-F]{4}) \S+/;
@@ -33,35 +32,120 @@ const DEST_LINE = /^ {2}-> (?:([0-9A-F]{8})|\[([0-9a-f:]+)\]):([0-9A-F]{4}) +(\S
  */
 const HEADER = /^(IP Virtual Server version |Prot LocalAddress:Port | {2}-> RemoteAddress:Port )/;
 
+/** Each address-keyed virtual server's real servers, by virtualServerKey (parseProcListing). */
+export type ProcListing = Map<string, RealServer[]>;
+
+/** One virtual server of the listing: its key, and its real servers unless a line of it could not be read. */
+export interface ListedServer { readonly key: string; readonly rss: RealServer[] | undefined }
+
 /**
- * The real servers of each address-keyed virtual server of the listing, by virtualServerKey, with
- * what the listing shows (address, port, weight, forwarding method, active and inactive
- * connections); thresholds and tunnel settings are the defaults, persistent connections unknown.
- * A firewall-mark virtual server, a protocol or a line it cannot read, and a key listed twice leave
- * that virtual server out: its caller reads it another way.
+ * Reads a listing as it comes, in pieces of any size, holding no more than one piece and a line:
+ * at 30 000 Services x 10 the listing is about 20 MB. Each address-keyed virtual server comes out
+ * once its record is complete, with what the listing shows of its real servers (address, port,
+ * weight, forwarding method, active and inactive connections); thresholds and tunnel settings are
+ * the defaults, persistent connections unknown. Firewall marks and protocols other than TCP, UDP
+ * and SCTP are left out.
  */
-export function parseProcListing(text: string): Map<string, RealServer[]> {
-  const out = new Map<string, RealServer[]>();
-  const spoiled = new Set<string>();
-  let current: RealServer[] | undefined;
-  let key: string | undefined;
-  for (const line of text.split('\n')) {
-    if (line === '' || HEADER.test(line)) continue;
-    if (line.startsWith('  -> ')) {
-      const dest = DEST_LINE.exec(line);
-      const rs = dest ? realServerOf(dest) : undefined;
-      if (rs && current) current.push(rs);
-      else if (key !== undefined) spoiled.add(key);
-      continue;
+export class ListingParser {
+  private key: string | undefined;
+  private current: RealServer[] | undefined;
+  /** The part of a line the last piece ended with. */
+  private rest = '';
+  private done: ListedServer[] = [];
+
+  /** Takes the next piece of the listing; the virtual servers it completed, in order. */
+  push(piece: string): ListedServer[] {
+    const text = this.rest + piece;
+    let start = 0;
+    for (let end = text.indexOf('\n'); end >= 0; end = text.indexOf('\n', start)) {
+      this.line(text.slice(start, end));
+      start = end + 1;
     }
-    key = serviceKeyOf(line);
-    current = undefined;
-    if (key === undefined) continue;
-    if (out.has(key)) spoiled.add(key);
-    else out.set(key, current = []);
+    this.rest = text.slice(start);
+    return this.take();
   }
-  for (const k of spoiled) out.delete(k);
+
+  /** The listing ended: the virtual servers still open. */
+  end(): ListedServer[] {
+    if (this.rest !== '') this.line(this.rest);
+    this.rest = '';
+    this.close();
+    return this.take();
+  }
+
+  private take(): ListedServer[] {
+    const done = this.done;
+    this.done = [];
+    return done;
+  }
+
+  private close(): void {
+    if (this.key !== undefined) this.done.push({ key: this.key, rss: this.current });
+    this.key = undefined;
+    this.current = undefined;
+  }
+
+  private line(line: string): void {
+    if (line === '' || HEADER.test(line)) return;
+    if (line.startsWith('  -> ')) {
+      if (this.current === undefined) return; // under a line it could not read, or spoiled already
+      let rs = ipv4RealServer(line);
+      if (rs === undefined) {
+        const dest = DEST_LINE.exec(line);
+        rs = dest ? realServerOf(dest) : undefined;
+      }
+      if (rs) this.current.push(rs);
+      else this.current = undefined;
+      return;
+    }
+    this.close();
+    this.key = serviceKeyOf(line);
+    if (this.key !== undefined) this.current = [];
+  }
+}
+
+/**
+ * A whole listing read at once: the real servers of each virtual server it shows. A virtual server
+ * with a line it cannot read, and a key listed twice, are left out: their caller reads them another
+ * way.
+ */
+export function parseProcListing(text: string): ProcListing {
+  const p = new ListingParser();
+  const out: ProcListing = new Map();
+  const twice = new Set<string>();
+  for (const { key, rss } of [...p.push(text), ...p.end()]) {
+    if (out.has(key) || twice.has(key)) twice.add(key);
+    if (rss) out.set(key, rss);
+  }
+  for (const key of twice) out.delete(key);
   return out;
+}
+
+/** A listing read in turn: each read's completed virtual servers, until the end or close(). */
+export interface ListingReader {
+  /** The virtual servers the next read completed (maybe none); undefined once the listing ended or failed. */
+  next(): Promise<ListedServer[] | undefined>;
+  close(): Promise<void>;
+}
+
+/** A listing held as text (FakeIpvs's), given in pieces of `pieceBytes`, as the kernel gives a page a read. */
+export function textListing(text: string, pieceBytes = 4096): ListingReader {
+  const p = new ListingParser();
+  let at = 0;
+  return {
+    // As a file: the read after the last piece finds the end (and the last record completes).
+    next: async () => {
+      if (at > text.length) return undefined;
+      if (at === text.length) {
+        at++;
+        return p.end();
+      }
+      const piece = text.slice(at, at + pieceBytes);
+      at = Math.min(text.length, at + pieceBytes);
+      return p.push(piece);
+    },
+    close: async () => { at = text.length + 1; },
+  };
 }
 
 /** The key of a service line; undefined for firewall marks, other protocols and lines it cannot read. */
@@ -90,6 +174,71 @@ function realServerOf(m: RegExpExecArray): RealServer | undefined {
   };
 }
 
+/** Where the token reader is in its line. */
+let at = 0;
+
+/**
+ * An IPv4 real server's line ("  -> 0A010001:1F90      Masq    3      0          0"), read
+ * character by character: the regex and its match cost about half of a 30 000-Service listing's
+ * parse. Undefined where the line is not that form exactly (DEST_LINE then reads or refuses it).
+ */
+function ipv4RealServer(l: string): RealServer | undefined {
+  if (l.length < 20 || l.charCodeAt(13) !== 58) return undefined; // ':'
+  const ip = hexAt(l, 5, 13);
+  const port = hexAt(l, 14, 18);
+  at = 18;
+  const f = token(l);
+  const i = f < 0 ? -1 : FORWARD_NAMES.findIndex((name) => name.length === at - f && l.startsWith(name, f));
+  const weight = intAt(l, token(l));
+  const activeConns = intAt(l, token(l));
+  const inactiveConns = intAt(l, token(l));
+  while (l.charCodeAt(at) === 32) at++;
+  const bad = ip < 0 || port < 0 || i < 0 || at !== l.length;
+  if (bad || Number.isNaN(weight + activeConns + inactiveConns)) return undefined;
+  return {
+    address: [ip >>> 24, (ip >>> 16) & 0xff, (ip >>> 8) & 0xff, ip & 0xff].join('.'), port, family: 'IPv4', weight,
+    forward: FORWARD_METHODS[i] as ForwardMethod, upperThreshold: 0, lowerThreshold: 0, tunnelType: 'ipip',
+    tunnelPort: 0, tunnelFlags: 0, activeConns, inactiveConns, persistentConns: undefined,
+  };
+}
+
+/** Skips one or more spaces at `at`, then the token there; its start, or -1 when no spaces or no token. */
+function token(l: string): number {
+  const from = at;
+  while (l.charCodeAt(at) === 32) at++;
+  if (at === from || at >= l.length) return -1;
+  const start = at;
+  while (at < l.length && l.charCodeAt(at) !== 32) at++;
+  return start;
+}
+
+/** The upper-case hex number in [start, end); -1 when any character is not one. */
+function hexAt(l: string, start: number, end: number): number {
+  let n = 0;
+  for (let k = start; k < end; k++) {
+    const c = l.charCodeAt(k);
+    const d = c >= 48 && c <= 57 ? c - 48 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (d < 0) return -1;
+    n = n * 16 + d;
+  }
+  return n;
+}
+
+/** The decimal integer from `start` to `at` (a leading '-' allowed, 15 digits at most); NaN when not one. */
+function intAt(l: string, start: number): number {
+  if (start < 0) return NaN;
+  const neg = l.charCodeAt(start) === 45;
+  const from = neg ? start + 1 : start;
+  if (at === from || at - from > 15) return NaN;
+  let n = 0;
+  for (let k = from; k < at; k++) {
+    const c = l.charCodeAt(k) - 48;
+    if (c < 0 || c > 9) return NaN;
+    n = n * 10 + c;
+  }
+  return neg ? -n : n;
+}
+
 /** An address as the netlink decoder gives it, from the listing's hex (IPv4) or %pI6 (IPv6) form. */
 function addressOf(hex: string | undefined, v6: string | undefined): string | undefined {
   if (v6 !== undefined) return canonicalIP(v6);
@@ -98,53 +247,37 @@ function addressOf(hex: string | undefined, v6: string | undefined): string | un
   return [n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff].join('.');
 }
 
-/** A table as the kernel lists it (the FakeIpvs's listing), address-keyed and mark-keyed alike. */
-export function formatProcListing(table: IpvsTable): string {
-  const lines = [
-    'IP Virtual Server version 1.2.1 (size=4096)',
-    'Prot LocalAddress:Port Scheduler Flags',
-    '  -> RemoteAddress:Port Forward Weight ActiveConn InActConn',
-  ];
-  for (const { vs, dests } of table.values()) {
-    lines.push(serviceLine(vs));
-    for (const rs of [...dests.values()].reverse()) { // the kernel adds a real server at its list's head
-      const fwd = FORWARD_NAMES[FORWARD_METHODS.indexOf(rs.forward)]!;
-      lines.push(`  -> ${listed(rs.address)}:${hex(rs.port, 4)}      ${fwd.padEnd(7)} ${String(rs.weight).padEnd(6)} `
-        + `${String(rs.activeConns ?? 0).padEnd(10)} ${String(rs.inactiveConns ?? 0).padEnd(10)}`);
-    }
-  }
-  return `${lines.join('\n')}\n`;
-}
+/** How much of the listing one read asks for (the kernel answers a page or so a read). */
+const READ_BYTES = 1 << 16;
 
-/** ip_vs_info_seq_show's line of a virtual server (timeout in jiffies at HZ 250, Debian's). */
-function serviceLine(vs: VirtualServer): string {
-  const ops = vs.flags & SvcFlag.ONEPACKET ? 'ops ' : '';
-  const head = vs.fwmark ? `FWM  ${hex(vs.fwmark, 8)} ${vs.scheduler} ${ops}`
-    : vs.family === 'IPv6' ? `${vs.protocol}  ${listed(vs.address)}:${hex(vs.port, 4)} ${vs.scheduler} `
-      : `${vs.protocol}  ${listed(vs.address)}:${hex(vs.port, 4)} ${vs.scheduler} ${ops} `;
-  if (!(vs.flags & SvcFlag.PERSISTENT)) return head;
-  // The kernel prints ntohl(netmask): an IPv6 prefix length comes out byte-swapped.
-  const m = vs.family === 'IPv6' ? (vs.netmask & 0xff) * 0x1000000 : vs.netmask;
-  return `${head}persistent ${vs.timeout * 250} ${hex(m, 8)}`;
-}
-
-function hex(n: number, width: number): string {
-  return n.toString(16).toUpperCase().padStart(width, '0');
-}
-
-/** An address in the listing's form: 8 hex digits for IPv4, every IPv6 group in full within brackets. */
-function listed(address: string): string {
-  if (!address.includes(':')) return hex(address.split('.').reduce((n, b) => n * 256 + Number(b), 0), 8);
-  const b = parseIPv6(address) ?? new Uint8Array(16);
-  const groups = Array.from({ length: 8 }, (_, i) => hex(b[2 * i]! * 256 + b[2 * i + 1]!, 4).toLowerCase());
-  return `[${groups.join(':')}]`;
-}
-
-/** The listing's text; undefined where the kernel offers none (no ip_vs, no /proc) or it cannot be read. */
-export async function readProcListing(path = PROC_IPVS): Promise<string | undefined> {
+/** The kernel's listing, opened to be read in turn; undefined where there is none (no ip_vs, no /proc). */
+export async function openProcListing(path = PROC_IPVS): Promise<ListingReader | undefined> {
+  let file: FileHandle;
   try {
-    return await readFile(path, 'latin1');
+    file = await open(path, 'r');
   } catch {
     return undefined;
   }
+  const parser = new ListingParser();
+  const buf = Buffer.allocUnsafe(READ_BYTES);
+  let ended = false;
+  const close = async () => {
+    ended = true;
+    await file.close().catch(() => undefined);
+  };
+  return {
+    next: async () => {
+      if (ended) return undefined;
+      try {
+        const n = (await file.read(buf, 0, READ_BYTES, null)).bytesRead;
+        if (n > 0) return parser.push(buf.toString('latin1', 0, n));
+        await close();
+        return parser.end();
+      } catch {
+        await close();
+        return undefined;
+      }
+    },
+    close,
+  };
 }

@@ -1,6 +1,7 @@
 // The IPVS client interface. `NetlinkIpvs` (client.ts) implements it over the kernel's generic
 // netlink family; `FakeIpvs` (fake.ts) implements it in memory with the kernel's semantics
 // (duplicate add -> EEXIST, missing -> ENOENT/ESRCH) for unit tests of everything above it.
+import type { ListingReader } from './proc.js';
 import type { IpvsInfo, IpvsOp, IpvsTimeouts, RealServer, VirtualServer } from '../model/ipvs.js';
 import type { IpvsError } from './errors.js';
 
@@ -29,10 +30,11 @@ export interface IpvsClient {
    */
   getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>>;
   /**
-   * The kernel's text listing of the whole table (/proc/net/ip_vs, proc.ts), or undefined where it
-   * offers none. Optional: a full read without it dumps every virtual server's real servers.
+   * The kernel's text listing of the whole table (/proc/net/ip_vs, proc.ts), opened to be read in
+   * turn, or undefined where it offers none. Optional: a full read without it dumps every virtual
+   * server's real servers.
    */
-  listing?(): Promise<string | undefined>;
+  listing?(): Promise<ListingReader | undefined>;
   /** NEW_SERVICE; EEXIST when present, ENOENT when the scheduler is unknown. */
   addVirtualServer(vs: VirtualServer): Promise<void>;
   /** SET_SERVICE (scheduler, flags, timeout, netmask, PE); live connections survive. */

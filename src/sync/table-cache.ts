@@ -10,11 +10,11 @@ import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import { readDestMaps } from '../ipvs/read.js';
 import type { IpvsClient } from '../ipvs/types.js';
 import {
-  type IpvsOp, type IpvsTable, type RealServer, type VirtualServer, realServerKey, virtualServerEqual,
+  type IpvsOp, type IpvsTable, type VirtualServer, realServerKey, virtualServerEqual,
   virtualServerKey,
 } from '../model/ipvs.js';
 import type { DesiredTable } from '../model/desired.js';
-import { parseProcListing } from '../ipvs/proc.js';
+import { type FullReadCount, readFullDests } from './full-read.js';
 
 /**
  * The most real server dumps per batched read in the drift check's reading in turn: between two
@@ -35,11 +35,6 @@ const IN_TURN_BATCH_MS = 20;
  */
 const WHOLE_DUMP_SHARE = 0.5;
 
-/** Whether the listing shows these real servers in full: no thresholds, no tunnel settings. */
-function shownInFull(rss: readonly RealServer[]): boolean {
-  return rss.every((rs) => rs.forward !== 'tunnel' && rs.upperThreshold === 0 && rs.lowerThreshold === 0);
-}
-
 /** How a drift check read the virtual servers: one dump of all, or a lookup of each in turn. */
 export type DriftMode = 'whole' | 'in-turn';
 
@@ -53,7 +48,7 @@ export class TableCache {
    * How the last full read got its real servers: from the listing for how many virtual servers,
    * dumped for how many, and whether the kernel's listing was read at all.
    */
-  lastFullRead: { listed: number; dumped: number; listing: boolean } | undefined;
+  lastFullRead: FullReadCount | undefined;
   /** What one virtual server of the last timed dump of them all cost (ms); unknown until one listed any. */
   private dumpMsPerVs: number | undefined;
 
@@ -69,35 +64,21 @@ export class TableCache {
 
   /**
    * Replaces the cache with the kernel's whole table; `now` times its dump of the virtual servers.
-   * With `desired`, the real servers of a virtual server it wants come from the kernel's listing
-   * (proc.ts: one read for all, where netlink has one dump per virtual server) when the listing
-   * shows them in full: no thresholds nor tunnel wanted, none listed. The listing cannot show
-   * thresholds someone else set on such a real server; the drift check's netlink reads in turn
-   * find them. Every other virtual server's real servers are dumped.
+   * With `desired`, real servers come from the kernel's listing where it shows them in full
+   * (full-read.ts).
    */
   async readAll(ipvs: IpvsClient, now?: () => number, desired?: DesiredTable): Promise<void> {
     const vss = await this.dumpAll(ipvs, now);
-    const text = desired && vss.length ? await ipvs.listing?.() : undefined;
-    const listed = text === undefined ? undefined : parseProcListing(text);
-    const fromListing = vss.map((vs) => {
-      const key = virtualServerKey(vs);
-      const rss = listed?.get(key);
-      const want = desired?.get(key);
-      return rss && want && shownInFull(want.dests) && shownInFull(rss) ? rss : undefined;
-    });
-    const dumped = await readDestMaps(ipvs, vss.filter((_, i) => !fromListing[i]));
+    const { dests, count } = await readFullDests(ipvs, vss, desired);
     const table: MutableIpvsTable = new Map();
     let n = 0;
-    let d = 0;
     vss.forEach((vs, i) => {
-      const rss = fromListing[i];
-      const dests = rss ? new Map(rss.map((rs) => [realServerKey(rs), rs])) : dumped[d++]!;
-      table.set(virtualServerKey(vs), { vs, dests });
-      n += dests.size;
+      table.set(virtualServerKey(vs), { vs, dests: dests[i]! });
+      n += dests[i]!.size;
     });
     this.table = table;
     this.dests = n;
-    this.lastFullRead = { listed: vss.length - dumped.length, dumped: dumped.length, listing: text !== undefined };
+    this.lastFullRead = count;
   }
 
   /** One dump of every virtual server, timed on `now` when given (the drift check's estimate). */

@@ -6,6 +6,7 @@
 // Addresses: VIPs 10.200.5.0/24, 10.200.6.0/24 and fd00:205::/64, pods 10.10.0.0/15, fd00:15::/64.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFile, execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { NetlinkIpvs } from '../../src/ipvs/client.js';
 import { IpvsError } from '../../src/ipvs/errors.js';
@@ -73,7 +74,7 @@ describe('listRealServersMany and getVirtualServers on the kernel', () => {
   });
 
   it('/proc/net/ip_vs lists the table as FakeIpvs writes it; a full read through it holds what the dumps hold', async () => {
-    const r = await listingCase(ipvs);
+    const r = await listingCase(ipvs, () => readFile('/proc/net/ip_vs', 'latin1'));
     expect(r.seedErrors).toEqual([]);
     expect(r.header).toEqual([
       'IP Virtual Server version 1.2.1 (size=4096)',
@@ -100,7 +101,9 @@ describe('listRealServersMany and getVirtualServers on the kernel', () => {
     const desired = new Map(listed.map((e) => [virtualServerKey(e.vs), e]));
     const cache = new TableCache();
     await cache.readAll(ipvs, undefined, desired as never);
-    expect(cache.lastFullRead).toEqual({ listed: 301, dumped: 0, listing: true });
+    // The listing from the start and dumps from the end, until they meet: both took a part.
+    const how = cache.lastFullRead!;
+    expect([how.listed + how.dumped, how.listing, how.listed > 0, how.dumped > 0]).toEqual([301, true, true, true]);
     expect(cache.realServers).toBe(listed.reduce((n, e) => n + e.dests.length, 0));
     expect(lines([...cache.view.values()].map((e) => ({ vs: e.vs, dests: [...e.dests.values()] })))).toEqual(lines(listed));
   });

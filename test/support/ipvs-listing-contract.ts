@@ -85,16 +85,17 @@ export function tableText(table: IpvsTable): string[] {
 }
 
 /**
- * Seeds `client` (empty) with LISTING_SEED; then its listing as sorted blocks, what parseProcListing
- * takes from it, and two full reads: one through the listing with every seeded virtual server
- * desired as seeded, one dumping every virtual server's real servers.
+ * Seeds `client` (empty) with LISTING_SEED; then its listing (`text`: the kernel's or the fake's) as
+ * sorted blocks, what parseProcListing takes from it, and two full reads: one through the client's
+ * listing with every seeded virtual server desired as seeded, one dumping every virtual server's
+ * real servers.
  */
-export async function listingCase(client: IpvsClient): Promise<{
+export async function listingCase(client: IpvsClient, listingText: () => Promise<string>): Promise<{
   seedErrors: string[]; header: string[]; blocks: string[]; parsed: string[];
   throughListing: string[]; dumped: string[]; lastFullRead: TableCache['lastFullRead'];
 }> {
   const seedErrors = (await client.apply(LISTING_SEED)).filter((r) => r !== undefined).map(String);
-  const text = (await client.listing?.()) ?? '';
+  const text = await listingText();
   const lines = text.split('\n');
   const header = lines.slice(0, 3);
   const blocks: string[] = [];

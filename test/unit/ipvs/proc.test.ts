@@ -4,7 +4,12 @@
 // listings the parser must not trust.
 import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
-import { parseProcListing } from '../../../src/ipvs/proc.js';
+import {
+  type ListedServer, type ListingReader, ListingParser, openProcListing, parseProcListing, textListing,
+} from '../../../src/ipvs/proc.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { formatRealServer } from '../../../src/model/ipvs.js';
 import { TableCache } from '../../../src/sync/table-cache.js';
 import {
@@ -39,7 +44,8 @@ function parsedText(text: string): string[] {
 
 describe('the listing on FakeIpvs', () => {
   it('writes the table as the kernel lists it, and a read through it holds what dumping every virtual server holds', async () => {
-    const r = await listingCase(new FakeIpvs());
+    const fake = new FakeIpvs();
+    const r = await listingCase(fake, async () => fake.listingText());
     expect(r.seedErrors).toEqual([]);
     expect(r.header).toEqual(HEADER);
     expect(r.blocks).toEqual(LISTING_BLOCKS);
@@ -103,5 +109,67 @@ TCP  0A000007:0050 rr
     expect(parsedText(text)).toEqual(['TCP 10.0.0.7:80: 10.1.0.7:80 w=7 local']);
     // The connection counters as listed (the drain decides on them); persistent ones are not listed.
     expect(parseProcListing(text).get('TCP 10.0.0.7:80')![0]).toMatchObject({ activeConns: -1, inactiveConns: 0, persistentConns: undefined });
+  });
+
+  it('gives each virtual server once its record is complete, in pieces of any size alike', () => {
+    const whole: ListedServer[] = [];
+    const p = new ListingParser();
+    whole.push(...p.push(CAPTURED), ...p.end());
+    expect(whole.map((v) => `${v.key} ${v.rss?.length}`)).toEqual([
+      'TCP [2001:db8::1]:80 1', 'TCP 10.0.0.3:443 0', 'SCTP 10.0.0.4:9 0', 'TCP 10.0.0.1:80 3', 'UDP 10.0.0.2:53 0',
+    ]);
+    for (const size of [1, 2, 3, 7, 64, CAPTURED.length]) {
+      const q = new ListingParser();
+      const got: ListedServer[] = [];
+      for (let i = 0; i < CAPTURED.length; i += size) got.push(...q.push(CAPTURED.slice(i, i + size)));
+      got.push(...q.end());
+      expect(got).toEqual(whole);
+    }
+    // No newline at the end: the last line still counts.
+    expect(parseProcListing(CAPTURED.trimEnd())).toEqual(parseProcListing(CAPTURED));
+    // A record with a line it cannot read comes out without real servers.
+    const r = new ListingParser();
+    expect([...r.push('TCP  0A000001:0050 rr  \n  -> 0A010001:1F90      Masq    x      0          0\n'), ...r.end()])
+      .toEqual([{ key: 'TCP 10.0.0.1:80', rss: undefined }]);
+  });
+});
+
+/** Every virtual server a reader gives, to the end. */
+async function drain(reader: ListingReader): Promise<ListedServer[]> {
+  const out: ListedServer[] = [];
+  for (let got = await reader.next(); got; got = await reader.next()) out.push(...got);
+  return out;
+}
+
+describe('openProcListing and textListing', () => {
+  it('read a file in turn, past their reads, as the whole text parses; undefined where there is none', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'proc-listing-'));
+    try {
+      // 20 000 virtual servers of one real server each: about 1.8 MB.
+      const lines = [...CAPTURED.split('\n').slice(0, 3)];
+      for (let i = 0; i < 20_000; i++) {
+        lines.push(`TCP  0A${(i >> 8).toString(16).toUpperCase().padStart(2, '0')}${(i & 255).toString(16).toUpperCase().padStart(2, '0')}01:0050 rr  `);
+        lines.push(`  -> 0B000001:${(i % 65535 + 1).toString(16).toUpperCase().padStart(4, '0')}      Masq    1      0          0         `);
+      }
+      const text = `${lines.join('\n')}\n`;
+      expect(text.length).toBeGreaterThan(1 << 20);
+      writeFileSync(join(dir, 'ip_vs'), text, 'latin1');
+      const whole = [...parseProcListing(text)].map(([key, rss]) => ({ key, rss }));
+      const read = await drain((await openProcListing(join(dir, 'ip_vs')))!);
+      expect(read).toEqual(whole);
+      expect(await drain(textListing(text))).toEqual(whole);
+      expect(read).toHaveLength(20_000);
+      expect(read[12345]).toEqual({ key: 'TCP 10.48.57.1:80', rss: [expect.objectContaining({ address: '11.0.0.1', port: 12346, weight: 1 })] });
+      // Closed early: nothing more.
+      const early = (await openProcListing(join(dir, 'ip_vs')))!;
+      expect((await early.next())!.length).toBeGreaterThan(0);
+      await early.close();
+      expect(await early.next()).toBeUndefined();
+      expect(await openProcListing(join(dir, 'missing'))).toBeUndefined();
+      const notAFile = (await openProcListing(dir))!; // a directory opens, and its read fails
+      expect(await notAFile.next()).toBeUndefined();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
