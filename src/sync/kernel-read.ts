@@ -15,6 +15,8 @@ import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
 import { TableCache } from './table-cache.js';
 import { settledAll } from '../util/settled.js';
+import type { Log } from '../util/log.js';
+import { PROC_IPVS } from '../ipvs/proc.js';
 
 /**
  * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after
@@ -51,7 +53,10 @@ export class KernelReader {
    */
   periodicTailMs = 0;
 
-  constructor(private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock) {}
+  constructor(
+    private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock,
+    private readonly log: Log = () => {},
+  ) {}
 
   /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
   async read(r: ReadRequest): Promise<Set<string>> {
@@ -61,6 +66,12 @@ export class KernelReader {
         this.cache.readAll(this.ipvs, () => this.clock.now(), r.table), this.vips.list(r.link),
       ]);
       this.vipsNow = new Set(vips);
+      const how = this.cache.lastFullRead;
+      this.log('info', 'read the whole IPVS table', {
+        virtualServers: this.cache.view.size, realServers: this.cache.realServers,
+        realServersFrom: how?.listing ? `${PROC_IPVS} and GET_DEST dumps` : 'GET_DEST dumps',
+        ...(how ? { listed: how.listed, dumped: how.dumped } : {}),
+      });
       return new Set();
     }
     if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));

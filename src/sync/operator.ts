@@ -48,7 +48,7 @@ export class Operator {
   constructor(config: ProxyConfig, private readonly deps: OperatorDeps) {
     this.weights = new Weighting(deps.registry, deps.clusterWeights);
     const clock = deps.clock ?? realClock;
-    this.reader = new KernelReader(deps.ipvs, deps.vips, clock);
+    this.reader = new KernelReader(deps.ipvs, deps.vips, clock, deps.log);
     this.kernel = new KernelGeneration(deps);
     this.carry = new SyncCarry(deps.record ?? new MemoryOwnershipRecord(), deps.log);
     this.state = new DesiredState(config, deps.registry, deps.nodeName, {

@@ -7,7 +7,7 @@ import { Agent } from 'node:http';
 import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { getPod } from '../support/http.js';
 import { setUpLabNode } from '../support/lab-node.js';
-import { ipvsadm, ipvsadmLines } from '../support/ipvsadm.js';
+import { ipvsadm, ipvsadmLines, ipvsadmTable } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
@@ -124,6 +124,37 @@ describe('the operator on the files source', () => {
       ipvsadm('-D', '-t', '10.99.0.1:443');
     }
   }, 300_000);
+
+  it('a restart repairs in its first sync what /proc/net/ip_vs shows, and the drift check a threshold it hides', async () => {
+    dir = new ManifestDir();
+    dir.write('config', config(), node);
+    dir.write('web', service('web', '10.200.1.37'), slice('web', PODS));
+    op = new OperatorProcess(dir.args, undefined, ['--no-iptables']);
+    await op.start();
+    const inStep = 'TCP 10.200.1.37:80 rr -> 10.10.1.21:80 w=1, 10.10.1.22:80 w=1, 10.10.1.23:80 w=1';
+    await waitFor('the Service programmed', () => ipvsadmLines().includes(inStep));
+    expect(await op.stop()).toBe(0);
+    // While it is down: a weight changed and a real server added (the listing shows both), and
+    // thresholds set on another real server (the listing does not show them).
+    ipvsadm('-e', '-t', '10.200.1.37:80', '-r', '10.10.1.21:80', '-m', '-w', '5');
+    ipvsadm('-a', '-t', '10.200.1.37:80', '-r', '10.10.1.99:80', '-m', '-w', '1');
+    ipvsadm('-e', '-t', '10.200.1.37:80', '-r', '10.10.1.22:80', '-m', '-w', '1', '-x', '50', '-y', '5');
+    const thresholds = () => ipvsadmTable().find((e) => e.vs.address === '10.200.1.37')!.dests
+      .filter((d) => d.upperThreshold || d.lowerThreshold).map((d) => `${d.address} ${d.upperThreshold}/${d.lowerThreshold}`);
+    expect(thresholds()).toEqual(['10.10.1.22 50/5']);
+    op = new OperatorProcess(dir.args, undefined, ['--no-iptables']);
+    await op.start();
+    const [first] = op.syncs();
+    const read = op.logs.find((l) => l.message === 'read the whole IPVS table');
+    expect(read).toMatchObject({ realServersFrom: '/proc/net/ip_vs and GET_DEST dumps', listed: 1, dumped: 0 });
+    // The first sync after the restart: the weight set back and the stray real server (no
+    // connections, as the listing counts them) deleted at once: 2 ops.
+    expect(first).toMatchObject({ full: true, ops: 2, failed: 0 });
+    expect(ipvsadmLines()).toContain(inStep);
+    // The thresholds: put right by the drift check, which reads real servers over netlink in turn.
+    await waitFor('the thresholds cleared', () => thresholds().length === 0, 60_000, 300);
+    expect(ipvsadmLines()).toContain(inStep);
+  }, 240_000);
 
   it('an endpoint removed under a live connection drains at weight 0 and goes when the connection closes', async () => {
     dir = new ManifestDir();
