@@ -12,8 +12,10 @@
 // With --real (in the lab VM, as root: `node dist/lab/cli.js run -- node dist/bench/host-process.js
 // kube 10000 10 --real`) the operator programs the kernel as a node does (no dry run, the iptables
 // path on): the process a node runs, without the dry run's table.
+// With --restart (and --real) a first operator programs the node and stops (SIGTERM); the figures
+// are then a second one's, over the programmed node: its ready time and memory, peak included.
 // Prints one JSON object on stdout. Figures only: nothing here is asserted.
-// Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE] [--real]
+// Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE] [--real] [--restart]
 //        [--node-flags '--max-semi-space-size=2 ...': given to the operator's node]
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -34,6 +36,7 @@ const snapshot = snapAt > 0 ? process.argv[snapAt + 1] : undefined;
 const flagsAt = process.argv.indexOf('--node-flags');
 const nodeFlags = flagsAt > 0 ? (process.argv[flagsAt + 1] ?? '').split(' ').filter(Boolean) : [];
 const real = process.argv.includes('--real');
+const restart = real && process.argv.includes('--restart');
 const PER_FILE = 100;
 const CLI = fileURLToPath(new URL('../src/cli/main.js', import.meta.url));
 const PROBE = fileURLToPath(new URL('./mem-probe.js', import.meta.url));
@@ -76,12 +79,34 @@ const port = await new Promise<number>((resolve) => {
   });
 });
 const probeOut = join(work, 'probe.json');
-const t0 = process.hrtime.bigint();
-const child = spawn(process.execPath, [...nodeFlags, '--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
+const launch = () => spawn(process.execPath, [...nodeFlags, '--expose-gc', '--import', PROBE, CLI, 'run', ...sourceArgs, '--node-name', NODE_NAME,
   ...(real ? [] : ['--dry-run', '--no-iptables']), '--metrics-addr', `127.0.0.1:${port}`, '--state-dir', join(work, 'state'), '--log-level', 'warn'], {
   stdio: ['ignore', 'ignore', 'inherit'],
   env: { ...process.env, IPVSOP_MEM_PROBE: probeOut, ...(snapshot ? { IPVSOP_HEAP_SNAPSHOT: snapshot } : {}) },
 });
+const ready = async (c: ReturnType<typeof launch>, since: bigint): Promise<number> => {
+  for (;;) {
+    if (c.exitCode !== null) throw new Error(`operator exited with ${c.exitCode}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+    if (ok) return msSince(since);
+    if (msSince(since) > 1_800_000) throw new Error('operator not ready within 30 min');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+};
+let firstReadyMs: number | undefined;
+if (restart) {
+  const first = launch();
+  const gone = new Promise((r) => first.once('exit', r));
+  try {
+    firstReadyMs = await ready(first, process.hrtime.bigint());
+    progress(`${kind}: the first operator ready after ${(firstReadyMs / 1000).toFixed(1)} s; restarting`);
+  } finally {
+    first.kill('SIGTERM');
+    await gone;
+  }
+}
+const t0 = process.hrtime.bigint();
+const child = launch();
 const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
 const status = () => {
   const text = readFileSync(`/proc/${child.pid}/status`, 'utf8');
@@ -89,14 +114,7 @@ const status = () => {
   return { rss: kb('VmRSS'), hwm: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') };
 };
 try {
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
-    const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
-    if (ok) break;
-    if (msSince(t0) > 1_800_000) throw new Error('operator not ready within 30 min');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  const readyMs = msSince(t0);
+  const readyMs = await ready(child, t0);
   progress(`${kind}: ready after ${(readyMs / 1000).toFixed(1)} s`);
   const rssReady = status();
   child.kill('SIGUSR2');
@@ -113,7 +131,7 @@ try {
   const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
   const rs = N * E;
   console.log(JSON.stringify({
-    source: kind, mode: real ? 'real kernel' : 'dry run', nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
+    source: kind, mode: real ? 'real kernel' : 'dry run', ...(restart ? { restartOf: { firstReadyMs } } : {}), nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
     rssMb: mb(after.rss), rssAtReadyMb: mb(rssReady.rss), peakRssMb: mb(after.hwm),
     heapUsedMb: mb(probe.memory.heapUsed), heapTotalMb: mb(probe.memory.heapTotal), externalMb: mb(probe.memory.external),
     arrayBuffersMb: mb(probe.memory.arrayBuffers),
