@@ -16,7 +16,8 @@ import type { IpvsClient, OpResult } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
-import { type ListingReader, openProcListing } from './proc.js';
+import type { ListingReader } from './proc.js';
+import { openProcListing } from './proc-read.js';
 
 /**
  * The kernel's IPVS over generic netlink. All calls are serialised on one socket. A socket that

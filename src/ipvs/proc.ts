@@ -4,15 +4,11 @@
 // 36 000 dumps at 30 000 Services. The listing shows a real server's address, port, forwarding
 // method, weight and connections, not its thresholds nor its tunnel settings; and a firewall-mark
 // line names no address family. So a full read takes from it only what it shows in full
-// (sync/full-read.ts). Writing it, for FakeIpvs: proc-format.ts. pure, but for openProcListing.
-import { type FileHandle, open } from 'node:fs/promises';
+// (sync/full-read.ts). Writing it, for FakeIpvs: proc-format.ts; reading the file: proc-read.ts. pure.
 import { canonicalIP } from '../model/addr.js';
 import {
   FORWARD_METHODS, type ForwardMethod, type Protocol, type RealServer, virtualServerKey,
 } from '../model/ipvs.js';
-
-/** Where the kernel lists the reader's IPVS table. */
-export const PROC_IPVS = '/proc/net/ip_vs';
 
 /** The kernel's names of the forwarding methods (ip_vs_fwd_name), in FORWARD_METHODS' order. */
 export const FORWARD_NAMES = ['Masq', 'Local', 'Tunnel', 'Route', 'Bypass'] as const;
@@ -245,39 +241,4 @@ function addressOf(hex: string | undefined, v6: string | undefined): string | un
   if (hex === undefined) return undefined;
   const n = parseInt(hex, 16);
   return [n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff].join('.');
-}
-
-/** How much of the listing one read asks for (the kernel answers a page or so a read). */
-const READ_BYTES = 1 << 16;
-
-/** The kernel's listing, opened to be read in turn; undefined where there is none (no ip_vs, no /proc). */
-export async function openProcListing(path = PROC_IPVS): Promise<ListingReader | undefined> {
-  let file: FileHandle;
-  try {
-    file = await open(path, 'r');
-  } catch {
-    return undefined;
-  }
-  const parser = new ListingParser();
-  const buf = Buffer.allocUnsafe(READ_BYTES);
-  let ended = false;
-  const close = async () => {
-    ended = true;
-    await file.close().catch(() => undefined);
-  };
-  return {
-    next: async () => {
-      if (ended) return undefined;
-      try {
-        const n = (await file.read(buf, 0, READ_BYTES, null)).bytesRead;
-        if (n > 0) return parser.push(buf.toString('latin1', 0, n));
-        await close();
-        return parser.end();
-      } catch {
-        await close();
-        return undefined;
-      }
-    },
-    close,
-  };
 }

@@ -16,7 +16,7 @@ import type { Clock } from './runner.js';
 import { TableCache } from './table-cache.js';
 import { settledAll } from '../util/settled.js';
 import type { Log } from '../util/log.js';
-import { PROC_IPVS } from '../ipvs/proc.js';
+import { PROC_IPVS } from '../ipvs/proc-read.js';
 
 /**
  * The share of syncPeriod a periodic drift check may spend in all (10%); what is left of it after

@@ -5,8 +5,9 @@
 import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
 import {
-  type ListedServer, type ListingReader, ListingParser, openProcListing, parseProcListing, textListing,
+  type ListedServer, type ListingReader, ListingParser, parseProcListing, textListing,
 } from '../../../src/ipvs/proc.js';
+import { openProcListing } from '../../../src/ipvs/proc-read.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
