@@ -11,7 +11,24 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const results = join(root, '.cache', 'results');
 mkdirSync(results, { recursive: true });
 
-interface JestJson { numPassedTests: number; numFailedTests: number; numPendingTests: number; numTotalTestSuites: number; numFailedTestSuites: number }
+interface JestJson {
+  numPassedTests: number; numFailedTests: number; numPendingTests: number; numTotalTestSuites: number; numFailedTestSuites: number;
+  testResults?: Array<{ name: string; message?: string; assertionResults?: Array<{ status: string; fullName: string; failureMessages?: string[] }> }>;
+}
+
+// Each failed test, or a file that failed outside its tests, as one line with the start of its
+// message: printed again last, so that the end of a long log names what failed.
+function failures(name: string, json: JestJson): string[] {
+  const lines: string[] = [];
+  const firstLine = (m: string | undefined): string =>
+    (m ?? '').replace(new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g'), '').split('\n').map((l) => l.trim()).filter(Boolean).slice(0, 8).join(' | ').slice(0, 600);
+  for (const file of json.testResults ?? []) {
+    const failed = (file.assertionResults ?? []).filter((a) => a.status === 'failed');
+    for (const a of failed) lines.push(`${name}: FAILED ${a.fullName}: ${firstLine(a.failureMessages?.[0])}`);
+    if (failed.length === 0 && file.message) lines.push(`${name}: FAILED file ${file.name.replace(root + '/', '')}: ${firstLine(file.message)}`);
+  }
+  return lines;
+}
 
 function run(name: string, cmd: string[]): { code: number; json?: JestJson } {
   const out = join(results, `${name}.json`);
@@ -39,6 +56,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 let broken = false;
+const failedLines: string[] = [];
 for (const [name, cmd] of runs) {
   if (only && only !== name) continue;
   const t0 = Date.now();
@@ -54,7 +72,9 @@ for (const [name, cmd] of runs) {
   passed += json.numPassedTests;
   failed += json.numFailedTests;
   skipped += json.numPendingTests;
+  failedLines.push(...failures(name, json));
   if (code !== 0 || json.numFailedTestSuites > 0) broken = true;
 }
+for (const line of failedLines) console.log(line);
 console.log(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exitCode = broken || failed > 0 || passed === 0 ? 1 : 0;
