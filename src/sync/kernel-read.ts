@@ -69,7 +69,8 @@ export class KernelReader {
       const how = this.cache.lastFullRead;
       this.log('info', 'read the whole IPVS table', {
         virtualServers: this.cache.view.size, realServers: this.cache.realServers,
-        realServersFrom: how?.listing ? `${PROC_IPVS} and GET_DEST dumps` : 'GET_DEST dumps',
+        realServersFrom: !this.cache.view.size ? 'none: no virtual server'
+          : how?.listing ? `${PROC_IPVS} and GET_DEST dumps` : 'GET_DEST dumps',
         ...(how ? { listed: how.listed, dumped: how.dumped } : {}),
       });
       return new Set();

@@ -66,6 +66,9 @@ describe('Operator.sync', () => {
       'sync-iptables 3 set entries',
     ] }]);
 
+    const fullRead = (l: typeof log) => l.entries.filter((e) => e.message === 'read the whole IPVS table').map((e) => e.fields);
+    expect(fullRead(log)).toEqual([{ virtualServers: 0, realServers: 0, realServersFrom: 'none: no virtual server', listed: 0, dumped: 0 }]);
+
     // A new operator on the same kernel: it reads the table and changes nothing.
     const again = setup(ipvs, vips);
     again.op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
@@ -77,6 +80,7 @@ describe('Operator.sync', () => {
     expect(again.op.last).toMatchObject({ ops: 0, failed: 0, full: true });
     // Its plan: no IPVS op, no VIP; the iptables path is applied once per process.
     expect(again.log.entries.filter((l) => l.message === 'sync plan').map((l) => l.fields)).toEqual([{ ops: 0, changes: ['sync-iptables 3 set entries'] }]);
+    expect(fullRead(again.log)).toEqual([{ virtualServers: 1, realServers: 2, realServersFrom: '/proc/net/ip_vs and GET_DEST dumps', listed: 1, dumped: 0 }]);
   });
 
   it('one endpoint change is one op, planned incrementally', async () => {
