@@ -15,6 +15,8 @@ import { settledAll } from '../util/settled.js';
 
 /** Virtual servers per batch of dumps from the end: the two meet to within about a batch. */
 const DUMP_BATCH = 64;
+/** How long the dumps wait for the listing's first record before they start anyway. */
+export const FIRST_RECORD_WAIT_MS = 5000;
 
 /** How a full read got its real servers. */
 export interface FullReadCount {
@@ -32,8 +34,9 @@ export interface FullReadCount {
  * none listed. The listing cannot show thresholds someone else set on such a real server: the
  * drift check's netlink reads in turn find them. Every other one is dumped.
  */
-export async function readFullDests(ipvs: IpvsClient, vss: readonly VirtualServer[], desired?: DesiredTable):
-Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
+export async function readFullDests(
+  ipvs: IpvsClient, vss: readonly VirtualServer[], desired?: DesiredTable, firstRecordWaitMs = FIRST_RECORD_WAIT_MS,
+): Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
   const dests = new Array<Map<string, RealServer> | undefined>(vss.length);
   /** Taken by the dumps (read, or in a batch being read). */
   const claimed = new Uint8Array(vss.length);
@@ -80,7 +83,8 @@ Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
   };
   const dumpFromEnd = async () => {
     // The listing's first read (the cheapest) is taken first: a small table is read by it alone.
-    if (reader) await started;
+    // A listing that gives no record within the wait is not waited for.
+    if (reader) await waitAtMost(started, firstRecordWaitMs);
     for (let size = DUMP_SOCKETS; back > front; size = DUMP_BATCH) {
       const batch: number[] = [];
       while (batch.length < size && back > front) {
@@ -89,6 +93,8 @@ Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
       }
       await dump(batch);
     }
+    // Everything is claimed or listed: a read the listing still waits for is of no use.
+    await reader?.close();
   };
   const dump = async (batch: readonly number[]) => {
     const read = await readDestMaps(ipvs, batch.map((i) => vss[i]!));
@@ -106,4 +112,11 @@ Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
 /** Whether the listing shows these real servers in full: no thresholds, no tunnel settings. */
 function shownInFull(rss: readonly RealServer[]): boolean {
   return rss.every((rs) => rs.forward !== 'tunnel' && rs.upperThreshold === 0 && rs.lowerThreshold === 0);
+}
+
+/** Resolves when `p` does or after `ms`, whichever is first. */
+async function waitAtMost(p: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
+  clearTimeout(timer);
 }

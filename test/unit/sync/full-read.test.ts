@@ -87,6 +87,25 @@ describe('readFullDests', () => {
     }
   });
 
+  it('a listing that never answers: the dumps start after the wait, read everything, and close it', async () => {
+    const { fake, desired } = seeded(40);
+    let closed = 0;
+    const stalled = (): ListingReader => {
+      let wake: (v: undefined) => void = () => {};
+      return {
+        next: () => new Promise((r) => { wake = r; }),
+        close: async () => { closed++; wake(undefined); },
+      };
+    };
+    const client = withListing(fake, stalled);
+    const vss = await client.listVirtualServers();
+    const { dests, count } = await readFullDests(client, vss, desired, 50);
+    expect(tableText(new Map(vss.map((vs, i) => [virtualServerKey(vs), { vs, dests: dests[i]! }]))))
+      .toEqual(await byDumps(fake));
+    expect(count).toEqual({ listed: 0, dumped: 40, listing: true });
+    expect(closed).toBeGreaterThan(0);
+  });
+
   it('a small table is read by the listing\'s first read alone, but for what it cannot show', async () => {
     const { fake, desired } = seeded(15); // a listing of 3.2 kB: one read
     const { count, text } = await read(fake, desired);
