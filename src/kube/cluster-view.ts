@@ -16,6 +16,7 @@ import { defaultHealing, httpStatus } from './informer.js';
 import { ViewLiveness } from './cluster-view-liveness.js';
 import { LeaseElector } from './lease.js';
 import { Reflector } from './reflector.js';
+import { waitAtMost } from '../util/settled.js';
 
 /** A published IPVSServiceWeights, before it is checked. */
 type WeightsObject = Record<string, unknown> & { metadata?: { name?: string; namespace?: string } };
@@ -94,9 +95,7 @@ export class ClusterView {
    * waits for it, so a restarted node programs the weights in force, not local ones first.
    */
   async weightsListed(ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.weightsReflector.synced(), new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
-    clearTimeout(timer);
+    await waitAtMost(this.weightsReflector.synced(), ms);
   }
 
   /** The leader's Lease as last observed, and whether this node leads (status, tests). */

@@ -11,7 +11,7 @@ import { readDestMaps } from '../ipvs/read.js';
 import { DUMP_SOCKETS } from '../ipvs/dump-pool.js';
 import { type RealServer, type VirtualServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import type { DesiredTable } from '../model/desired.js';
-import { settledAll } from '../util/settled.js';
+import { settledAll, waitAtMost } from '../util/settled.js';
 
 /** Virtual servers per batch of dumps from the end: the two meet to within about a batch. */
 const DUMP_BATCH = 64;
@@ -112,11 +112,4 @@ export async function readFullDests(
 /** Whether the listing shows these real servers in full: no thresholds, no tunnel settings. */
 function shownInFull(rss: readonly RealServer[]): boolean {
   return rss.every((rs) => rs.forward !== 'tunnel' && rs.upperThreshold === 0 && rs.lowerThreshold === 0);
-}
-
-/** Resolves when `p` does or after `ms`, whichever is first. */
-async function waitAtMost(p: Promise<void>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([p, new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
-  clearTimeout(timer);
 }

@@ -9,3 +9,10 @@ export async function settledAll<T extends readonly unknown[]>(
   for (const r of results) if (r.status === 'rejected') throw r.reason;
   return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
 }
+
+/** Resolves when `p` does or after `ms`, whichever is first; never rejects for the wait. */
+export async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([p, new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
+  clearTimeout(timer);
+}

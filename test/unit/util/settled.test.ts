@@ -1,6 +1,6 @@
 // src/util/settled.ts: work started at once is all waited for, whatever fails.
 import { describe, expect, it } from '@jest/globals';
-import { settledAll } from '../../../src/util/settled.js';
+import { settledAll, waitAtMost } from '../../../src/util/settled.js';
 
 /** A promise the test settles by hand. */
 function deferred<T>(): { p: Promise<T>; resolve: (v: T) => void; reject: (e: Error) => void } {
@@ -26,5 +26,21 @@ describe('settledAll', () => {
     expect(settled).toBe(false);
     slow.resolve(3);
     await expect(all).rejects.toThrow('first');
+  });
+});
+
+describe('waitAtMost', () => {
+  it('resolves when the promise does, or after the wait when it never settles', async () => {
+    const never = deferred<number>();
+    let done = false;
+    const waited = waitAtMost(never.p, 30).then(() => { done = true; });
+    await new Promise((r) => setImmediate(r));
+    expect(done).toBe(false);
+    await waited;
+    expect(done).toBe(true);
+    const soon = deferred<number>();
+    const early = waitAtMost(soon.p, 60_000);
+    soon.resolve(1);
+    await early; // resolved long before its wait (jest would time out otherwise)
   });
 });
