@@ -20,7 +20,10 @@ export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
 export function collectEndpoints(
   slices: readonly V1EndpointSlice[], portName: string, protocol: Protocol, family: Family, nodeName: string,
 ): PluginEndpoint[] {
-  const byKey = new Map<string, PluginEndpoint>();
+  // Keyed by address: a flat string whose hash the runtime keeps, where an "ip|port" key would be
+  // built and hashed per endpoint. The same address on another port (rare) goes to `otherPorts`.
+  const byAddress = new Map<string, PluginEndpoint>();
+  let otherPorts: Map<string, PluginEndpoint> | undefined;
   for (const slice of slices) {
     if (obj(slice)?.addressType !== family) continue;
     // Fields are read type-safely (fields.ts): a slice from YAML may hold anything; what is not of
@@ -29,7 +32,8 @@ export function collectEndpoints(
       p && (p.name ?? '') === portName && (p.protocol ?? 'TCP') === protocol);
     const portNumber = intIn(port?.port, 1, 65535);
     if (portNumber === undefined) continue;
-    const labels = stringMap(obj(slice.metadata)?.labels);
+    // Frozen, like each endpoint below: plugins get them as they are (resolve.ts copies what is not).
+    const labels = Object.freeze(stringMap(obj(slice.metadata)?.labels));
     for (const raw of arr(slice.endpoints) ?? []) {
       const ep = obj(raw);
       const first = arr(ep?.addresses)?.[0];
@@ -55,21 +59,32 @@ export function collectEndpoints(
       if (hostname !== undefined) e.hostname = hostname;
       const hints = obj(ep.hints);
       const zoneHints = hintNames(hints?.forZones);
-      if (zoneHints.length) e.zoneHints = zoneHints;
+      if (zoneHints.length) e.zoneHints = Object.freeze(zoneHints);
       const nodeHints = hintNames(hints?.forNodes);
-      if (nodeHints.length) e.nodeHints = nodeHints;
+      if (nodeHints.length) e.nodeHints = Object.freeze(nodeHints);
       const ref = obj(ep.targetRef);
       if (ref?.kind === 'Pod' && typeof ref.name === 'string' && ref.name) e.podName = ref.name;
-      const key = `${address}|${portNumber}`;
-      const old = byKey.get(key);
-      if (!old || rank(e) > rank(old)) byKey.set(key, e);
+      Object.freeze(e);
+      const old = byAddress.get(address);
+      if (!old) byAddress.set(address, e);
+      else if (old.port === portNumber) {
+        if (rank(e) > rank(old)) byAddress.set(address, e);
+      } else {
+        otherPorts ??= new Map();
+        const key = `${address}|${portNumber}`;
+        const other = otherPorts.get(key);
+        if (!other || rank(e) > rank(other)) otherPorts.set(key, e);
+      }
     }
   }
-  return [...byKey.values()].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
+  const out = [...byAddress.values()];
+  if (otherPorts) out.push(...otherPorts.values());
+  return out.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : a.port - b.port));
 }
 
 /** The `name` of each `{name}` entry of a hints list; entries of the wrong type are skipped. */
 function hintNames(list: unknown): string[] {
+  if (list === undefined) return []; // the usual case, without the flatMap below
   return (arr(list) ?? []).flatMap((h) => { const n = str(obj(h)?.name); return n ? [n] : []; });
 }
 

@@ -13,8 +13,8 @@ import type { BuildEnv } from './service-parse.js';
 export function resolveSafely(
   choice: SchedulerChoice, env: BuildEnv, eps: readonly PluginEndpoint[], id: string, problems: Problem[],
 ): Resolution {
-  // Each call gets its own frozen copies: a plugin that mutates what it is given (the shared set
-  // of kernel schedulers, the endpoints, the options) changes nothing another Service sees.
+  // A plugin gets frozen values only: one that mutates what it is given (the shared set of kernel
+  // schedulers, the endpoints, the options) changes nothing another Service sees.
   const context = frozenContext(env.context);
   const attempt = (c: SchedulerChoice): Resolution | string => {
     try {
@@ -71,8 +71,15 @@ function checkResolution(res: unknown, n: number, available: ReadonlySet<string>
   return { scheduler, flags, weights: [...weights] as number[], ...(persistence ? { persistence } : {}) };
 }
 
-/** A deep copy of plain data, frozen all the way down. */
+/** Frozen copies made, by original: the fallback's options and the context are the same object for
+ * every Service. An original is never changed once a build reads it (chooseScheduler, environment.ts). */
+const frozenCopies = new WeakMap<object, unknown>();
+
+/** A deep copy of plain data, frozen all the way down (primitives as they are). */
 function deepFrozenCopy<T>(v: T): T {
+  if (typeof v !== 'object' || v === null) return v;
+  const known = frozenCopies.get(v);
+  if (known !== undefined) return known as T;
   const copy = structuredClone(v);
   const freeze = (o: unknown): void => {
     if (typeof o !== 'object' || o === null || Object.isFrozen(o)) return;
@@ -80,25 +87,34 @@ function deepFrozenCopy<T>(v: T): T {
     for (const x of Object.values(o)) freeze(x);
   };
   freeze(copy);
+  frozenCopies.set(v, copy);
   return copy;
 }
 
 /**
- * Frozen copies of the endpoints, their nested records and lists copied too: on the path of every
- * Service's build, so a field-wise copy (about twice as fast as structuredClone here) rather than
- * a generic deep one. A field added to PluginEndpoint that holds an object must be copied here.
+ * The endpoints as a frozen list of frozen records: collectEndpoints freezes what it makes, so
+ * those are passed as they are; any other is copied field-wise, its nested records and lists too.
+ * A field added to PluginEndpoint that holds an object must be checked and copied here.
  */
-function frozenEndpoints(eps: readonly PluginEndpoint[]): PluginEndpoint[] {
-  return Object.freeze(eps.map((e) => Object.freeze({
+function frozenEndpoints(eps: readonly PluginEndpoint[]): readonly PluginEndpoint[] {
+  return Object.freeze(eps.map((e) => (deepFrozen(e) ? e : Object.freeze({
     ...e,
     sliceLabels: Object.freeze({ ...e.sliceLabels }),
     ...(e.zoneHints ? { zoneHints: Object.freeze([...e.zoneHints]) } : {}),
     ...(e.nodeHints ? { nodeHints: Object.freeze([...e.nodeHints]) } : {}),
-  }))) as PluginEndpoint[];
+  }))));
+}
+
+/** Whether the endpoint and every object it holds are frozen (its other fields are primitives). */
+function deepFrozen(e: PluginEndpoint): boolean {
+  return Object.isFrozen(e) && Object.isFrozen(e.sliceLabels)
+    && (!e.zoneHints || Object.isFrozen(e.zoneHints)) && (!e.nodeHints || Object.isFrozen(e.nodeHints));
 }
 
 /** The plugin context with a read-only view of the scheduler set (a frozen Set can still be added to). */
 function frozenContext(c: PluginContext): PluginContext {
+  const known = frozenCopies.get(c);
+  if (known !== undefined) return known as PluginContext;
   const set = c.availableSchedulers;
   const view: ReadonlySet<string> | undefined = set && Object.freeze({
     has: (x: string) => set.has(x), get size() { return set.size; },
@@ -106,7 +122,9 @@ function frozenContext(c: PluginContext): PluginContext {
     entries: () => set.entries(), keys: () => set.keys(), values: () => set.values(),
     [Symbol.iterator]: () => set.values(),
   } as ReadonlySet<string>);
-  return Object.freeze({ ...c, ...(view ? { availableSchedulers: view } : {}) });
+  const frozen = Object.freeze({ ...c, ...(view ? { availableSchedulers: view } : {}) });
+  frozenCopies.set(c, frozen);
+  return frozen;
 }
 
 function firstLineOf(e: unknown): string {

@@ -199,9 +199,11 @@ function resolvedFor(b: Build, pf: PortFamily, eps: PluginEndpoint[]): Resolved 
   if (!r) {
     const { p, env } = b;
     const res = resolveSafely(p.choice, env, eps, p.id, b.entry.problems);
-    const sorted = eps.map((e, i) =>
-      makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' }))
-      .sort((x, y) => cmp(realServerKey(x), realServerKey(y)));
+    // Sorted by key, each key made once (not twice per comparison).
+    const sorted = eps.map((e, i) => {
+      const rs = makeRealServer({ address: e.address, port: e.port, weight: res.weights[i] ?? 1, forward: 'masq' });
+      return { rs, key: realServerKey(rs) };
+    }).sort((x, y) => cmp(x.key, y.key)).map((k) => k.rs);
     // The planner adds real servers in this order (balance/order.ts says why it is rotated).
     const dests = p.order === 'sorted'
       ? sorted : addOrder(sorted, env.context.nodeName, `${p.id}/${pf.port.name}/${pf.eps.family}`);

@@ -108,6 +108,8 @@ export function formatIPv6(b: Uint8Array): string {
  * copies otherwise).
  */
 export function canonicalIP(text: string): string | undefined {
+  // parseIPv4Number takes only canonical dotted quads: the common case, without bigints.
+  if (parseIPv4Number(text) !== undefined) return text;
   const p = parseIp(text);
   if (!p) return undefined;
   const canonical = formatIp(p);

@@ -105,6 +105,14 @@ describe('buildDesired: virtual servers like kube-proxy', () => {
       makeSlice('ns1', 'svc1', 'b', [{ ip: '10.10.3.1', node: 'node-c' }, { ip: '10.10.1.5' }]),
       makeSlice('ns1', 'other', 'c', [{ ip: '10.10.9.9' }])], {}, [
       'add-service TCP 10.200.1.10:80 rr', ...dests('TCP 10.200.1.10:80', '10.10.1.1:8080', '10.10.1.5:8080', '10.10.3.1:8080')]],
+    ['one address on two target ports across slices (a port change rolling out): both, each its readiest copy',
+      [makeService('ns1', 'svc1')], [
+        makeSlice('ns1', 'svc1', 'a', [{ ip: '10.10.1.1' }, { ip: '10.10.1.5', ready: false }]),
+        makeSlice('ns1', 'svc1', 'b', [{ ip: '10.10.1.1', ready: false }], (sl) => { sl.ports![0]!.port = 9090; }),
+        makeSlice('ns1', 'svc1', 'c', [{ ip: '10.10.1.5' }]),
+        makeSlice('ns1', 'svc1', 'd', [{ ip: '10.10.1.1' }], (sl) => { sl.ports![0]!.port = 9090; })], {}, [
+        'add-service TCP 10.200.1.10:80 rr',
+        ...dests('TCP 10.200.1.10:80', '10.10.1.1:8080', '10.10.1.1:9090', '10.10.1.5:8080')]],
     ['UDP and SCTP', [makeService('ns1', 'dns', (s) => {
       s.spec!.ports = [{ name: 'dns', port: 53, protocol: 'UDP' }, { name: 'sig', port: 3868, protocol: 'SCTP' }];
     })], [makeSlice('ns1', 'dns', 'a', [{ ip: '10.10.1.1' }], (sl) => {

@@ -40,6 +40,17 @@ describe('equality', () => {
   });
 });
 
+describe('makeRealServer', () => {
+  it('fills the defaults and keeps every field given, read-back counters too', () => {
+    expect(makeRealServer({ address: 'fd00::1', port: 80 })).toEqual({ address: 'fd00::1', port: 80, family: 'IPv6',
+      weight: 1, forward: 'masq', upperThreshold: 0, lowerThreshold: 0, tunnelType: 'ipip', tunnelPort: 0, tunnelFlags: 0 });
+    const given = { address: '10.0.0.1', port: 53, family: 'IPv6' as const, weight: 0, forward: 'tunnel' as const,
+      upperThreshold: 9, lowerThreshold: 2, tunnelType: 'gue' as const, tunnelPort: 6080, tunnelFlags: 3,
+      activeConns: 4, inactiveConns: 5, persistentConns: 6 };
+    expect(makeRealServer(given)).toStrictEqual(given);
+  });
+});
+
 describe('addresses and CIDRs (model/addr, the one IP module)', () => {
   it.each<[string, string | undefined]>([
     ['10.200.1.63', '10.200.1.63'],
