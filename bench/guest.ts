@@ -65,35 +65,44 @@ class MeasuredIpvs implements IpvsClient {
   listings = 0;
   listingMs = 0;
   lastApplyEnd = 0n;
+  /** When the first kernel read (a dump or the listing) began and the last one ended, and the first write began (0n: none since reset). */
+  firstReadAt = 0n;
+  lastReadEnd = 0n;
+  firstApplyAt = 0n;
   /** Replaced when IPVS is loaded again (freshIpvs). */
   constructor(public inner: NetlinkIpvs) {}
   reset(): void {
     this.ops = 0; this.applyCalls = 0; this.applyMs = 0; this.dumps = 0; this.gets = 0; this.dumpMs = 0;
-    this.listings = 0; this.listingMs = 0;
+    this.listings = 0; this.listingMs = 0; this.firstReadAt = 0n; this.lastReadEnd = 0n; this.firstApplyAt = 0n;
+  }
+  /** A read of the kernel, its start and end noted. */
+  private async read<T>(p: () => Promise<T>): Promise<T> {
+    if (!this.firstReadAt) this.firstReadAt = process.hrtime.bigint();
+    try { return await p(); } finally { this.lastReadEnd = process.hrtime.bigint(); }
   }
   info() { return this.inner.info(); }
   async listVirtualServers(): Promise<VirtualServer[]> {
     const t = process.hrtime.bigint();
-    try { return await this.inner.listVirtualServers(); } finally { this.dumps++; this.dumpMs += msSince(t); }
+    try { return await this.read(() => this.inner.listVirtualServers()); } finally { this.dumps++; this.dumpMs += msSince(t); }
   }
   async listRealServers(vs: VirtualServer): Promise<RealServer[]> {
     const t = process.hrtime.bigint();
-    try { return await this.inner.listRealServers(vs); } finally { this.dumps++; this.dumpMs += msSince(t); }
+    try { return await this.read(() => this.inner.listRealServers(vs)); } finally { this.dumps++; this.dumpMs += msSince(t); }
   }
   async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
     const t = process.hrtime.bigint();
-    try { return await this.inner.listRealServersMany(vss); } finally { this.dumps += vss.length; this.dumpMs += msSince(t); }
+    try { return await this.read(() => this.inner.listRealServersMany(vss)); } finally { this.dumps += vss.length; this.dumpMs += msSince(t); }
   }
   /** The listing's reads are timed as they are awaited (the dumps run beside them). */
   async listing(): Promise<ListingReader | undefined> {
     const t = process.hrtime.bigint();
-    const reader = await this.inner.listing().finally(() => { this.listings++; this.listingMs += msSince(t); });
+    const reader = await this.read(() => this.inner.listing()).finally(() => { this.listings++; this.listingMs += msSince(t); });
     if (!reader) return undefined;
     const timed = async <T>(p: Promise<T>): Promise<T> => {
       const t1 = process.hrtime.bigint();
       try { return await p; } finally { this.listingMs += msSince(t1); }
     };
-    return { next: () => timed(reader.next()), close: () => timed(reader.close()) };
+    return { next: () => timed(this.read(() => reader.next())), close: () => timed(reader.close()) };
   }
   async getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
     const t = process.hrtime.bigint();
@@ -111,11 +120,24 @@ class MeasuredIpvs implements IpvsClient {
   flush() { return this.inner.flush(); }
   async apply(ops: readonly IpvsOp[]): Promise<OpResult[]> {
     const t = process.hrtime.bigint();
+    if (!this.firstApplyAt) this.firstApplyAt = t;
     try { return await this.inner.apply(ops); } finally {
       this.ops += ops.length; this.applyCalls++; this.applyMs += msSince(t); this.lastApplyEnd = process.hrtime.bigint();
     }
   }
   close() { this.inner.close(); }
+}
+
+/**
+ * A sync's phases from `t0` (ms), by the kernel calls: before the first read (the events and the
+ * desired state), the reads (first start to last end), and the first write after t0.
+ */
+function phases(ipvs: MeasuredIpvs, t0: bigint): { beforeReadMs?: number; readMs?: number; firstWriteMs?: number } {
+  const ms = (a: bigint, b: bigint) => Number(b - a) / 1e6;
+  return {
+    ...(ipvs.firstReadAt ? { beforeReadMs: ms(t0, ipvs.firstReadAt), readMs: ms(ipvs.firstReadAt, ipvs.lastReadEnd) } : {}),
+    ...(ipvs.firstApplyAt ? { firstWriteMs: ms(t0, ipvs.firstApplyAt) } : {}),
+  };
 }
 
 class MeasuredVips implements VipLink {
@@ -276,6 +298,7 @@ async function main(): Promise<void> {
     const firstDesired = iptables.lastDesired!;
     const full = {
       services: n, virtualServers: op.last!.ops ? undefined : 0, ops: op.last!.ops, totalMs, ipvsProgrammedMs: ipvsDoneMs,
+      ...phases(ipvs, t0),
       applyMs: ipvs.applyMs, vipsMs: vips.ms, vipsAdded: vips.added, iptablesMs: iptables.ms,
       rssMb: process.memoryUsage().rss / 2 ** 20,
     };
@@ -480,7 +503,7 @@ async function main(): Promise<void> {
       const f = st.next();
       op2.start();
       await f;
-      restart = { ms: msSince(t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
+      restart = { ms: msSince(t1), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
       await op2.stop();
       progress(`restart: ready=${op2.ready} after ${((restart.ms as number) / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
     }

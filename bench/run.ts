@@ -228,7 +228,11 @@ function renderTable(r: any): string {
       lines.push('', `Restart with ${big.services} Services programmed: ready after ${s(big.restart.ms)}, ${share.toFixed(2)} of the first sync ` +
         `(target <= 0.3: ${verdict(share <= 0.3)}), ${big.restart.ops} ops (${verdict(big.restart.ops === 0)}; ${big.restart.dumps} dumps in ${s(big.restart.dumpMs)}, ` +
         `the listing opened ${big.restart.listings ?? 0} time(s) and read for ${s(big.restart.listingMs ?? 0)} beside the dumps, ` +
-        `iptables ${s(big.restart.iptablesMs)}, VIPs ${s(big.restart.vipsMs)}).`);
+        `iptables ${s(big.restart.iptablesMs)}, VIPs ${s(big.restart.vipsMs)}).` +
+        (big.restart.beforeReadMs === undefined ? '' : ` Its phases: before the first read (the events, the desired state) ` +
+          `${s(big.restart.beforeReadMs)}, the read ${s(big.restart.readMs)}, after it (plan, iptables, status) ` +
+          `${s(big.restart.ms - big.restart.beforeReadMs - big.restart.readMs)}; the first sync's before the first read ` +
+          `${s(big.full.beforeReadMs ?? NaN)}.`));
     }
     lines.push(`Debounce, excluded above: minSyncPeriod ${r.vm.defaultMinSyncPeriodS} s by default (the runner's minimum interval between syncs); the files source adds 100 ms.`);
   }
