@@ -6,7 +6,7 @@
 // is. The virtual server dump and the listing walk the table in the same order, so the listing
 // reads the cheap start while the dumps take the end, and each takes over where the other is dear.
 import type { IpvsClient } from '../ipvs/types.js';
-import type { ListedServer } from '../ipvs/proc.js';
+import type { ListedServer, ListingReader } from '../ipvs/proc.js';
 import { readDestMaps } from '../ipvs/read.js';
 import { DUMP_SOCKETS } from '../ipvs/dump-pool.js';
 import { type RealServer, type VirtualServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
@@ -36,12 +36,15 @@ export interface FullReadCount {
  */
 export async function readFullDests(
   ipvs: IpvsClient, vss: readonly VirtualServer[], desired?: DesiredTable, firstRecordWaitMs = FIRST_RECORD_WAIT_MS,
+  opened?: Promise<ListingReader | undefined>,
 ): Promise<{ dests: Array<Map<string, RealServer>>; count: FullReadCount }> {
   const dests = new Array<Map<string, RealServer> | undefined>(vss.length);
   /** Taken by the dumps (read, or in a batch being read). */
   const claimed = new Uint8Array(vss.length);
   const index = new Map(vss.map((vs, i) => [virtualServerKey(vs), i] as const));
-  const reader = desired && vss.length ? await ipvs.listing?.() : undefined;
+  // The listing opened for this read (`opened`, maybe long before: its thread reads ahead), else now.
+  const reader = desired && vss.length ? await (opened ?? ipvs.listing?.()) : undefined;
+  if (!reader) await opened?.then((l) => l?.close()).catch(() => undefined);
   let front = 0; // the listing has gone past every index below
   let back = vss.length; // the dumps have claimed every index from here
   let listed = 0;

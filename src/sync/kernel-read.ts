@@ -9,6 +9,7 @@
 // retry.
 import type { Desired } from '../desired/types.js';
 import type { IpvsClient } from '../ipvs/types.js';
+import type { ListingReader } from '../ipvs/proc.js';
 import { realServerKey } from '../model/ipvs.js';
 import type { DrainState } from '../plan/index.js';
 import type { VipLink } from '../rtnl/vips.js';
@@ -52,18 +53,36 @@ export class KernelReader {
    * keeps room for it. The loop sets it.
    */
   periodicTailMs = 0;
+  /** The kernel's listing opened ahead of a full read (openListing), for that read to take. */
+  private early: Promise<ListingReader | undefined> | undefined;
 
   constructor(
     private readonly ipvs: IpvsClient, private readonly vips: VipLink, private readonly clock: Clock,
     private readonly log: Log = () => {},
   ) {}
 
+  /**
+   * Opens the kernel's listing for the next full read, so that its thread reads the kernel while
+   * this one builds the desired state. One left by a sync that failed before its read is closed.
+   */
+  openListing(): void {
+    closeListing(this.takeListing());
+    this.early = this.ipvs.listing?.().catch(() => undefined);
+  }
+
+  /** The listing openListing opened, now the caller's to read and close. */
+  private takeListing(): Promise<ListingReader | undefined> | undefined {
+    const early = this.early;
+    this.early = undefined;
+    return early;
+  }
+
   /** Reads what the request needs; resolves with the keys re-read beyond what changed (retries, drift), to plan too. */
   async read(r: ReadRequest): Promise<Set<string>> {
     if (r.full) {
       // The link's addresses are listed while the table is read (another socket, another family).
       const [, vips] = await settledAll([
-        this.cache.readAll(this.ipvs, () => this.clock.now(), r.table), this.vips.list(r.link),
+        this.cache.readAll(this.ipvs, () => this.clock.now(), r.table, this.takeListing()), this.vips.list(r.link),
       ]);
       this.vipsNow = new Set(vips);
       const how = this.cache.lastFullRead;
@@ -75,6 +94,7 @@ export class KernelReader {
       });
       return new Set();
     }
+    closeListing(this.takeListing()); // not a full read after all
     if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));
     const reread = new Set(r.due);
     await this.cache.refresh(this.ipvs, r.due, r.table);
@@ -105,4 +125,9 @@ export class KernelReader {
     for (const rkey of have.dests.keys()) if (!wanted.has(rkey)) return true;
     return false;
   }
+}
+
+/** Closes a listing once it is open; a failure to close has nothing left to stop. */
+function closeListing(listing: Promise<ListingReader | undefined> | undefined): void {
+  void listing?.then((l) => l?.close()).catch(() => undefined);
 }

@@ -103,10 +103,7 @@ export class Operator {
     });
   }
 
-  /**
-   * Asks for a sync (within minSyncPeriod) when something outside the source changed what is
-   * desired (cluster weights).
-   */
+  /** Asks for a sync (within minSyncPeriod): something outside the source (cluster weights) changed. */
   poke(): void {
     this.timers.runner.run();
   }
@@ -166,6 +163,7 @@ export class Operator {
     // Taken now: a configuration that arrives during this sync asks for the next one in full.
     progress.needFull = false;
     const periodic = why.periodic && !full;
+    if (full) this.reader.openListing(); // its thread reads the kernel while the desired state is built
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
     let iptables: Promise<Outcome<void>> | undefined;
@@ -206,7 +204,8 @@ export class Operator {
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!, iptables);
+      const { cache, vipsNow } = this.reader;
+      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, iptables);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;

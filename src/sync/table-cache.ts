@@ -9,6 +9,7 @@ import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import { readDestMaps } from '../ipvs/read.js';
 import type { IpvsClient } from '../ipvs/types.js';
+import type { ListingReader } from '../ipvs/proc.js';
 import {
   type IpvsOp, type IpvsTable, type VirtualServer, realServerKey, virtualServerEqual,
   virtualServerKey,
@@ -67,9 +68,17 @@ export class TableCache {
    * With `desired`, real servers come from the kernel's listing where it shows them in full
    * (full-read.ts).
    */
-  async readAll(ipvs: IpvsClient, now?: () => number, desired?: DesiredTable): Promise<void> {
-    const vss = await this.dumpAll(ipvs, now);
-    const { dests, count } = await readFullDests(ipvs, vss, desired);
+  async readAll(
+    ipvs: IpvsClient, now?: () => number, desired?: DesiredTable, listing?: Promise<ListingReader | undefined>,
+  ): Promise<void> {
+    let vss: VirtualServer[];
+    try {
+      vss = await this.dumpAll(ipvs, now);
+    } catch (e) {
+      await listing?.then((l) => l?.close()).catch(() => undefined);
+      throw e;
+    }
+    const { dests, count } = await readFullDests(ipvs, vss, desired, undefined, listing);
     const table: MutableIpvsTable = new Map();
     let n = 0;
     vss.forEach((vs, i) => {

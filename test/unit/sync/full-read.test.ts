@@ -106,6 +106,34 @@ describe('readFullDests', () => {
     expect(closed).toBeGreaterThan(0);
   });
 
+  it('a listing opened ahead is the one read, then closed; one with nothing to read is closed unread', async () => {
+    const { fake, desired } = seeded(300);
+    const opened: string[] = [];
+    const counting = (text: string): ListingReader => {
+      const inner = textListing(text, 4096);
+      opened.push('open');
+      return { next: () => inner.next(), close: async () => { opened.push('close'); await inner.close(); } };
+    };
+    // Opened before the table changes: a virtual server added since is dumped, one deleted is not in the dump.
+    const ahead = Promise.resolve(counting(fake.listingText()));
+    const [gone] = await fake.listVirtualServers();
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.220.0.7', port: 80 });
+    const rs = makeRealServer({ address: '10.10.9.9', port: 80 });
+    await fake.apply([{ kind: 'delete-service', vs: gone! }, { kind: 'add-service', vs }, { kind: 'add-dest', vs, rs }]);
+    const noOther = Object.assign(Object.create(fake) as FakeIpvs, { listing: async () => { throw new Error('opened again'); } });
+    const vss = await noOther.listVirtualServers();
+    const { dests, count } = await readFullDests(noOther, vss, desired, undefined, ahead);
+    expect(tableText(new Map(vss.map((v, i) => [virtualServerKey(v), { vs: v, dests: dests[i]! }]))))
+      .toEqual(await byDumps(fake));
+    expect(count.listing).toBe(true);
+    expect(count.listed).toBeGreaterThan(0);
+    expect([...new Set(opened)]).toEqual(['open', 'close']); // closing twice is harmless
+    // Nothing to read: the listing opened ahead is closed all the same.
+    opened.length = 0;
+    const none = await readFullDests(noOther, [], desired, undefined, Promise.resolve(counting('')));
+    expect([none.count, opened]).toEqual([{ listed: 0, dumped: 0, listing: false }, ['open', 'close']]);
+  });
+
   it('a small table is read by the listing\'s first read alone, but for what it cannot show', async () => {
     const { fake, desired } = seeded(15); // a listing of 3.2 kB: one read
     const { count, text } = await read(fake, desired);

@@ -14,6 +14,7 @@ import { memoryLog } from '../../../src/util/log.js';
 import { Operator, type OperatorDeps } from '../../../src/sync/operator.js';
 import { ClusterWeights } from '../../../src/balance/cluster-view.js';
 import { FakeVipLink } from '../../../src/rtnl/vips.js';
+import { MemoryOwnershipRecord } from '../../../src/sync/record.js';
 import type { EventSink, NodeStatus, StatusSink } from '../../../src/source/types.js';
 import type { Problem } from '../../../src/desired/types.js';
 import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
@@ -483,6 +484,60 @@ describe('a full sync and the iptables path', () => {
     endRules();
     await synced;
     expect([failed, calls]).toEqual(['the dump failed', ['start', 'end']]);
+  });
+});
+
+describe('the kernel\'s listing opened ahead of a full read', () => {
+  class Counted extends FakeIpvs {
+    calls: string[] = [];
+    override async listing() {
+      this.calls.push('listing');
+      const inner = (await super.listing())!;
+      return { next: () => inner.next(), close: async () => { this.calls.push('close'); await inner.close(); } };
+    }
+    override async listVirtualServers() { this.calls.push('dump'); return super.listVirtualServers(); }
+  }
+
+  it('is opened once per full sync, before the dumps, and read by it; a sync that is not full opens none', async () => {
+    const ipvs = new Counted();
+    const first = setup(ipvs);
+    first.op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    first.op.handle({ kind: 'service', type: 'upsert', object: web() });
+    first.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    await first.op.sync();
+    const again = setup(ipvs); // a restart over the programmed table
+    again.op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    again.op.handle({ kind: 'service', type: 'upsert', object: web() });
+    again.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4']) });
+    ipvs.calls.length = 0;
+    await again.op.sync();
+    expect(again.op.last).toMatchObject({ full: true, ops: 0 });
+    expect([...new Set(ipvs.calls)]).toEqual(['listing', 'dump', 'close']); // closing twice is harmless
+    expect(ipvs.calls.filter((c) => c === 'listing')).toHaveLength(1);
+    const read = again.log.entries.find((l) => l.message === 'read the whole IPVS table');
+    expect(read?.fields).toMatchObject({ listed: 1, dumped: 0 });
+    ipvs.calls.length = 0;
+    again.op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3'], '2') });
+    await again.op.sync();
+    expect([again.op.last?.full, ipvs.calls]).toEqual([false, []]);
+  });
+
+  it('one opened by a sync that failed before its read is closed by the next full sync', async () => {
+    const ipvs = new Counted();
+    let loads = 0;
+    const record = new MemoryOwnershipRecord();
+    const failingOnce = Object.assign(Object.create(record) as MemoryOwnershipRecord, {
+      load: async () => { if (++loads === 1) throw new Error('the record is unreadable'); return record.load(); },
+    });
+    const { op } = setup(ipvs, undefined, undefined, { record: failingOnce });
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    await expect(op.sync()).rejects.toThrow('the record is unreadable');
+    expect(ipvs.calls).toEqual(['listing']);
+    await op.sync({ periodic: false, retry: true });
+    await waitFor(() => ipvs.calls.filter((c) => c === 'close').length === 2, 'both listings to be closed');
+    expect(ipvs.calls.filter((c) => c === 'listing')).toHaveLength(2);
+    expect(op.last).toMatchObject({ full: true, failed: 0 });
   });
 });
 
