@@ -45,6 +45,8 @@ const SIZES = sizesArg.split(',').map(Number);
 const CHANGES = Number(changesArg);
 const E = Number(eArg);
 const SMALL_CHANGES = Math.min(CHANGES, 30);
+/** Restarts over the programmed table at the largest size (the median is reported). */
+const RESTARTS = 3;
 const IFACE = defaultProxyConfig.interfaceName;
 const config: ProxyConfig = { ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3600 };
 /** Built by bench/run.ts on the host; the guest sees the project at the same path. */
@@ -490,22 +492,32 @@ async function main(): Promise<void> {
       `${adds.length} address adds ${(vipReplay.ms / 1000).toFixed(2)} s, with ipset + iptables-restore ${(kernelFloor.totalMs / 1000).toFixed(1)} s; ` +
       `IPVS programmed / replay ${(ipvsDoneMs / ipvsFloorMs).toFixed(2)}, whole first sync / kernel floor ${(totalMs / kernelFloor.totalMs).toFixed(2)}`);
 
-    // ---- restart with the table already programmed (by ipvsadm -R: the same table the operator wrote)
+    // ---- restart with the table already programmed (by ipvsadm -R: the same table the operator wrote).
+    // As a new process: a new Operator and a new iptables path, which knows nothing of the sets it
+    // left (it reads them). Three in a row, the median reported; each finds the same table.
     let restart: Record<string, unknown> | undefined;
     if (last) {
-      progress(`restart with ${n} Services programmed`);
-      const st = new StatusWaiter();
-      ipvs.reset(); iptables.ms = 0; iptables.calls = 0; vips.ms = 0; vips.added = 0;
-      const ev = initialEvents();
-      const t1 = process.hrtime.bigint();
-      const op2 = new Operator(config, { ...deps, status: st.sink });
-      for (const e of ev) op2.handle(e);
-      const f = st.next();
-      op2.start();
-      await f;
-      restart = { ms: msSince(t1), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs, listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: iptables.ms, vipsMs: vips.ms, vipsAdded: vips.added };
-      await op2.stop();
-      progress(`restart: ready=${op2.ready} after ${((restart.ms as number) / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
+      const runs: Array<Record<string, unknown> & { ms: number }> = [];
+      for (let k = 0; k < RESTARTS; k++) {
+        progress(`restart ${k + 1}/${RESTARTS} with ${n} Services programmed`);
+        const st = new StatusWaiter();
+        const fresh = new MeasuredIptables(new IptablesRestore());
+        ipvs.reset(); vips.ms = 0; vips.added = 0;
+        const ev = initialEvents();
+        const t1 = process.hrtime.bigint();
+        void fresh.prepare();
+        const op2 = new Operator(config, { ...deps, iptables: fresh, status: st.sink });
+        for (const e of ev) op2.handle(e);
+        const f = st.next();
+        op2.start();
+        await f;
+        runs.push({ ms: msSince(t1), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs,
+          listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: fresh.ms, vipsMs: vips.ms, vipsAdded: vips.added });
+        await op2.stop();
+        progress(`restart: ready=${op2.ready} after ${(runs.at(-1)!.ms / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
+      }
+      const sorted = [...runs].sort((a, b) => a.ms - b.ms);
+      restart = { ...sorted[Math.floor(sorted.length / 2)]!, runsMs: runs.map((r) => r.ms) };
     }
 
     results.push({

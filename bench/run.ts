@@ -225,7 +225,8 @@ function renderTable(r: any): string {
     }
     if (big?.restart) {
       const share = big.restart.ms / big.full.totalMs;
-      lines.push('', `Restart with ${big.services} Services programmed: ready after ${s(big.restart.ms)}, ${share.toFixed(2)} of the first sync ` +
+      const all = big.restart.runsMs ? ` (the median of ${big.restart.runsMs.map(s).join(', ')}, each a new operator and iptables path)` : '';
+      lines.push('', `Restart with ${big.services} Services programmed: ready after ${s(big.restart.ms)}${all}, ${share.toFixed(2)} of the first sync ` +
         `(target <= 0.3: ${verdict(share <= 0.3)}), ${big.restart.ops} ops (${verdict(big.restart.ops === 0)}; ${big.restart.dumps} dumps in ${s(big.restart.dumpMs)}, ` +
         `the listing opened ${big.restart.listings ?? 0} time(s) and read for ${s(big.restart.listingMs ?? 0)} beside the dumps, ` +
         `iptables ${s(big.restart.iptablesMs)}, VIPs ${s(big.restart.vipsMs)}).` +
