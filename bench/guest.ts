@@ -511,7 +511,7 @@ async function main(): Promise<void> {
         const f = st.next();
         op2.start();
         await f;
-        runs.push({ ms: msSince(t1), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs,
+        runs.push({ ms: msSince(t1), fromUs: Number(t1 / 1000n), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs,
           listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: fresh.ms, vipsMs: vips.ms, vipsAdded: vips.added });
         await op2.stop();
         progress(`restart: ready=${op2.ready} after ${(runs.at(-1)!.ms / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
