@@ -50,6 +50,7 @@ describe('a plugin failing in any way', () => {
     ['returns a promise', () => Promise.resolve({ scheduler: 'rr', flags: 0, weights: [1] })],
     ['mutates the shared scheduler set', (...a: unknown[]) => { (a[2] as { availableSchedulers: Set<string> }).availableSchedulers.add('evil'); return { scheduler: 'rr', flags: 0, weights: [1] }; }],
     ['mutates its endpoints', (...a: unknown[]) => { (a[1] as Array<{ address: string }>)[0]!.address = '1.2.3.4'; return { scheduler: 'rr', flags: 0, weights: [1] }; }],
+    ['mutates its options', (...a: unknown[]) => { (a[0] as Record<string, unknown>).evil = 1; return { scheduler: 'rr', flags: 0, weights: [1] }; }],
   ];
   it.each(cases)('%s: that Service falls back to the default with a problem; the others are untouched', (_what, resolve) => {
     const r = new PluginRegistry();
