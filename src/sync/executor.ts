@@ -16,7 +16,6 @@ import type { SyncPlan } from '../plan/sync.js';
 import { type CleanupResult, cleanStaleFlows } from './conntrack-cleanup.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
 import type { TableCache } from './table-cache.js';
-import { type Outcome, outcome } from '../util/settled.js';
 
 /** The kernel interfaces a plan is applied through (real ones, fakes, or dry-run wrappers). */
 export interface ExecutorDeps {
@@ -52,21 +51,20 @@ export interface SyncResults {
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
-  iptablesStarted?: Promise<Outcome<void>>,
 ): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
-  // once (the iptables path earlier when the caller started it, `iptablesStarted`). VIPs are unbound
-  // as soon as the IPVS batch (which deleted the virtual servers on them) and the binds are done;
-  // the iptables path may still run meanwhile.
-  const settle = outcome;
+  // once. VIPs are unbound as soon as the IPVS batch (which deleted the virtual servers on them)
+  // and the binds are done; the iptables path may still run meanwhile.
+  const settle = <T>(p: Promise<T>) =>
+    p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
   const ipvs = settle(plan.ops.length ? deps.ipvs.apply(plan.ops) : Promise.resolve([]));
   const bound = settle((async () => {
     if (!v) return;
     if (v.ensure) await deps.vips.ensure(v.link);
     if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
-  const iptables = iptablesStarted ?? settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
+  const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {
@@ -76,7 +74,7 @@ export async function executeSyncPlan(
     });
   }
   const binds = await bound;
-  let unbind: Outcome<void> = { ok: true, value: undefined };
+  let unbind: { ok: true } | { ok: false; reason: unknown } = { ok: true };
   if (applied.ok && binds.ok) {
     unbind = await settle((async () => {
       if (v?.remove.length) keep(await deps.vips.removeMany(v.link, v.remove), v.remove, (ip) => vipsNow.delete(ip));

@@ -55,10 +55,7 @@ export interface OperatorDeps {
    * (plan/conntrack.ts says why); none: no conntrack cleanup (dry runs, tests without it).
    */
   conntrack?: ConntrackClient;
-  /**
-   * Called with each plan before any of it is carried out (with it, a full sync's iptables path
-   * waits for the plan instead of starting beside the read): `--dry-run` prints it (formatSyncPlan).
-   */
+  /** Called with each plan before it is carried out: `--dry-run` prints it (formatSyncPlan). */
   onPlan?: (plan: SyncPlan) => void;
   /**
    * After each successful sync, before Events: edge work that follows the desired state (the

@@ -23,7 +23,6 @@ import { SyncCarry, SyncProgress } from './loop-state.js';
 import { SyncTimers } from './timers.js';
 import { Weighting } from './weighting.js';
 import { KernelGeneration } from './kernel-generation.js';
-import { type Outcome, outcome } from '../util/settled.js';
 
 export type { AfterSyncView, KernelInfo, OperatorDeps, SyncReport } from './operator-types.js';
 
@@ -166,7 +165,6 @@ export class Operator {
     if (full) this.reader.openListing(); // its thread reads the kernel while the desired state is built
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
-    let iptables: Promise<Outcome<void>> | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -175,9 +173,7 @@ export class Operator {
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
       // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
-      // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts). A full
-      // sync applies the path whatever the read finds (planSync): beside the read too, but for onPlan.
-      if (full && !this.deps.onPlan) iptables = outcome(this.deps.iptables.sync(desired, config));
+      // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
       const checked = periodic ? carry.iptablesCheck.run(
         carry, progress.pendingSince !== undefined, this.deps.iptables, this.deps.log, desired, config,
       ) : undefined;
@@ -204,8 +200,7 @@ export class Operator {
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const { cache, vipsNow } = this.reader;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, iptables);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       carry.draining = plan.draining;
@@ -228,7 +223,6 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
-      await iptables; // never outlives its sync
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);

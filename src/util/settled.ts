@@ -16,11 +16,3 @@ export async function waitAtMost(p: Promise<unknown>, ms: number): Promise<void>
   await Promise.race([p, new Promise<void>((r) => { timer = setTimeout(r, ms); })]);
   clearTimeout(timer);
 }
-
-/** How a promise settled, as a value. */
-export type Outcome<T> = { ok: true; value: T } | { ok: false; reason: unknown };
-
-/** The promise's outcome: resolves once it settles, never rejects (the caller reads `ok`). */
-export function outcome<T>(p: Promise<T>): Promise<Outcome<T>> {
-  return p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
-}

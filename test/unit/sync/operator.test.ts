@@ -428,65 +428,6 @@ describe('the periodic drift check', () => {
   });
 });
 
-describe('a full sync and the iptables path', () => {
-  // A kernel whose virtual server dump waits for the test, and an iptables path that ends when told.
-  class GatedRead extends FakeIpvs {
-    fail = false;
-    private open: (() => void) | undefined;
-    private readonly gate = new Promise<void>((r) => { this.open = r; });
-    release() { this.open!(); }
-    override async listVirtualServers() {
-      await this.gate;
-      if (this.fail) throw new Error('the dump failed');
-      return super.listVirtualServers();
-    }
-  }
-  function gated() {
-    const calls: string[] = [];
-    let end: (() => void) | undefined;
-    const iptables = {
-      sync: async () => { calls.push('start'); await new Promise<void>((r) => { end = r; }); calls.push('end'); },
-      cleanup: async () => undefined,
-    };
-    const ipvs = new GatedRead();
-    const { op } = setup(ipvs, undefined, undefined, { iptables });
-    for (const e of [{ kind: 'node', type: 'upsert', object: makeNode() }, { kind: 'service', type: 'upsert', object: web() },
-      { kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) }] as const) op.handle(e);
-    return { op, ipvs, calls, endRules: () => end!() };
-  }
-  const turns = async (n: number) => { for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r)); };
-
-  it('starts the path beside the read of IPVS; the sync ends once both did', async () => {
-    const { op, ipvs, calls, endRules } = gated();
-    let done = false;
-    const synced = op.sync().then(() => { done = true; });
-    await waitFor(() => calls.length > 0, 'the iptables path to start');
-    expect(ipvs.dump()).toBe(''); // the read still waits: nothing planned, nothing applied
-    ipvs.release();
-    await waitFor(() => ipvs.dump() !== '', 'the IPVS ops to be applied');
-    await turns(5);
-    expect([done, calls]).toEqual([false, ['start']]);
-    endRules();
-    await synced;
-    expect(calls).toEqual(['start', 'end']); // once: the executor took the path already started
-    expect(op.last).toMatchObject({ full: true, ops: 2 });
-  });
-
-  it('a failed read rejects the sync only once the path it started has ended', async () => {
-    const { op, ipvs, calls, endRules } = gated();
-    ipvs.fail = true;
-    let failed: string | undefined;
-    const synced = op.sync().catch((e: Error) => { failed = e.message; });
-    await waitFor(() => calls.length > 0, 'the iptables path to start');
-    ipvs.release();
-    await turns(5);
-    expect(failed).toBeUndefined();
-    endRules();
-    await synced;
-    expect([failed, calls]).toEqual(['the dump failed', ['start', 'end']]);
-  });
-});
-
 describe('the kernel\'s listing opened ahead of a full read', () => {
   class Counted extends FakeIpvs {
     calls: string[] = [];
