@@ -39,6 +39,12 @@ type LinkMessage = Awaited<ReturnType<RtNetlinkSocket['getLink']>>[number];
 
 /** How long one request on the package socket may wait for its reply. */
 const REPLY_TIMEOUT_MS = 30_000;
+/**
+ * How long a dump of every address may take, all its replies. The package's timeout covers the
+ * whole dump, which grows with the addresses: 30 000 VIPs took 38 s in the lab VM at a restart
+ * (the table read beside it, a CI run on the host), so 30 s failed the sync, and each retry alike.
+ */
+const DUMP_TIMEOUT_MS = 120_000;
 
 /** The package socket; `failed` rejects when it reports a socket error, `broken` marks it for replacement. */
 class PackageSocket {
@@ -60,8 +66,8 @@ class PackageSocket {
  * on the package socket go one at a time: the package's native code aborts the process on any
  * receive error, and replies to many requests at once overflow the receive buffer (ENOBUFS; 100
  * concurrent get-link requests did on the host), while one request's dump is paced by the kernel.
- * A socket that failed (a socket error, or no reply in 30 s) fails its request and is replaced by
- * a fresh one at the next request, as the IPVS client reconnects.
+ * A socket that failed (a socket error, or no reply in 30 s; 120 s for a dump of every address)
+ * fails its request and is replaced by a fresh one at the next request, as the IPVS client reconnects.
  */
 export class Rtnl {
   /** The pipelined socket for address batches, opened on first use. */
@@ -77,12 +83,14 @@ export class Rtnl {
   }
 
   /** Runs one request of the package socket (reopened first if it failed), as RtnlError on failure. */
-  private call<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
-    return this.queue.run(() => this.callNow(op, fn));
+  private call<T>(
+    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>, timeoutMs = REPLY_TIMEOUT_MS,
+  ): Promise<T> {
+    return this.queue.run(() => this.callNow(op, fn, timeoutMs));
   }
 
   private async callNow<T>(
-    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>,
+    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>, timeoutMs: number,
   ): Promise<T> {
     if (this.pkg.broken) {
       this.pkg.sock.socket.close();
@@ -90,7 +98,7 @@ export class Rtnl {
     }
     const pkg = this.pkg;
     try {
-      return await Promise.race([fn(pkg.sock, { timeout: REPLY_TIMEOUT_MS }), pkg.failed]);
+      return await Promise.race([fn(pkg.sock, { timeout: timeoutMs }), pkg.failed]);
     } catch (e) {
       const err = RtnlError.fromPackageError(op, e);
       // No errno: the socket itself failed (or timed out), not the request; replace it.
@@ -165,7 +173,9 @@ export class Rtnl {
   /** The link's addresses (both families), in kernel order. */
   async listAddresses(name: string): Promise<LinkAddress[]> {
     const index = await this.requireIndex(`list-addresses ${name}`, name);
-    const all = await this.call(`list-addresses ${name}`, (sock, o) => sock.getAddresses(undefined, undefined, o));
+    const all = await this.call(
+      `list-addresses ${name}`, (sock, o) => sock.getAddresses(undefined, undefined, o), DUMP_TIMEOUT_MS,
+    );
     const out: LinkAddress[] = [];
     for (const m of all) {
       if (m.data.index !== index) continue;
