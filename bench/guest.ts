@@ -512,12 +512,14 @@ async function main(): Promise<void> {
         op2.start();
         await f;
         runs.push({ ms: msSince(t1), fromUs: Number(t1 / 1000n), ...phases(ipvs, t1), ops: op2.last!.ops, ready: op2.ready, dumps: ipvs.dumps, dumpMs: ipvs.dumpMs,
-          listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: fresh.ms, vipsMs: vips.ms, vipsAdded: vips.added });
+          listings: ipvs.listings, listingMs: ipvs.listingMs, iptablesMs: fresh.ms, vipsMs: vips.ms, vipsAdded: vips.added,
+          ...(op2.last?.error ? { error: op2.last.error } : {}) });
         await op2.stop();
-        progress(`restart: ready=${op2.ready} after ${(runs.at(-1)!.ms / 1000).toFixed(1)} s, ${op2.last!.ops} ops`);
+        progress(`restart: ready=${op2.ready} after ${(runs.at(-1)!.ms / 1000).toFixed(1)} s, ${op2.last!.ops} ops` +
+          `${op2.last?.error ? `; the sync failed: ${op2.last.error}` : ''}`);
       }
       const sorted = [...runs].sort((a, b) => a.ms - b.ms);
-      restart = { ...sorted[Math.floor(sorted.length / 2)]!, runsMs: runs.map((r) => r.ms) };
+      restart = { ...sorted[Math.floor(sorted.length / 2)]!, runsMs: runs.map((r) => r.ms), runErrors: runs.map((r) => r.error ?? null) };
     }
 
     results.push({

@@ -225,7 +225,9 @@ function renderTable(r: any): string {
     }
     if (big?.restart) {
       const share = big.restart.ms / big.full.totalMs;
-      const all = big.restart.runsMs ? ` (the median of ${big.restart.runsMs.map(s).join(', ')}, each a new operator and iptables path)` : '';
+      const failed = (big.restart.runErrors ?? []).map((e: string | null, i: number) => (e ? `restart ${i + 1} failed: ${e}` : '')).filter(Boolean);
+      const all = big.restart.runsMs ? ` (the median of ${big.restart.runsMs.map(s).join(', ')}, each a new operator and iptables path` +
+        `${failed.length ? `; ${failed.join('; ')}` : ''})` : '';
       lines.push('', `Restart with ${big.services} Services programmed: ready after ${s(big.restart.ms)}${all}, ${share.toFixed(2)} of the first sync ` +
         `(target <= 0.3: ${verdict(share <= 0.3)}), ${big.restart.ops} ops (${verdict(big.restart.ops === 0)}; ${big.restart.dumps} dumps in ${s(big.restart.dumpMs)}, ` +
         `the listing opened ${big.restart.listings ?? 0} time(s) and read for ${s(big.restart.listingMs ?? 0)} beside the dumps, ` +
