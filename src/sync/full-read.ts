@@ -44,7 +44,7 @@ export async function readFullDests(
   const index = new Map(vss.map((vs, i) => [virtualServerKey(vs), i] as const));
   // The listing opened for this read (`opened`, maybe long before: its thread reads ahead), else now.
   const reader = desired && vss.length ? await (opened ?? ipvs.listing?.()) : undefined;
-  if (!reader) await opened?.then((l) => l?.close()).catch(() => undefined);
+  if (!reader) await closeListing(opened);
   let front = 0; // the listing has gone past every index below
   let back = vss.length; // the dumps have claimed every index from here
   let listed = 0;
@@ -115,4 +115,9 @@ export async function readFullDests(
 /** Whether the listing shows these real servers in full: no thresholds, no tunnel settings. */
 function shownInFull(rss: readonly RealServer[]): boolean {
   return rss.every((rs) => rs.forward !== 'tunnel' && rs.upperThreshold === 0 && rs.lowerThreshold === 0);
+}
+
+/** Closes a listing once it is open; a failure to close has nothing left to stop, so it is dropped. */
+export async function closeListing(listing: Promise<ListingReader | undefined> | undefined): Promise<void> {
+  await listing?.then((l) => l?.close()).catch(() => undefined);
 }

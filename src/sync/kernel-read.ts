@@ -15,6 +15,7 @@ import type { DrainState } from '../plan/index.js';
 import type { VipLink } from '../rtnl/vips.js';
 import type { Clock } from './runner.js';
 import { TableCache } from './table-cache.js';
+import { closeListing } from './full-read.js';
 import { settledAll } from '../util/settled.js';
 import type { Log } from '../util/log.js';
 import { PROC_IPVS } from '../ipvs/proc-read.js';
@@ -66,7 +67,7 @@ export class KernelReader {
    * this one builds the desired state. One left by a sync that failed before its read is closed.
    */
   openListing(): void {
-    closeListing(this.takeListing());
+    void closeListing(this.takeListing());
     this.early = this.ipvs.listing?.().catch(() => undefined);
   }
 
@@ -94,7 +95,7 @@ export class KernelReader {
       });
       return new Set();
     }
-    closeListing(this.takeListing()); // not a full read after all
+    void closeListing(this.takeListing()); // not a full read after all
     if (r.periodic || !this.vipsNow) this.vipsNow = new Set(await this.vips.list(r.link));
     const reread = new Set(r.due);
     await this.cache.refresh(this.ipvs, r.due, r.table);
@@ -125,9 +126,4 @@ export class KernelReader {
     for (const rkey of have.dests.keys()) if (!wanted.has(rkey)) return true;
     return false;
   }
-}
-
-/** Closes a listing once it is open; a failure to close has nothing left to stop. */
-function closeListing(listing: Promise<ListingReader | undefined> | undefined): void {
-  void listing?.then((l) => l?.close()).catch(() => undefined);
 }

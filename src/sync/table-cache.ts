@@ -15,7 +15,7 @@ import {
   virtualServerKey,
 } from '../model/ipvs.js';
 import type { DesiredTable } from '../model/desired.js';
-import { type FullReadCount, readFullDests } from './full-read.js';
+import { type FullReadCount, closeListing, readFullDests } from './full-read.js';
 
 /**
  * The most real server dumps per batched read in the drift check's reading in turn: between two
@@ -75,7 +75,7 @@ export class TableCache {
     try {
       vss = await this.dumpAll(ipvs, now);
     } catch (e) {
-      await listing?.then((l) => l?.close()).catch(() => undefined);
+      await closeListing(listing);
       throw e;
     }
     const { dests, count } = await readFullDests(ipvs, vss, desired, undefined, listing);
