@@ -1,21 +1,23 @@
 // rtnetlink helpers for the VIP interface: a dummy link that holds every virtual server address
 // (IPVS only intercepts traffic to addresses that are local), its /32 and /128 addresses, and its
-// up state — links and dumps through the `netlink` package's RtNetlinkSocket, address adds and
-// deletes in pipelined batches through src/rtnl/socket.ts; no `ip` subprocess.
+// up state — links through the `netlink` package's RtNetlinkSocket, the address dump and address
+// adds and deletes through src/rtnl/socket.ts (encoded and decoded in messages.ts); no `ip` subprocess.
 // Errors are the package's message-only ones converted once, here, into RtnlError, so isExists /
 // isNotFound work on them as on IPVS errors.
 import { createRtNetlink, type RtNetlinkSocket } from 'netlink';
-import { formatIPv4, formatIPv6 } from '../model/addr.js';
 import { nla, parseAttrs } from '../netlink/framing.js';
 import { Errno } from '../netlink/errors.js';
 import { NLM_F_CREATE, NLM_F_EXCL } from '../netlink/constants.js';
 import { RtnlError } from './errors.js';
-import { type HostAddress, encodeAddrRequest, parseHostAddress } from './messages.js';
+import {
+  type HostAddress, decodeAddrMessage, encodeAddrDump, encodeAddrRequest, parseHostAddress,
+} from './messages.js';
 import { type RouteRequest, RouteSocket } from './socket.js';
 import { Serial } from '../util/serial.js';
 
-const AF_INET6 = 10;
 const IFLA_INFO_KIND = 1;
+/** An address dump interrupted by a change (NLM_F_DUMP_INTR) is made again this many times. */
+const DUMP_RETRIES = 3;
 
 /** An address on a link, with its prefix length. */
 export interface LinkAddress {
@@ -39,12 +41,6 @@ type LinkMessage = Awaited<ReturnType<RtNetlinkSocket['getLink']>>[number];
 
 /** How long one request on the package socket may wait for its reply. */
 const REPLY_TIMEOUT_MS = 30_000;
-/**
- * How long a dump of every address may take, all its replies. The package's timeout covers the
- * whole dump, which grows with the addresses: 30 000 VIPs took 38 s in the lab VM at a restart
- * (the table read beside it, a CI run on the host), so 30 s failed the sync, and each retry alike.
- */
-const DUMP_TIMEOUT_MS = 120_000;
 
 /** The package socket; `failed` rejects when it reports a socket error, `broken` marks it for replacement. */
 class PackageSocket {
@@ -66,8 +62,8 @@ class PackageSocket {
  * on the package socket go one at a time: the package's native code aborts the process on any
  * receive error, and replies to many requests at once overflow the receive buffer (ENOBUFS; 100
  * concurrent get-link requests did on the host), while one request's dump is paced by the kernel.
- * A socket that failed (a socket error, or no reply in 30 s; 120 s for a dump of every address)
- * fails its request and is replaced by a fresh one at the next request, as the IPVS client reconnects.
+ * A socket that failed (a socket error, or no reply in 30 s) fails its request and is replaced by a
+ * fresh one at the next request, as the IPVS client reconnects.
  */
 export class Rtnl {
   /** The pipelined socket for address batches, opened on first use. */
@@ -83,14 +79,12 @@ export class Rtnl {
   }
 
   /** Runs one request of the package socket (reopened first if it failed), as RtnlError on failure. */
-  private call<T>(
-    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>, timeoutMs = REPLY_TIMEOUT_MS,
-  ): Promise<T> {
-    return this.queue.run(() => this.callNow(op, fn, timeoutMs));
+  private call<T>(op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>): Promise<T> {
+    return this.queue.run(() => this.callNow(op, fn));
   }
 
   private async callNow<T>(
-    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>, timeoutMs: number,
+    op: string, fn: (sock: RtNetlinkSocket, options: { timeout: number }) => Promise<T>,
   ): Promise<T> {
     if (this.pkg.broken) {
       this.pkg.sock.socket.close();
@@ -98,7 +92,7 @@ export class Rtnl {
     }
     const pkg = this.pkg;
     try {
-      return await Promise.race([fn(pkg.sock, { timeout: timeoutMs }), pkg.failed]);
+      return await Promise.race([fn(pkg.sock, { timeout: REPLY_TIMEOUT_MS }), pkg.failed]);
     } catch (e) {
       const err = RtnlError.fromPackageError(op, e);
       // No errno: the socket itself failed (or timed out), not the request; replace it.
@@ -170,19 +164,25 @@ export class Rtnl {
     return index;
   }
 
-  /** The link's addresses (both families), in kernel order. */
+  /**
+   * The link's addresses (both families), in kernel order: one dump of every link's addresses,
+   * read in 32 KB datagrams and decoded here (the package's getAddresses read 3.5 KB datagrams and
+   * made an object per attribute: 38 s for 30 000 VIPs in the loaded lab VM). A dump interrupted by
+   * a change elsewhere is made again, up to DUMP_RETRIES times; then its last answer is used.
+   */
   async listAddresses(name: string): Promise<LinkAddress[]> {
-    const index = await this.requireIndex(`list-addresses ${name}`, name);
-    const all = await this.call(
-      `list-addresses ${name}`, (sock, o) => sock.getAddresses(undefined, undefined, o), DUMP_TIMEOUT_MS,
-    );
+    const op = `list-addresses ${name}`;
+    const index = await this.requireIndex(op, name);
+    const sock = this.routeSocket();
+    let reply = await this.queue.run(() => sock.dump(...dumpRequest(sock)));
+    for (let attempt = 1; reply.interrupted && !reply.errno && attempt <= DUMP_RETRIES; attempt++) {
+      reply = await this.queue.run(() => sock.dump(...dumpRequest(sock)));
+    }
+    if (reply.errno) throw RtnlError.fromErrno(op, reply.errno);
     const out: LinkAddress[] = [];
-    for (const m of all) {
-      if (m.data.index !== index) continue;
-      const raw = m.attrs.local ?? m.attrs.address;
-      if (!raw) continue;
-      const address = m.data.family === AF_INET6 ? formatIPv6(raw) : formatIPv4(raw);
-      out.push({ address, prefixLength: m.data.prefixlen ?? 0 });
+    for (const m of reply.messages) {
+      const a = decodeAddrMessage(m);
+      if (a && a.index === index) out.push({ address: a.address, prefixLength: a.prefixLength });
     }
     return out;
   }
@@ -229,11 +229,7 @@ export class Rtnl {
     });
     if (!parsed.length) return results;
     const index = await this.requireIndex(`${verb} ${name}`, name);
-    if (this.batch?.failed) {
-      this.batch.close();
-      this.batch = undefined;
-    }
-    const sock = (this.batch ??= new RouteSocket());
+    const sock = this.routeSocket();
     const out: RouteRequest[] = parsed.map(({ a }) => {
       const seq = sock.nextSeq();
       return { seq, bytes: encodeAddrRequest(kind, index, a, seq, sock.port) };
@@ -246,9 +242,24 @@ export class Rtnl {
     return results;
   }
 
+  /** The pipelined socket, opened on first use and again after it failed. */
+  private routeSocket(): RouteSocket {
+    if (this.batch?.failed) {
+      this.batch.close();
+      this.batch = undefined;
+    }
+    return (this.batch ??= new RouteSocket());
+  }
+
   /** Closes the socket. */
   close(): void {
     this.pkg.sock.socket.close();
     this.batch?.close();
   }
+}
+
+/** A numbered address dump request on `sock`: [seq, bytes]. */
+function dumpRequest(sock: RouteSocket): [number, Buffer] {
+  const seq = sock.nextSeq();
+  return [seq, encodeAddrDump(seq, sock.port)];
 }

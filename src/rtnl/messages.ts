@@ -5,13 +5,15 @@
 //   ifaddrmsg (8)  family u8 | prefixlen u8 | flags u8 | scope u8 | index u32
 //   IFA_LOCAL      4 or 16 address bytes
 //   IFA_ADDRESS    the same bytes (a /32 or /128 has no peer: iproute2 sends both, so do we)
-import { NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST } from '../netlink/constants.js';
-import { parseIPv4, parseIPv6 } from '../model/addr.js';
-import { nla } from '../netlink/framing.js';
+// A dump (RTM_GETADDR) is the header and an ifaddrmsg of zeros; each reply is an RTM_NEWADDR.
+import { NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
+import { formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import { type NlMessage, nla, parseAttrs } from '../netlink/framing.js';
 import { RtnlError } from './errors.js';
 
 export const RTM_NEWADDR = 20;
 export const RTM_DELADDR = 21;
+export const RTM_GETADDR = 22;
 const IFA_ADDRESS = 1;
 const IFA_LOCAL = 2;
 const IFA_F_NODAD = 0x02;
@@ -60,4 +62,51 @@ export function encodeAddrRequest(
   b.writeUInt32LE(index >>> 0, 20);
   attrs.copy(b, NLMSG_HDRLEN + IFADDRMSG_LEN);
   return b;
+}
+
+/**
+ * RTM_GETADDR dump of every address of every link, both families (AF_UNSPEC: the kernel runs each
+ * family's dump in turn). Without NETLINK_GET_STRICT_CHK the kernel ignores an index in the
+ * request, so the caller keeps its link's addresses itself.
+ */
+export function encodeAddrDump(seq: number, port: number): Buffer {
+  const b = Buffer.alloc(NLMSG_HDRLEN + IFADDRMSG_LEN);
+  b.writeUInt32LE(b.length, 0);
+  b.writeUInt16LE(RTM_GETADDR, 4);
+  b.writeUInt16LE(NLM_F_REQUEST | NLM_F_DUMP, 6);
+  b.writeUInt32LE(seq >>> 0, 8);
+  b.writeUInt32LE(port >>> 0, 12);
+  return b;
+}
+
+/** An address as a dump reports it: its link, the address as text, its prefix length. */
+export interface DumpedAddress {
+  index: number;
+  address: string;
+  prefixLength: number;
+}
+
+/**
+ * One RTM_NEWADDR of a dump; undefined for a message of another type or family, or without an
+ * address. IFA_LOCAL is the address itself; IFA_ADDRESS is the peer on point-to-point links, and
+ * the address when there is no IFA_LOCAL (IPv6). Throws RtnlError (malformed) on a short header,
+ * bad attribute lengths, or an address of the wrong size.
+ */
+export function decodeAddrMessage(m: NlMessage): DumpedAddress | undefined {
+  if (m.type !== RTM_NEWADDR) return undefined;
+  const p = m.payload;
+  if (p.length < IFADDRMSG_LEN) {
+    throw RtnlError.malformed('list-addresses', `RTM_NEWADDR of ${p.length} bytes, shorter than an ifaddrmsg`);
+  }
+  const family = p.readUInt8(0);
+  if (family !== AF_INET && family !== AF_INET6) return undefined;
+  const attrs = parseAttrs(p.subarray(IFADDRMSG_LEN), RtnlError);
+  const raw = attrs.get(IFA_LOCAL) ?? attrs.get(IFA_ADDRESS);
+  if (!raw) return undefined;
+  const size = family === AF_INET ? 4 : 16;
+  if (raw.length !== size) {
+    throw RtnlError.malformed('list-addresses', `family ${family} address of ${raw.length} bytes, not ${size}`);
+  }
+  const address = family === AF_INET ? formatIPv4(raw) : formatIPv6(raw);
+  return { index: p.readUInt32LE(4), address, prefixLength: p.readUInt8(1) };
 }

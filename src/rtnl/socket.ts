@@ -3,8 +3,10 @@
 // package's RtNetlinkSocket: it sends one datagram per request, so 10 000 VIPs cost 10 000
 // sendmsg() calls and 10 000 receive callbacks (about 155 s at 10 000 Services in the TCG lab VM,
 // one at a time); rtnetlink_rcv() processes every message of one datagram in order inside
-// sendmsg() and queues one NLMSG_ERROR per message.
-import { NetlinkSocket } from '../netlink/socket.js';
+// sendmsg() and queues one NLMSG_ERROR per message. Dumps (the VIP link's addresses) read 32 KB
+// datagrams, as the IPVS client's do: the kernel walks a link's address list from its start for
+// every datagram it fills (inet_dump_ifaddr), so fewer, larger ones cost it less.
+import { DUMP_RECEIVE_BYTES, NetlinkSocket, type Reply } from '../netlink/socket.js';
 import { RtnlError } from './errors.js';
 
 export { CHUNK } from '../netlink/socket.js';
@@ -19,7 +21,7 @@ export interface RouteRequest {
 
 /** A route-netlink socket with pipelined, sequence-matched acknowledged requests. */
 export class RouteSocket {
-  private readonly sock = new NetlinkSocket(NETLINK_ROUTE, RtnlError);
+  private readonly sock = new NetlinkSocket(NETLINK_ROUTE, RtnlError, DUMP_RECEIVE_BYTES);
 
   /** The socket's netlink port id, read once at open. */
   get port(): number {
@@ -42,6 +44,15 @@ export class RouteSocket {
    */
   async exchange(out: readonly RouteRequest[]): Promise<number[]> {
     return (await this.sock.exchange(out.map((o) => ({ ...o, dump: false })))).map((r) => r.errno);
+  }
+
+  /**
+   * Sends one dump request (`bytes`, numbered with `seq`) and resolves with its messages and the
+   * errno of its DONE. Rejects only when the socket fails, or when 30 s pass without a datagram.
+   */
+  async dump(seq: number, bytes: Buffer): Promise<Reply> {
+    const [reply] = await this.sock.exchange([{ seq, bytes, dump: true }]);
+    return reply!;
   }
 
   /** Closes the socket; a pending exchange rejects. */

@@ -1,12 +1,17 @@
 // FakeVipLink's batch semantics (the real link's: test/kernel/rtnl.test.ts, and the contract in
 // test/support/vip-contract.ts), the address request encoding, and the route socket's pipelining
 // against the host kernel on a link index that does not exist (every request is refused, nothing
-// changes on the host).
+// changes on the host), the address dump's encoding and decoding, and one dump of the host's
+// loopback addresses read back against iproute2 (read-only).
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from '@jest/globals';
 import { Errno, isExists } from '../../../src/netlink/errors.js';
 import { decodeMessages, parseAttrs } from '../../../src/netlink/framing.js';
 import { RtnlError, isForeignLink } from '../../../src/rtnl/errors.js';
-import { RTM_DELADDR, RTM_NEWADDR, encodeAddrRequest, parseHostAddress } from '../../../src/rtnl/messages.js';
+import { Rtnl } from '../../../src/rtnl/links.js';
+import {
+  RTM_DELADDR, RTM_GETADDR, RTM_NEWADDR, decodeAddrMessage, encodeAddrDump, encodeAddrRequest, parseHostAddress,
+} from '../../../src/rtnl/messages.js';
 import { CHUNK, RouteSocket } from '../../../src/rtnl/socket.js';
 import { FakeVipLink, type VipResult } from '../../../src/rtnl/vips.js';
 
@@ -106,5 +111,64 @@ describe('RouteSocket', () => {
       s.close();
     }
     await expect(s.exchange([{ seq: 1, bytes: Buffer.alloc(0) }])).rejects.toThrow('socket closed');
+  });
+});
+
+describe('address dump', () => {
+  /** An RTM_NEWADDR as the kernel sends one: ifaddrmsg, then the attributes given. */
+  const newaddr = (family: number, prefix: number, index: number, attrs: Array<[number, number[]]>, type = RTM_NEWADDR) => {
+    const body = Buffer.concat(attrs.map(([t, bytes]) => {
+      const a = Buffer.alloc((4 + bytes.length + 3) & ~3);
+      a.writeUInt16LE(4 + bytes.length, 0);
+      a.writeUInt16LE(t, 2);
+      Buffer.from(bytes).copy(a, 4);
+      return a;
+    }));
+    const payload = Buffer.concat([Buffer.from([family, prefix, 0, 0, 0, 0, 0, 0]), body]);
+    payload.writeUInt32LE(index, 4);
+    return { type, flags: 2, seq: 1, port: 0, payload };
+  };
+  const v6 = [0xfd, 0, 2, 0, ...Array<number>(11).fill(0), 0x10];
+
+  it('asks for every address of both families: RTM_GETADDR, request|dump, an ifaddrmsg of zeros', () => {
+    const [m, ...rest] = decodeMessages(encodeAddrDump(42, 99));
+    expect(rest).toEqual([]);
+    expect({ type: m!.type, flags: m!.flags, seq: m!.seq, port: m!.port }).toEqual({ type: RTM_GETADDR, flags: 0x301, seq: 42, port: 99 });
+    expect([...m!.payload]).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+  });
+
+  it('decodes IFA_LOCAL before IFA_ADDRESS (a peer), IFA_ADDRESS alone (IPv6), with link and prefix', () => {
+    expect(decodeAddrMessage(newaddr(2, 32, 7, [[1, [10, 9, 9, 9]], [2, [10, 200, 1, 7]], [3, [108, 111, 0]]])))
+      .toEqual({ index: 7, address: '10.200.1.7', prefixLength: 32 });
+    expect(decodeAddrMessage(newaddr(10, 128, 0x7ffffff0, [[1, v6]]))).toEqual({ index: 0x7ffffff0, address: 'fd00:200::10', prefixLength: 128 });
+  });
+
+  it('skips other message types, other families and messages without an address', () => {
+    expect(decodeAddrMessage(newaddr(2, 32, 7, [[2, [10, 0, 0, 1]]], RTM_DELADDR))).toBeUndefined();
+    expect(decodeAddrMessage(newaddr(17, 0, 7, [[2, [1, 2, 3, 4]]]))).toBeUndefined();
+    expect(decodeAddrMessage(newaddr(2, 32, 7, [[3, [108, 111, 0]]]))).toBeUndefined();
+  });
+
+  it('refuses garbage as RtnlError: a short ifaddrmsg, a torn attribute, an address of the wrong size', () => {
+    const short = { ...newaddr(2, 32, 7, []), payload: Buffer.from([2, 32, 0, 0]) };
+    const torn = newaddr(2, 32, 7, [[2, [10, 0, 0, 1]]]);
+    torn.payload.writeUInt16LE(40, 8);
+    for (const m of [short, torn, newaddr(2, 32, 7, [[2, v6]]), newaddr(10, 128, 7, [[1, [10, 0, 0, 1]]])]) {
+      expect(() => decodeAddrMessage(m)).toThrow(RtnlError);
+    }
+    expect(() => decodeAddrMessage(short)).toThrow(/shorter than an ifaddrmsg/);
+  });
+
+  it("lists the host's loopback addresses as iproute2 does (one dump, read only)", async () => {
+    const [lo] = JSON.parse(execFileSync('ip', ['-j', 'addr', 'show', 'dev', 'lo'], { encoding: 'utf8' })) as
+      Array<{ addr_info: Array<{ local: string; prefixlen: number }> }>;
+    const rtnl = Rtnl.open();
+    try {
+      const ours = await rtnl.listAddresses('lo');
+      expect(ours.map((a) => `${a.address}/${a.prefixLength}`)).toEqual(lo!.addr_info.map((a) => `${a.local}/${a.prefixlen}`));
+      expect(ours.length).toBeGreaterThan(0);
+    } finally {
+      rtnl.close();
+    }
   });
 });
