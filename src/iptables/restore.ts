@@ -6,9 +6,10 @@ import type { ProxyConfig } from '../config/types.js';
 import type { Family } from '../model/addr.js';
 import { type Backend, type BackendMode, detectBackend } from './backend.js';
 import { type Runner, TOOL_DEADLINE_MS, runChecked, withDeadline } from './exec.js';
-import { listSetNames, restoreSets, saveSets } from './ipset.js';
+import { restoreSets } from './ipset.js';
 import { planIpsets, setsAfter } from './ipset-plan.js';
-import { type SavedSets, parseIpsetSave } from './ipset-save.js';
+import type { SavedSets } from './ipset-save.js';
+import { NetlinkSetReader, type SetReader, toolSetReader } from './ipset-reader.js';
 import { makeNames } from './names.js';
 import { desiredSets, renderChainFlush, renderCleanup, renderIpsetCleanup, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
@@ -29,6 +30,11 @@ export interface IptablesRestoreOptions {
   lockWaitSeconds?: number;
   /** Command runner; default: child_process. Unit tests pass a fake. */
   run?: Runner;
+  /**
+   * How our sets are read; default: over netlink, or through `ipset` on `run` when a runner is
+   * given (fakes and dry runs see every host access on their runner).
+   */
+  sets?: SetReader;
   /** How long one tool may run (ms) before it is killed and its sync fails; default TOOL_DEADLINE_MS. */
   toolDeadlineMs?: number;
 }
@@ -45,8 +51,8 @@ export interface AppliedPayloads {
 
 /**
  * Programs our chains and sets with iptables-restore / ipset restore. One sync is
- *   1. `ipset list -n`, one read of our sets (`save` lines in restore mode; after a successful
- *      sync, what it left is planned against instead), then one `ipset restore -exist` of only
+ *   1. the host's set names and one read of our sets (over netlink, ipset-reader.ts; after a
+ *      successful sync, what it left is planned against instead), then one `ipset restore -exist` of only
  *      the difference (ipset-plan.ts: dels, then adds; a set that
  *      cannot be changed in place is refilled through `<name>-tmp` + swap); none when in step;
  *   2. per family: `iptables-save` (to see which hook jumps exist; run beside step 1), then one
@@ -57,7 +63,8 @@ export interface AppliedPayloads {
  * taken by the restore binaries themselves (`--wait`); iptables-save takes no lock.
  */
 export class IptablesRestore implements IptablesSync {
-  private readonly run: Runner;
+  /** The tools' runner, and how sets are read. */
+  private readonly host: { run: Runner; sets: SetReader };
   private readonly prefix: string;
   private readonly ipv6: boolean;
   private readonly force: BackendMode | undefined;
@@ -77,7 +84,8 @@ export class IptablesRestore implements IptablesSync {
   }
 
   constructor(opts: IptablesRestoreOptions = {}) {
-    this.run = withDeadline(opts.run ?? spawnRunner, opts.toolDeadlineMs ?? TOOL_DEADLINE_MS);
+    const run = withDeadline(opts.run ?? spawnRunner, opts.toolDeadlineMs ?? TOOL_DEADLINE_MS);
+    this.host = { run, sets: opts.sets ?? (opts.run ? toolSetReader(run) : new NetlinkSetReader()) };
     this.prefix = makeNames(opts.prefix).prefix;
     this.ipv6 = opts.ipv6 ?? true;
     this.force = opts.backend === 'auto' ? undefined : opts.backend;
@@ -87,7 +95,7 @@ export class IptablesRestore implements IptablesSync {
   /** The backend in use (detected on first call, then cached). */
   backend(): Promise<Backend> {
     if (!this.backendP) {
-      this.backendP = detectBackend(this.run, this.force);
+      this.backendP = detectBackend(this.host.run, this.force);
       this.backendP.catch(() => { this.backendP = undefined; });
     }
     return this.backendP;
@@ -109,7 +117,7 @@ export class IptablesRestore implements IptablesSync {
       const b = await this.backend();
       const families: Family[] = this.ipv6 ? ['IPv4', 'IPv6'] : ['IPv4'];
       const present = async (save: string) =>
-        new Set(findJumps(parseSave(await runChecked(this.run, save, [])), makeNames(this.prefix)).keys());
+        new Set(findJumps(parseSave(await runChecked(this.host.run, save, [])), makeNames(this.prefix)).keys());
       // The hook jumps present are read while the sets are planned and written (each tool a process
       // of its own; the two families' saves at once too): neither step changes a hook chain, the
       // chain flush before a set is recreated names only our chains.
@@ -136,10 +144,10 @@ export class IptablesRestore implements IptablesSync {
   drift(desired: Desired, config: ProxyConfig, signal?: AbortSignal): Promise<string | undefined> {
     return this.queue.run(async () => {
       const b = await this.backend();
-      const setCounts = parseSetCounts(await runChecked(this.run, 'ipset', ['list', '-t'], undefined, signal));
+      const setCounts = parseSetCounts(await runChecked(this.host.run, 'ipset', ['list', '-t'], undefined, signal));
       const saved = {
-        IPv4: parseSave(await runChecked(this.run, b.save, [], undefined, signal)),
-        ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.run, b.save6, [], undefined, signal)) } : {}),
+        IPv4: parseSave(await runChecked(this.host.run, b.save, [], undefined, signal)),
+        ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.host.run, b.save6, [], undefined, signal)) } : {}),
       };
       const why = iptablesDrift(desired, config, { saved, setCounts }, this.prefix);
       if (why) this.memo.written = undefined; // the sync that follows reads our sets again
@@ -153,10 +161,10 @@ export class IptablesRestore implements IptablesSync {
       this.memo.written = undefined;
       const b = await this.backend();
       for (const [save, restore] of [[b.save, b.restore], ...(this.ipv6 ? [[b.save6, b.restore6]] : [])] as const) {
-        const payload = renderCleanup(parseSave(await runChecked(this.run, save, [])), this.prefix);
+        const payload = renderCleanup(parseSave(await runChecked(this.host.run, save, [])), this.prefix);
         if (payload) await this.restore(restore, payload);
       }
-      await restoreSets(this.run, renderIpsetCleanup(await listSetNames(this.run), this.prefix));
+      await restoreSets(this.host.run, renderIpsetCleanup(await this.host.sets.names(), this.prefix));
     });
   }
 
@@ -168,27 +176,24 @@ export class IptablesRestore implements IptablesSync {
       const flush = renderChainFlush(this.prefix);
       for (const bin of [b.restore, ...(this.ipv6 ? [b.restore6] : [])]) await this.restore(bin, flush);
     }
-    await restoreSets(this.run, sets.plan.payload);
+    await restoreSets(this.host.run, sets.plan.payload);
     return sets;
   }
 
   /**
    * The ipset difference for `desired`: against `written` (what the last sync left) when given,
-   * else against our sets as the kernel holds them (`ipset list -n` and one read).
+   * else against our sets as the kernel holds them (the host's set names and one read).
    */
   private async planSets(desired: Desired, families: Family[], written?: SavedSets) {
     const wanted = desiredSets(desired, { prefix: this.prefix, families });
-    const existing = written ? new Set(written.sets.keys()) : await listSetNames(this.run);
+    const existing = written ? new Set(written.sets.keys()) : await this.host.sets.names();
     let saved = written;
-    if (!saved) {
-      const ours = wanted.map((w) => w.name).filter((n) => existing.has(n));
-      saved = parseIpsetSave(await saveSets(this.run, ours));
-    }
+    if (!saved) saved = await this.host.sets.read(wanted.map((w) => w.name).filter((n) => existing.has(n)));
     return { plan: planIpsets(wanted, saved, existing), wanted, saved, existing };
   }
 
   private restore(bin: string, payload: string): Promise<string> {
-    return runChecked(this.run, bin, ['--noflush', `--wait=${this.wait}`], payload);
+    return runChecked(this.host.run, bin, ['--noflush', `--wait=${this.wait}`], payload);
   }
 
 }
