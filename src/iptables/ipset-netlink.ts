@@ -26,6 +26,7 @@ const NFGENMSG_LEN = 4;
 const AF_INET = 2;
 const NFPROTO_IPV6 = 10;
 const IPSET_FLAG_LIST_SETNAME = 1 << 1;
+const IPSET_FLAG_LIST_HEADER = 1 << 2;
 const IPSET_FLAG_NOMATCH = 1 << 2;
 
 /** Command-level attributes. */
@@ -47,13 +48,16 @@ const PROTO_NAMES = new Map([[6, 'tcp'], [17, 'udp'], [132, 'sctp']]);
 const ELEMENT_ATTRS = new Set<number>([D.IP, D.PORT, D.PROTO, D.CADT_FLAGS, D.IP2, D.CIDR2]);
 
 /**
- * A list request: one set's header and members (`name`), or (no name) the name of every set on
- * the host, without headers or members.
+ * A list request: one set's header and members (`name`); or, without a name, every set on the
+ * host: its name alone (`names`), or its name and header (`headers`).
  */
-export function encodeList(seq: number, port: number, name?: string): Buffer {
+export function encodeList(seq: number, port: number, what: { set: string } | 'names' | 'headers'): Buffer {
   const attrs = [attr(A.PROTOCOL, Buffer.from([PROTOCOL]))];
-  if (name !== undefined) attrs.push(attr(A.SETNAME, Buffer.from(`${name}\0`, 'utf8')));
-  else attrs.push(attr(A.FLAGS | NLA_F_NET_BYTEORDER, be32(IPSET_FLAG_LIST_SETNAME)));
+  if (typeof what === 'object') attrs.push(attr(A.SETNAME, Buffer.from(`${what.set}\0`, 'utf8')));
+  else {
+    const flag = what === 'names' ? IPSET_FLAG_LIST_SETNAME : IPSET_FLAG_LIST_HEADER;
+    attrs.push(attr(A.FLAGS | NLA_F_NET_BYTEORDER, be32(flag)));
+  }
   const body = Buffer.concat(attrs);
   const b = Buffer.alloc(NLMSG_HDRLEN + NFGENMSG_LEN + body.length);
   b.writeUInt32LE(b.length, 0);
@@ -69,6 +73,22 @@ export function encodeList(seq: number, port: number, name?: string): Buffer {
 /** The set names a names-only list answered with, in the kernel's order. */
 export function decodeNames(messages: readonly NlMessage[]): string[] {
   return messages.filter((m) => m.type === IPSET_LIST).map((m) => setName(topAttrs(m)));
+}
+
+/**
+ * Members per set from a headers list (the header's IPSET_ATTR_ELEMENTS, the count `ipset list -t`
+ * prints); a set whose header lacks it is left out.
+ */
+export function decodeCounts(messages: readonly NlMessage[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const m of messages) {
+    if (m.type !== IPSET_LIST) continue;
+    const a = topAttrs(m);
+    const data = a.get(A.DATA);
+    const n = data ? parseAttrs(data, IpsetError).get(D.ELEMENTS) : undefined;
+    if (n?.length === 4) out.set(setName(a), n.readUInt32BE(0));
+  }
+  return out;
 }
 
 /** Adds what one set's list answered (its messages, in order) to `into`. Throws IpsetError on torn messages. */

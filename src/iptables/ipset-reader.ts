@@ -3,9 +3,10 @@
 // a node uses), and through the `ipset` binary on a Runner (what fakes and dry runs supply, every
 // host access going through their runner). Both read only; neither writes a set.
 import { DUMP_RECEIVE_BYTES, NetlinkSocket } from '../netlink/socket.js';
-import { type Runner } from './exec.js';
+import { type Runner, runChecked } from './exec.js';
 import { listSetNames, saveSets } from './ipset.js';
-import { IpsetError, decodeNames, decodeSet, encodeList } from './ipset-netlink.js';
+import { parseSetCounts } from './drift.js';
+import { IpsetError, decodeCounts, decodeNames, decodeSet, encodeList } from './ipset-netlink.js';
 import { type SavedSets, parseIpsetSave } from './ipset-save.js';
 
 const NETLINK_NETFILTER = 12;
@@ -16,6 +17,8 @@ export interface SetReader {
   names(): Promise<Set<string>>;
   /** The named sets' headers and members. */
   read(names: readonly string[]): Promise<SavedSets>;
+  /** Members per set, every set on the host, from the headers alone (the periodic check's read). */
+  counts(signal?: AbortSignal): Promise<Map<string, number>>;
 }
 
 /** Through `ipset list -n` and `ipset restore` of `save <name>` lines, on `run`. */
@@ -23,6 +26,7 @@ export function toolSetReader(run: Runner): SetReader {
   return {
     names: () => listSetNames(run),
     read: async (names) => parseIpsetSave(await saveSets(run, names)),
+    counts: async (signal) => parseSetCounts(await runChecked(run, 'ipset', ['list', '-t'], undefined, signal)),
   };
 }
 
@@ -34,19 +38,24 @@ export class NetlinkSetReader implements SetReader {
   private sock: NetlinkSocket | undefined;
 
   async names(): Promise<Set<string>> {
-    return new Set(decodeNames((await this.dump('list-sets')).messages));
+    return new Set(decodeNames((await this.dump('list-sets', 'names')).messages));
   }
 
   async read(names: readonly string[]): Promise<SavedSets> {
     const out: SavedSets = { sets: new Map(), garbage: [] };
-    for (const name of names) decodeSet((await this.dump(`list-set ${name}`, name)).messages, out);
+    for (const set of names) decodeSet((await this.dump(`list-set ${set}`, { set })).messages, out);
     return out;
   }
 
-  private async dump(op: string, name?: string) {
+  /** One dump of every set's header, no members (`signal` is not taken: nothing long runs). */
+  async counts(): Promise<Map<string, number>> {
+    return decodeCounts((await this.dump('list-headers', 'headers')).messages);
+  }
+
+  private async dump(op: string, what: Parameters<typeof encodeList>[2]) {
     const s = this.socket();
     const seq = s.nextSeq();
-    const [reply] = await s.exchange([{ seq, bytes: encodeList(seq, s.port, name), dump: true }]);
+    const [reply] = await s.exchange([{ seq, bytes: encodeList(seq, s.port, what), dump: true }]);
     if (reply!.errno) throw IpsetError.fromErrno(op, reply!.errno);
     return reply!;
   }

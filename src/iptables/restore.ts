@@ -13,7 +13,7 @@ import { NetlinkSetReader, type SetReader, toolSetReader } from './ipset-reader.
 import { makeNames } from './names.js';
 import { desiredSets, renderChainFlush, renderCleanup, renderIpsetCleanup, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
-import { iptablesDrift, parseSetCounts } from './drift.js';
+import { iptablesDrift } from './drift.js';
 import { run } from '../util/proc.js';
 import { Serial } from '../util/serial.js';
 import { settledAll } from '../util/settled.js';
@@ -144,7 +144,7 @@ export class IptablesRestore implements IptablesSync {
   drift(desired: Desired, config: ProxyConfig, signal?: AbortSignal): Promise<string | undefined> {
     return this.queue.run(async () => {
       const b = await this.backend();
-      const setCounts = parseSetCounts(await runChecked(this.host.run, 'ipset', ['list', '-t'], undefined, signal));
+      const setCounts = await this.host.sets.counts(signal);
       const saved = {
         IPv4: parseSave(await runChecked(this.host.run, b.save, [], undefined, signal)),
         ...(this.ipv6 ? { IPv6: parseSave(await runChecked(this.host.run, b.save6, [], undefined, signal)) } : {}),

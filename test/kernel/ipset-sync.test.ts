@@ -122,7 +122,7 @@ describe('ipsets synced by difference, in the lab VM', () => {
     }
   });
 
-  it('the netlink reader reads every set as ipset save prints it, foreign and odd ones too', async () => {
+  it('the netlink reader reads every set as ipset save prints it, and counts as ipset list -t, foreign and odd ones too', async () => {
     // Sets the planner must not change in place: options, a nomatch member, another protocol,
     // another type, a netmask, another range; and kube-proxy's, and ours as the sync left them.
     const odd: string[][] = [
@@ -144,6 +144,10 @@ describe('ipsets synced by difference, in the lab VM', () => {
       const tool = toolSetReader(spawnRunner);
       const names = await reader.names();
       expect([...names].sort()).toEqual([...await tool.names()].sort());
+      // The periodic check's read: members per set from the headers, as `ipset list -t` counts them.
+      const counts = await reader.counts();
+      expect([...counts].sort()).toEqual([...await tool.counts()].sort());
+      expect(counts.get('IPSKX-NOMATCH')).toBe(2);
       const all = [...names].filter((n) => n.startsWith('IPSK') || n === 'KUBE-CLUSTER-IP');
       expect(all.length).toBeGreaterThanOrEqual(12 + odd.length);
       const [ours, theirs] = [await reader.read(all), await tool.read(all)];

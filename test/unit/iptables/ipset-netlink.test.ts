@@ -3,7 +3,7 @@
 // test/kernel/ipset-sync.test.ts.
 import { describe, expect, it } from '@jest/globals';
 import { decodeMessages, type NlMessage } from '../../../src/netlink/framing.js';
-import { IPSET_LIST, IpsetError, decodeNames, decodeSet, encodeList } from '../../../src/iptables/ipset-netlink.js';
+import { IPSET_LIST, IpsetError, decodeCounts, decodeNames, decodeSet, encodeList } from '../../../src/iptables/ipset-netlink.js';
 import type { SavedSets } from '../../../src/iptables/ipset-save.js';
 
 const NESTED = 0x8000;
@@ -39,7 +39,7 @@ const V6 = [0xfd, 0, 2, 0, 0, 7, ...Array<number>(9).fill(0), 0x0a];
 
 describe('ipset list requests', () => {
   it('one set: LIST|subsys 6, request|dump, nfgenmsg AF_INET, protocol 6, the name NUL-terminated', () => {
-    const [m, ...rest] = decodeMessages(encodeList(42, 99, 'IPVSOP-VIPS'));
+    const [m, ...rest] = decodeMessages(encodeList(42, 99, { set: 'IPVSOP-VIPS' }));
     expect(rest).toEqual([]);
     expect({ type: m!.type, flags: m!.flags, seq: m!.seq, port: m!.port }).toEqual({ type: 0x0607, flags: 0x301, seq: 42, port: 99 });
     expect([...m!.payload.subarray(0, 4)]).toEqual([2, 0, 0, 0]);
@@ -47,14 +47,25 @@ describe('ipset list requests', () => {
   });
 
   it('every name: no set name, IPSET_FLAG_LIST_SETNAME in network order', () => {
-    const [m] = decodeMessages(encodeList(1, 2));
+    const [m] = decodeMessages(encodeList(1, 2, 'names'));
     expect(m!.payload.subarray(4)).toEqual(Buffer.concat([at(1, [6]), at(6 | NET, be(2, 4))]));
+  });
+
+  it('every header: no set name, IPSET_FLAG_LIST_HEADER', () => {
+    const [m] = decodeMessages(encodeList(1, 2, 'headers'));
+    expect(m!.payload.subarray(4)).toEqual(Buffer.concat([at(1, [6]), at(6 | NET, be(4, 4))]));
   });
 });
 
 describe('ipset list answers', () => {
   it('names in the order the kernel sent them', () => {
     expect(decodeNames([answer('KUBE-CLUSTER-IP'), answer('IPVSOP-VIPS')])).toEqual(['KUBE-CLUSTER-IP', 'IPVSOP-VIPS']);
+  });
+
+  it('members per set from the headers: ELEMENTS, sets without it left out', () => {
+    const counts = decodeCounts([first('A', 'hash:ip', 2, hashHeader(65536)), first('B', 'bitmap:port', 0, [at(24 | NET, be(7, 4))]),
+      first('C', 'hash:ip', 2, [at(19 | NET, be(9, 4))])]);
+    expect([...counts]).toEqual([['A', 2], ['B', 7]]);
   });
 
   it('each of our types, members as ipset save prints them, continued over messages', () => {
