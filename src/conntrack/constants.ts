@@ -3,14 +3,12 @@
 // VM's kernel; these values have not changed since ctnetlink's attribute layout of 2.6.x). Names
 // follow the headers. pure.
 
-/** The netlink protocol of netfilter's subsystems (linux/netlink.h). */
-export const NETLINK_NETFILTER = 12;
+/** The netlink protocol of netfilter's subsystems (linux/netlink.h), and struct nfgenmsg's size. */
+export { NETLINK_NETFILTER, NFGENMSG_LEN } from '../netlink/constants.js';
 
 /** nfnetlink: the subsystem id goes in the high byte of nlmsg_type, the message in the low byte. */
 export const NFNL_SUBSYS_CTNETLINK = 1;
 export const NFNETLINK_V0 = 0;
-/** struct nfgenmsg: family (u8), version (u8), res_id (be16). */
-export const NFGENMSG_LEN = 4;
 
 /** ctnetlink messages (enum cntl_msg_types). */
 export const IPCTNL_MSG_CT_NEW = 0;

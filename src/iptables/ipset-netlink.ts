@@ -7,9 +7,9 @@
 // in messages carrying only the name (ip_set_core.c ip_set_dump_start). What this does not know
 // (another type, a header option, a member extension) becomes an option or marks the set `odd`,
 // as in ipset-save.ts, so the planner refills that set.
-import { NLA_F_NET_BYTEORDER, NLMSG_HDRLEN, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
+import { NFGENMSG_LEN, NLA_F_NET_BYTEORDER, NLMSG_HDRLEN, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
 import { NetlinkError } from '../netlink/errors.js';
-import { type NlMessage, align4, parseAttrs } from '../netlink/framing.js';
+import { type NlMessage, attrList, cstring, nla, parseAttrs } from '../netlink/framing.js';
 import { formatIPv4, formatIPv6 } from '../model/addr.js';
 import type { SavedSet, SavedSets } from './ipset-save.js';
 
@@ -22,7 +22,6 @@ const IPSET_CMD_LIST = 7;
 export const IPSET_LIST = (NFNL_SUBSYS_IPSET << 8) | IPSET_CMD_LIST;
 /** IPSET_PROTOCOL_MIN: every kernel since 2.6.39 speaks it; 7 only adds the set's index. */
 const PROTOCOL = 6;
-const NFGENMSG_LEN = 4;
 const AF_INET = 2;
 const NFPROTO_IPV6 = 10;
 const IPSET_FLAG_LIST_SETNAME = 1 << 1;
@@ -52,11 +51,11 @@ const ELEMENT_ATTRS = new Set<number>([D.IP, D.PORT, D.PROTO, D.CADT_FLAGS, D.IP
  * host: its name alone (`names`), or its name and header (`headers`).
  */
 export function encodeList(seq: number, port: number, what: { set: string } | 'names' | 'headers'): Buffer {
-  const attrs = [attr(A.PROTOCOL, Buffer.from([PROTOCOL]))];
-  if (typeof what === 'object') attrs.push(attr(A.SETNAME, Buffer.from(`${what.set}\0`, 'utf8')));
+  const attrs = [nla(A.PROTOCOL, Buffer.from([PROTOCOL]))];
+  if (typeof what === 'object') attrs.push(nla(A.SETNAME, cstring(what.set)));
   else {
     const flag = what === 'names' ? IPSET_FLAG_LIST_SETNAME : IPSET_FLAG_LIST_HEADER;
-    attrs.push(attr(A.FLAGS | NLA_F_NET_BYTEORDER, be32(flag)));
+    attrs.push(nla(A.FLAGS | NLA_F_NET_BYTEORDER, be32(flag)));
   }
   const body = Buffer.concat(attrs);
   const b = Buffer.alloc(NLMSG_HDRLEN + NFGENMSG_LEN + body.length);
@@ -105,33 +104,30 @@ export function decodeSet(messages: readonly NlMessage[], into: SavedSets): void
       into.sets.set(name, set);
     }
     const adt = a.get(A.ADT);
-    if (adt) for (const [, element] of attrList(adt)) addMember(set, element);
+    if (adt) for (const [, element] of attrList(adt, IpsetError)) addMember(set, element);
   }
 }
 
 function header(name: string, type: string, family: number, data: Buffer | undefined): SavedSet {
   const set: SavedSet = { name, type, options: [], members: new Set() };
-  if (type !== 'bitmap:port') {
-    set.family = family === NFPROTO_IPV6 ? 'inet6' : family === AF_INET ? 'inet' : `${family}`;
-  }
-  for (const [t, v] of data ? attrList(data) : []) {
+  const bitmap = type === 'bitmap:port';
+  if (!bitmap) set.family = family === NFPROTO_IPV6 ? 'inet6' : family === AF_INET ? 'inet' : `${family}`;
+  let from: Buffer | undefined;
+  let to: Buffer | undefined;
+  for (const [t, v] of data ? attrList(data, IpsetError) : []) {
     if (t === D.MAXELEM && v.length === 4) set.maxelem = v.readUInt32BE(0);
-    else if (type === 'bitmap:port' && (t === D.PORT || t === D.PORT_TO)) continue;
+    else if (bitmap && t === D.PORT) from = v;
+    else if (bitmap && t === D.PORT_TO) to = v;
     else if (!HEADER_KEPT.has(t)) set.options.push(`attribute-${t}`);
   }
-  if (type === 'bitmap:port' && data) {
-    const h = parseAttrs(data, IpsetError);
-    const from = h.get(D.PORT);
-    const to = h.get(D.PORT_TO);
-    if (from?.length === 2 && to?.length === 2) set.range = `${from.readUInt16BE(0)}-${to.readUInt16BE(0)}`;
-  }
+  if (from?.length === 2 && to?.length === 2) set.range = `${from.readUInt16BE(0)}-${to.readUInt16BE(0)}`;
   return set;
 }
 
 /** One element, as ipset prints it for our types; anything else marks the set odd. */
 function addMember(set: SavedSet, element: Buffer): void {
   const e = new Map<number, Buffer>();
-  for (const [t, v] of attrList(element)) {
+  for (const [t, v] of attrList(element, IpsetError)) {
     if (!ELEMENT_ATTRS.has(t)) { set.odd ??= `member with extensions (attribute ${t})`; return; }
     e.set(t, v);
   }
@@ -185,29 +181,8 @@ function setName(a: Map<number, Buffer>): string {
   return text(name);
 }
 
-/** Attributes in order, repeats kept (an ADT holds one IPSET_ATTR_DATA per member); types masked. */
-function attrList(buf: Buffer): Array<[number, Buffer]> {
-  const out: Array<[number, Buffer]> = [];
-  let off = 0;
-  while (off + 4 <= buf.length) {
-    const len = buf.readUInt16LE(off);
-    if (len < 4 || off + len > buf.length) throw malformed(`attribute length ${len} at offset ${off} of ${buf.length}`);
-    out.push([buf.readUInt16LE(off + 2) & 0x3fff, buf.subarray(off + 4, off + len)]);
-    off += align4(len);
-  }
-  return out;
-}
-
 const text = (b: Buffer) => b.toString('utf8').replace(/\0+$/, '');
 const malformed = (message: string) => IpsetError.malformed('list-sets', message);
-
-function attr(type: number, payload: Buffer): Buffer {
-  const b = Buffer.alloc(align4(4 + payload.length));
-  b.writeUInt16LE(4 + payload.length, 0);
-  b.writeUInt16LE(type, 2);
-  payload.copy(b, 4);
-  return b;
-}
 
 function be32(v: number): Buffer {
   const b = Buffer.alloc(4);

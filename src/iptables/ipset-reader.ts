@@ -2,14 +2,13 @@
 // SavedSets. Two readers: over netlink (the kernel's own answer, decoded in ipset-netlink.ts; what
 // a node uses), and through the `ipset` binary on a Runner (what fakes and dry runs supply, every
 // host access going through their runner). Both read only; neither writes a set.
+import { NETLINK_NETFILTER } from '../netlink/constants.js';
 import { DUMP_RECEIVE_BYTES, NetlinkSocket } from '../netlink/socket.js';
 import { type Runner, runChecked } from './exec.js';
 import { listSetNames, saveSets } from './ipset.js';
 import { parseSetCounts } from './drift.js';
 import { IpsetError, decodeCounts, decodeNames, decodeSet, encodeList } from './ipset-netlink.js';
 import { type SavedSets, parseIpsetSave } from './ipset-save.js';
-
-const NETLINK_NETFILTER = 12;
 
 /** Reads sets; rejects when a named set is gone (destroyed since it was listed) or the read fails. */
 export interface SetReader {

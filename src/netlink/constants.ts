@@ -30,3 +30,7 @@ export const CTRL_ATTR_VERSION = 3;
 export const NLMSG_HDRLEN = 16;
 export const GENL_HDRLEN = 4;
 export const NLA_HDRLEN = 4;
+
+/** The netlink protocol of netfilter's subsystems (ctnetlink, ipset), and nfnetlink's header: struct nfgenmsg. */
+export const NETLINK_NETFILTER = 12;
+export const NFGENMSG_LEN = 4;

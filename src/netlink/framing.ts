@@ -260,6 +260,24 @@ export function parseAttrs(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = Net
   return out;
 }
 
+/**
+ * Attributes in order with repeats kept (parseAttrs keeps the last of a type): a container holding
+ * one nested attribute per item, as ipset's IPSET_ATTR_ADT. Types have the flag bits cleared.
+ */
+export function attrList(buf: Buffer, E: NetlinkErrorClass<NetlinkError> = NetlinkError): Array<[number, Buffer]> {
+  const out: Array<[number, Buffer]> = [];
+  let off = 0;
+  while (off + NLA_HDRLEN <= buf.length) {
+    const len = buf.readUInt16LE(off);
+    if (len < NLA_HDRLEN || off + len > buf.length) {
+      throw NetlinkError.malformed.call(E, 'decode', `attribute length ${len} at offset ${off} of ${buf.length}`);
+    }
+    out.push([buf.readUInt16LE(off + 2) & NLA_TYPE_MASK, buf.subarray(off + NLA_HDRLEN, off + len)]);
+    off += align4(len);
+  }
+  return out;
+}
+
 /** CTRL_CMD_NEWFAMILY reply: the family id and version. */
 export function decodeFamily(
   msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError,
