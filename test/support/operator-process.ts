@@ -69,14 +69,26 @@ export class OperatorProcess {
         }
       }
     });
-    try {
-      await waitFor('operator /readyz', async () => {
-        if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
-        return (await fetch(`http://${this.addr}/readyz`)).ok;
-      }, readyMs);
-    } catch (e) {
-      throw new Error(`${(e as Error).message}; its last log lines: ${JSON.stringify(this.logs.slice(-6))}`);
-    }
+    await this.waitHttp('/readyz', (code) => code === 200, readyMs);
+  }
+
+  /**
+   * Waits (up to `ms`) until `path` answers with a code `ok` accepts, and returns the answer. Throws
+   * at once if the process exits, and on time out; both errors carry its last log lines.
+   */
+  async waitHttp(path: string, ok: (code: number) => boolean, ms = 120_000): Promise<{ code: number; body: string }> {
+    const child = this.child;
+    if (!child) throw new Error('the operator was not started');
+    const withLogs = (message: string) =>
+      new Error(`${message}; its last log lines: ${JSON.stringify(this.logs.slice(-6))}`);
+    const got = await waitFor(`operator ${path}`, async () => {
+      if (child.exitCode !== null) return { exited: child.exitCode };
+      const r = await fetch(`http://${this.addr}${path}`);
+      const answer = { code: r.status, body: (await r.text()).trim() };
+      return ok(answer.code) ? { answer } : undefined;
+    }, ms).catch((e: unknown) => { throw withLogs((e as Error).message); });
+    if ('exited' in got) throw withLogs(`operator exited with ${got.exited} while waiting for ${path}`);
+    return got.answer;
   }
 
   /** The process id (to SIGSTOP/SIGCONT it in a test), undefined before start. */
