@@ -108,11 +108,21 @@ export function planSync(input: SyncInput): SyncPlan {
   };
 }
 
-/** The VIPs to bind and unbind so that `have` becomes `want`, sorted. */
+/**
+ * The VIPs to bind and unbind so that `have` becomes `want`, sorted. One pass over `want` when the
+ * two are equal (every periodic sync at 30 000 VIPs: the second pass was half of what a change
+ * arriving behind that sync waited for); `have` is walked only when it holds more than was found.
+ */
 export function planVips(want: ReadonlySet<string>, have: ReadonlySet<string>, link: string, version: number): VipPlan {
-  const add = [...want].filter((ip) => !have.has(ip)).sort();
-  const remove = [...have].filter((ip) => !want.has(ip)).sort();
-  return { link, ensure: want.size > 0 || have.size > 0, add, remove, version };
+  const add: string[] = [];
+  let found = 0;
+  for (const ip of want) {
+    if (have.has(ip)) found++;
+    else add.push(ip);
+  }
+  const remove: string[] = [];
+  if (found < have.size) for (const ip of have) if (!want.has(ip)) remove.push(ip);
+  return { link, ensure: want.size > 0 || have.size > 0, add: add.sort(), remove: remove.sort(), version };
 }
 
 /** The plan's text form: one change a line (see the file comment); empty when nothing changes. */

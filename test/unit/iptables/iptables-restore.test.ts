@@ -401,6 +401,29 @@ describe('IptablesRestore.drift (the periodic check, read-only)', () => {
     expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
   });
 
+  it('does not compare when the signal aborts during its last read, though that read ended', async () => {
+    const host = new FakeHost();
+    const abort = new AbortController();
+    // The change arrives while the check's ip6tables-save runs; the save itself ends normally.
+    let checking = false;
+    const run: typeof host.run = async (cmd, args, input, signal) => {
+      const out = await host.run(cmd, args, input, signal);
+      if (checking && cmd === 'ip6tables-nft-save') abort.abort();
+      return out;
+    };
+    const ipt = new IptablesRestore({ run });
+    const d = desired(np('a', '10.200.1.10', 30080));
+    await ipt.sync(d, config);
+    host.calls.length = 0;
+    // Drifted (a set emptied), yet no answer: the check is put off, not decided.
+    const vips = [...host.sets.keys()].find((n) => n.includes('VIPS') && host.sets.get(n)!.members.size)!;
+    host.sets.get(vips)!.members.clear();
+    checking = true;
+    await expect(ipt.drift(d, config, abort.signal)).rejects.toMatchObject({ name: 'AbortError' });
+    expect(host.commands()).toEqual(['ipset', 'iptables-nft-save', 'ip6tables-nft-save']);
+    expect(await ipt.drift(d, config)).toBe(`set ${vips} has 0 members, not 1`);
+  });
+
   it('kills the running tool when the signal aborts (the production runner, a real child process)', async () => {
     const abort = new AbortController();
     const dir = mkdtempSync(join(tmpdir(), 'ipvsop-abort-'));

@@ -7,7 +7,7 @@ import { DesiredState } from '../../../src/desired/state.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { type IpvsTable, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey } from '../../../src/model/ipvs.js';
 import type { DrainState } from '../../../src/plan/index.js';
-import { type SyncInput, formatSyncPlan, planSync } from '../../../src/plan/sync.js';
+import { type SyncInput, formatSyncPlan, planSync, planVips } from '../../../src/plan/sync.js';
 import { NODE, makeNode, makeService, makeSlice, toIpvsTable } from '../../support/fixtures.js';
 
 const config: ProxyConfig = { ...defaultProxyConfig, gracefulTerminationSeconds: 60 };
@@ -172,5 +172,26 @@ describe('planSync', () => {
     expect(plan.retry).toEqual({ now: NOW, services: new Map([[key, 'default/dns']]), drop: ['UDP 10.200.1.99:53'] });
     // No virtual server created or deleted: the record stays as it is.
     expect(plan.record).toEqual({ add: [], remove: [] });
+  });
+});
+
+describe('planVips', () => {
+  const plan = (want: string[], have: string[]) => {
+    const p = planVips(new Set(want), new Set(have), 'ipvs-op0', 7);
+    return { add: p.add, remove: p.remove, ensure: p.ensure };
+  };
+  it('binds what is missing and unbinds what is extra, each sorted', () => {
+    expect(plan(['10.0.0.9', '10.0.0.1', '10.0.0.5'], ['10.0.0.5', '10.0.0.8', '10.0.0.2']))
+      .toEqual({ add: ['10.0.0.1', '10.0.0.9'], remove: ['10.0.0.2', '10.0.0.8'], ensure: true });
+  });
+  it('finds extras however the sizes compare', () => {
+    // Equal sizes with a difference, a superset on the link, a subset on the link.
+    expect(plan(['10.0.0.1', '10.0.0.2'], ['10.0.0.2', '10.0.0.3'])).toMatchObject({ add: ['10.0.0.1'], remove: ['10.0.0.3'] });
+    expect(plan(['10.0.0.1'], ['10.0.0.1', 'fd00::1'])).toMatchObject({ add: [], remove: ['fd00::1'] });
+    expect(plan(['10.0.0.1', 'fd00::1'], ['10.0.0.1'])).toMatchObject({ add: ['fd00::1'], remove: [] });
+  });
+  it('plans nothing when the link holds exactly the VIPs, and ensures no link for none', () => {
+    expect(plan(['10.0.0.1', '10.0.0.2'], ['10.0.0.2', '10.0.0.1'])).toEqual({ add: [], remove: [], ensure: true });
+    expect(plan([], [])).toEqual({ add: [], remove: [], ensure: false });
   });
 });
