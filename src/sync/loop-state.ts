@@ -5,7 +5,7 @@ import type { DrainState } from '../plan/index.js';
 import type { RetryState } from '../plan/retry.js';
 import type { OwnershipRecord } from './record.js';
 import { RecordKeeper } from './record-keeper.js';
-import { PeriodicIptablesCheck } from './iptables-check.js';
+import { PeriodicIptablesCheck, PeriodicVipCheck } from './iptables-check.js';
 import type { Applied, SyncReport } from './operator-types.js';
 import type { Log } from '../util/log.js';
 
@@ -16,6 +16,8 @@ export class SyncCarry {
   retries: RetryState = new Map();
   /** The periodic iptables check, and how many were put off in a row (iptables-check.ts). */
   readonly iptablesCheck = new PeriodicIptablesCheck();
+  /** Whether a periodic sync compares the VIP link, and how many were put off in a row. */
+  readonly vipCheck = new PeriodicVipCheck();
   /** Problems afterSync returned last. */
   edgeProblems: readonly Problem[] = [];
   /** The ownership record (record-keeper.ts). */

@@ -172,8 +172,8 @@ export class Operator {
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
-      // A periodic sync re-applies the VIP link, and the iptables path if it drifted: its check runs
-      // beside the read of IPVS, and a change that arrives puts it off (iptables-check.ts).
+      // A periodic sync re-applies the VIP link and, if it drifted, the iptables path: its check runs
+      // beside the read of IPVS; a change that arrives puts either off (iptables-check.ts).
       const checked = periodic ? carry.iptablesCheck.run(
         carry, progress.pendingSince !== undefined, this.deps.iptables, this.deps.log, desired, config,
       ) : undefined;
@@ -184,6 +184,7 @@ export class Operator {
       // Both end before the sync goes on or fails: the check never outlives its sync.
       const reread = await read.finally(() => checked);
       if (full) carry.applied = {};
+      else if (periodic && carry.vipCheck.due(progress.pendingSince !== undefined)) delete carry.applied.vips;
       const readEnd = clock.now();
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.

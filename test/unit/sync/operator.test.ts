@@ -626,7 +626,8 @@ describe('the periodic check of the iptables path', () => {
     onDump = async () => {
       onDump = undefined;
       overlap = await Promise.race([
-        checkDone.then(() => 'beside' as const),
+        // Once the check's last save has ended and its comparison (same turn) has run.
+        checkDone.then(() => new Promise<void>((r) => setImmediate(r))).then(() => 'beside' as const),
         new Promise<'sequential'>((r) => setTimeout(() => r('sequential'), 2000)),
       ]);
       op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.9'], '9') });
@@ -636,6 +637,44 @@ describe('the periodic check of the iptables path', () => {
     // The check had its answer before the change came: the drifted set is repaired in this sync.
     expect(host.commands().some((c) => c.endsWith('-restore'))).toBe(true);
     expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
+  });
+
+  it('puts the comparison of the VIP link off when a change waits, at most 3 periods in a row', async () => {
+    const host = new FakeHost();
+    let onDump: (() => void) | undefined;
+    class GatedDump extends FakeIpvs {
+      override async listVirtualServers() { onDump?.(); onDump = undefined; return super.listVirtualServers(); }
+    }
+    const vips = new FakeVipLink();
+    const op = new Operator(config, {
+      ipvs: new GatedDump(), vips, iptables: new IptablesRestore({ run: host.run }),
+      events: { report: async () => undefined }, status: { write: async () => undefined }, log: memoryLog(),
+      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
+      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
+    });
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    // Someone removes the VIP: only a comparison of the link finds it.
+    const link = vips.links.get('ipvs-op0')!;
+    link.delete('10.200.1.10');
+    const bound: boolean[] = [];
+    for (let p = 0; p < 5; p++) {
+      // A change arrives while the periodic sync reads IPVS (after it listed the link).
+      onDump = () => op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', `10.10.1.${10 + p}`], String(10 + p)) });
+      await op.sync({ periodic: true, retry: false });
+      bound.push(link.has('10.200.1.10'));
+      link.delete('10.200.1.10');
+      await op.sync(); // the change's own sync: no comparison of the link
+      expect(op.last!.ops).toBeGreaterThan(0);
+      expect(link.has('10.200.1.10')).toBe(false);
+    }
+    // Three periods put off, the fourth compares whatever waits (and binds the VIP), then off again.
+    expect(bound).toEqual([false, false, false, true, false]);
+    // With no change waiting, every periodic sync compares.
+    await op.sync({ periodic: true, retry: false });
+    expect(link.has('10.200.1.10')).toBe(true);
   });
 });
 
