@@ -300,7 +300,7 @@ async function main(): Promise<void> {
     const firstDesired = iptables.lastDesired!;
     const full = {
       services: n, virtualServers: op.last!.ops ? undefined : 0, ops: op.last!.ops, totalMs, ipvsProgrammedMs: ipvsDoneMs,
-      ...phases(ipvs, t0),
+      fromUs: Number(t0 / 1000n), ...phases(ipvs, t0),
       applyMs: ipvs.applyMs, vipsMs: vips.ms, vipsAdded: vips.added, iptablesMs: iptables.ms,
       rssMb: process.memoryUsage().rss / 2 ** 20,
     };
@@ -519,7 +519,19 @@ async function main(): Promise<void> {
           `${op2.last?.error ? `; the sync failed: ${op2.last.error}` : ''}`);
       }
       const sorted = [...runs].sort((a, b) => a.ms - b.ms);
-      restart = { ...sorted[Math.floor(sorted.length / 2)]!, runsMs: runs.map((r) => r.ms), runErrors: runs.map((r) => r.error ?? null) };
+      // What reading the same state costs the C tools, one after the other: the floor under a
+      // restart's read (a restart also builds, plans and writes nothing; these only read).
+      const cRead = {
+        ipvsadmMs: timedRun('ipvsadm -Sn', 'ipvsadm', ['-Sn'], ''),
+        iptablesSaveMs: timedRun('iptables-save', backend.save, [], '') + timedRun('ip6tables-save', backend.save6, [], ''),
+        ipsetMs: timedRun('ipset save', 'ipset', ['save'], ''),
+        ipMs: timedRun('ip addr show', 'ip', ['-o', 'addr', 'show', 'dev', IFACE], ''),
+      };
+      progress(`the C tools' read of the same state: ipvsadm -Sn ${(cRead.ipvsadmMs / 1000).toFixed(2)} s, ` +
+        `iptables-save x2 ${(cRead.iptablesSaveMs / 1000).toFixed(2)} s, ipset save ${(cRead.ipsetMs / 1000).toFixed(2)} s, ` +
+        `ip addr ${(cRead.ipMs / 1000).toFixed(2)} s`);
+      restart = { ...sorted[Math.floor(sorted.length / 2)]!, runsMs: runs.map((r) => r.ms), runErrors: runs.map((r) => r.error ?? null),
+        cRead: { ...cRead, totalMs: cRead.ipvsadmMs + cRead.iptablesSaveMs + cRead.ipsetMs + cRead.ipMs } };
     }
 
     results.push({

@@ -236,6 +236,13 @@ function renderTable(r: any): string {
           `${s(big.restart.beforeReadMs)}, the read ${s(big.restart.readMs)}, after it (plan, iptables, status) ` +
           `${s(big.restart.ms - big.restart.beforeReadMs - big.restart.readMs)}; the first sync's before the first read ` +
           `${s(big.full.beforeReadMs ?? NaN)}.`));
+      const c = big.restart.cRead;
+      if (c) {
+        lines.push(`The C tools reading the same state, one after the other (the floor under a restart's read): ` +
+          `${s(c.totalMs)}, ${(c.totalMs / big.full.totalMs).toFixed(2)} of the first sync (ipvsadm -Sn ${s(c.ipvsadmMs)}, ` +
+          `iptables-save x2 ${s(c.iptablesSaveMs)}, ipset save ${s(c.ipsetMs)}, ip addr ${s(c.ipMs)}); the restart's read of IPVS took ` +
+          `${s(big.restart.readMs ?? NaN)}, its iptables path ${s(big.restart.iptablesMs)}.`);
+      }
     }
     lines.push(`Debounce, excluded above: minSyncPeriod ${r.vm.defaultMinSyncPeriodS} s by default (the runner's minimum interval between syncs); the files source adds 100 ms.`);
   }
