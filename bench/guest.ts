@@ -169,10 +169,13 @@ class MeasuredIptables implements IptablesSync {
     try { await this.inner.sync(d, c); } finally { this.calls++; this.ms += msSince(t); }
   }
   driftMs = 0;
-  /** The read-only check a periodic sync makes before deciding to apply the path again. */
-  async drift(d: Desired, c: ProxyConfig): Promise<string | undefined> {
+  /**
+   * The read-only check a periodic sync makes before deciding to apply the path again. Its signal
+   * is passed on, as the operator's own path gets it: a change that arrives ends the check.
+   */
+  async drift(d: Desired, c: ProxyConfig, signal?: AbortSignal): Promise<string | undefined> {
     const t = process.hrtime.bigint();
-    try { return await this.inner.drift(d, c); } finally { this.driftMs += msSince(t); }
+    try { return await this.inner.drift(d, c, signal); } finally { this.driftMs += msSince(t); }
   }
   cleanup() { return this.inner.cleanup(); }
   prepare() { return this.inner.prepare(); }
@@ -402,7 +405,7 @@ async function main(): Promise<void> {
       // The runner's periodic sync starts 30 s after the config sync ended: once it has read in
       // turn (a dump of the virtual servers and one of real servers, or a lookup and its real
       // servers), an endpoint is added to a Service no change touched yet.
-      ipvs.reset();
+      ipvs.reset(); iptables.driftMs = 0;
       while (ipvs.dumps + ipvs.gets < 2) await new Promise((r) => setTimeout(r, 2));
       const i = pick(k + 1, false);
       const next = [...endpoints.get(i)!, E];
@@ -418,12 +421,14 @@ async function main(): Promise<void> {
       for (;;) {
         await w;
         if (op.last!.ops > 0) break;
-        interrupted = { durationMs: op.last!.durationMs, dumps: ipvs.dumps, dumpsAfterTheChange: ipvs.dumps - dumpsBefore };
+        interrupted = { durationMs: op.last!.durationMs, dumps: ipvs.dumps, dumpsAfterTheChange: ipvs.dumps - dumpsBefore,
+          endedAfterTheChangeMs: msSince(tc), iptablesCheckMs: iptables.driftMs };
         w = status.next();
       }
       const latencyMs = msSince(tc);
       driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, checks, interrupted, change: { latencyMs, ops: op.last!.ops } };
-      progress(`a change during the runner's periodic sync: programmed after ${latencyMs.toFixed(1)} ms (${op.last!.ops} op); the check read ${String(interrupted?.dumpsAfterTheChange ?? '?')} dump(s) after the change arrived`);
+      progress(`a change during the runner's periodic sync: programmed after ${latencyMs.toFixed(1)} ms (${op.last!.ops} op); the check read ${String(interrupted?.dumpsAfterTheChange ?? '?')} dump(s) after the change arrived` +
+        (interrupted ? `; that sync ended ${(interrupted.endedAfterTheChangeMs as number).toFixed(1)} ms after it (its iptables check ${(interrupted.iptablesCheckMs as number).toFixed(0)} ms in all)` : ''));
     }
     await op.stop();
 

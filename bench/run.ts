@@ -221,7 +221,9 @@ function renderTable(r: any): string {
         `${rsDumps} of real servers in turn, so every real server is read again within ${Math.ceil(big.virtualServers / rsDumps)} periods ` +
         `(${s(Math.ceil(big.virtualServers / rsDumps) * d.syncPeriodS * 1000)}). A change fired while the runner's own periodic sync read real servers: ` +
         `programmed after ${s(d.change.latencyMs)} (${d.change.ops} op; guest target <= 50 ms: ${verdict(d.change.latencyMs <= 50)}); the check read ` +
-        `${d.interrupted?.dumpsAfterTheChange ?? '?'} dump(s) after it arrived, then stopped.`);
+        `${d.interrupted?.dumpsAfterTheChange ?? '?'} dump(s) after it arrived, then stopped` +
+        (d.interrupted?.endedAfterTheChangeMs === undefined ? '.'
+          : `; that sync ended ${s(d.interrupted.endedAfterTheChangeMs)} after the change arrived.`));
     }
     if (big?.restart) {
       const share = big.restart.ms / big.full.totalMs;
@@ -238,7 +240,8 @@ function renderTable(r: any): string {
           `${s(big.full.beforeReadMs ?? NaN)}.`));
       const c = big.restart.cRead;
       if (c) {
-        lines.push(`The C tools reading the same state, one after the other (the floor under a restart's read): ` +
+        lines.push(`The C tools reading the same state, one after the other (what its reads cost without our code; ` +
+          `\`ipvsadm -Sn\` dumps every real server, where the restart lists most from /proc/net/ip_vs): ` +
           `${s(c.totalMs)}, ${(c.totalMs / big.full.totalMs).toFixed(2)} of the first sync (ipvsadm -Sn ${s(c.ipvsadmMs)}, ` +
           `iptables-save x2 ${s(c.iptablesSaveMs)}, ipset save ${s(c.ipsetMs)}, ip addr ${s(c.ipMs)}); the restart's read of IPVS took ` +
           `${s(big.restart.readMs ?? NaN)}, its iptables path ${s(big.restart.iptablesMs)}.`);
