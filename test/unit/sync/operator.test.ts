@@ -221,10 +221,10 @@ class CountingIpvs extends FakeIpvs {
 
 /** An Operator with the iptables path on `host` (FakeHost), after its first sync of web -> 10.10.1.3. */
 async function syncedWithIptables(
-  host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>, run: Runner = host.run,
+  host: FakeHost, ipvs: FakeIpvs, log: ReturnType<typeof memoryLog>, run: Runner = host.run, vips = new FakeVipLink(),
 ): Promise<Operator> {
   const op = new Operator(config, {
-    ipvs, vips: new FakeVipLink(), iptables: new IptablesRestore({ run }),
+    ipvs, vips, iptables: new IptablesRestore({ run }),
     events: { report: async () => undefined }, status: { write: async () => undefined }, log,
     registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
     kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
@@ -646,16 +646,7 @@ describe('the periodic check of the iptables path', () => {
       override async listVirtualServers() { onDump?.(); onDump = undefined; return super.listVirtualServers(); }
     }
     const vips = new FakeVipLink();
-    const op = new Operator(config, {
-      ipvs: new GatedDump(), vips, iptables: new IptablesRestore({ run: host.run }),
-      events: { report: async () => undefined }, status: { write: async () => undefined }, log: memoryLog(),
-      registry: new PluginRegistry(), nodeName: NODE, clock: manualClock(),
-      kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr']) },
-    });
-    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
-    op.handle({ kind: 'service', type: 'upsert', object: web() });
-    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
-    await op.sync();
+    const op = await syncedWithIptables(host, new GatedDump(), memoryLog(), host.run, vips);
     // Someone removes the VIP: only a comparison of the link finds it.
     const link = vips.links.get('ipvs-op0')!;
     link.delete('10.200.1.10');
