@@ -110,8 +110,8 @@ export function planSync(input: SyncInput): SyncPlan {
 
 /**
  * The VIPs to bind and unbind so that `have` becomes `want`, sorted. One pass over `want` when the
- * two are equal (every periodic sync at 30 000 VIPs: the second pass was half of what a change
- * arriving behind that sync waited for); `have` is walked only when it holds more than was found.
+ * two are equal (a periodic sync's usual case; at 30 000 VIPs a second pass cost a change waiting
+ * behind that sync about half its wait on the host); `have` is walked only when it holds more.
  */
 export function planVips(want: ReadonlySet<string>, have: ReadonlySet<string>, link: string, version: number): VipPlan {
   const add: string[] = [];

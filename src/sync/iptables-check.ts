@@ -59,8 +59,8 @@ export class PeriodicIptablesCheck {
 /**
  * Whether a periodic sync compares the VIP link it listed with the desired VIPs (planSync then binds
  * and unbinds the difference). Always, except when a change waits behind the sync: the comparison
- * walks every VIP (150 ms of the change's wait at 30 000 in the lab VM), so it is put off to a later
- * period, at most MAX_DEFERRED_CHECKS times in a row, as the iptables check is.
+ * walks every VIP (at 30 000, most of what such a change waited for in a host profile), so it is put
+ * off to a later period, at most MAX_DEFERRED_CHECKS times in a row, as the iptables check is.
  */
 export class PeriodicVipCheck {
   /** Comparisons put off in a row. */
