@@ -6,8 +6,28 @@ import type { IptablesSync } from '../iptables/sync.js';
 import type { Log } from '../util/log.js';
 import type { Applied } from './operator-types.js';
 
-/** Periodic iptables checks that may be put off in a row because a change was waiting. */
+/** Periodic checks of one kind that may be put off in a row because a change was waiting. */
 const MAX_DEFERRED_CHECKS = 3;
+
+/** Counts one kind of check's put-offs in a row, so that every (MAX_DEFERRED_CHECKS + 1)th runs. */
+class PutOffs {
+  private inARow = 0;
+
+  /** Whether the next check may still be put off. */
+  get allowed(): boolean {
+    return this.inARow < MAX_DEFERRED_CHECKS;
+  }
+
+  /** A check was put off; returns how many in a row. */
+  putOff(): number {
+    return ++this.inARow;
+  }
+
+  /** A check ran to its end. */
+  ran(): void {
+    this.inARow = 0;
+  }
+}
 
 /**
  * The periodic sync's iptables check: it sets carry.applied.iptables for the sync, so that the
@@ -21,8 +41,7 @@ const MAX_DEFERRED_CHECKS = 3;
  * them runs to its end whatever arrives.
  */
 export class PeriodicIptablesCheck {
-  /** Checks put off in a row. */
-  private deferred = 0;
+  private readonly putOffs = new PutOffs();
   /** Ends the check in progress (undefined: none runs). */
   private abort: AbortController | undefined;
 
@@ -38,7 +57,7 @@ export class PeriodicIptablesCheck {
   ): Promise<void> {
     const abort = new AbortController();
     if (waiting) abort.abort();
-    if (this.deferred < MAX_DEFERRED_CHECKS) this.abort = abort;
+    if (this.putOffs.allowed) this.abort = abort;
     let inStep: boolean | 'put off';
     try {
       inStep = await iptablesInStep(carry, iptables, log, desired, config, this.abort?.signal);
@@ -46,11 +65,10 @@ export class PeriodicIptablesCheck {
       this.abort = undefined;
     }
     if (inStep === 'put off') {
-      this.deferred++;
-      log('debug', 'iptables check put off: a change is waiting', { inARow: this.deferred });
+      log('debug', 'iptables check put off: a change is waiting', { inARow: this.putOffs.putOff() });
       return;
     }
-    this.deferred = 0;
+    this.putOffs.ran();
     // Read again: a configuration change during the check forgot what was applied.
     if (!inStep) delete carry.applied.iptables;
   }
@@ -63,16 +81,15 @@ export class PeriodicIptablesCheck {
  * off to a later period, at most MAX_DEFERRED_CHECKS times in a row, as the iptables check is.
  */
 export class PeriodicVipCheck {
-  /** Comparisons put off in a row. */
-  private deferred = 0;
+  private readonly putOffs = new PutOffs();
 
   /** Whether this periodic sync compares (`waiting`: a change waits now). */
   due(waiting: boolean): boolean {
-    if (waiting && this.deferred < MAX_DEFERRED_CHECKS) {
-      this.deferred++;
+    if (waiting && this.putOffs.allowed) {
+      this.putOffs.putOff();
       return false;
     }
-    this.deferred = 0;
+    this.putOffs.ran();
     return true;
   }
 }
