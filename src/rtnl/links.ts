@@ -12,7 +12,8 @@ import { RtnlError } from './errors.js';
 import {
   type HostAddress, decodeAddrMessage, encodeAddrDump, encodeAddrRequest, parseHostAddress,
 } from './messages.js';
-import { type RouteRequest, RouteSocket } from './socket.js';
+import { RouteSocket } from './socket.js';
+import { AddressBatches } from './address-batches.js';
 import { Serial } from '../util/serial.js';
 
 const IFLA_INFO_KIND = 1;
@@ -66,8 +67,10 @@ class PackageSocket {
  * fresh one at the next request, as the IPVS client reconnects.
  */
 export class Rtnl {
-  /** The pipelined socket for address batches, opened on first use. */
-  private batch: RouteSocket | undefined;
+  /** The pipelined socket for the address dump, opened on first use. */
+  private dumps: RouteSocket | undefined;
+  /** The address adds' and deletes' socket, on a thread of its own; opened on first use. */
+  private batches: AddressBatches | undefined;
   private pkg = new PackageSocket();
   private readonly queue = new Serial();
 
@@ -229,32 +232,40 @@ export class Rtnl {
     });
     if (!parsed.length) return results;
     const index = await this.requireIndex(`${verb} ${name}`, name);
-    const sock = this.routeSocket();
-    const out: RouteRequest[] = parsed.map(({ a }) => {
-      const seq = sock.nextSeq();
-      return { seq, bytes: encodeAddrRequest(kind, index, a, seq, sock.port) };
-    });
-    // On the same queue: one chunk in flight on this Rtnl, whoever calls (the receive buffer's bound).
-    const errnos = await this.queue.run(() => sock.exchange(out));
+    const batches = this.addressBatches();
+    // Numbered by the thread that sends them (seq and port 0 here).
+    const out = parsed.map(({ a }) => encodeAddrRequest(kind, index, a, 0, 0));
+    // On the same queue: one batch at a time on this Rtnl, whoever calls (the receive buffer's bound).
+    const errnos = await this.queue.run(() => batches.exchange(out));
     parsed.forEach(({ i }, k) => {
       if (errnos[k]) results[i] = RtnlError.fromErrno(ops[i]!, errnos[k]!);
     });
     return results;
   }
 
-  /** The pipelined socket, opened on first use and again after it failed. */
+  /** The dump socket, opened on first use and again after it failed. */
   private routeSocket(): RouteSocket {
-    if (this.batch?.failed) {
-      this.batch.close();
-      this.batch = undefined;
+    if (this.dumps?.failed) {
+      this.dumps.close();
+      this.dumps = undefined;
     }
-    return (this.batch ??= new RouteSocket());
+    return (this.dumps ??= new RouteSocket());
   }
 
-  /** Closes the socket. */
+  /** The address thread, started on first use and again after it failed. */
+  private addressBatches(): AddressBatches {
+    if (this.batches?.failed) {
+      this.batches.close();
+      this.batches = undefined;
+    }
+    return (this.batches ??= new AddressBatches());
+  }
+
+  /** Closes the sockets and stops the address thread. */
   close(): void {
     this.pkg.sock.socket.close();
-    this.batch?.close();
+    this.dumps?.close();
+    this.batches?.close();
   }
 }
 

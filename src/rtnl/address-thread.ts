@@ -1,0 +1,60 @@
+// The address batches' thread, started by address-batches.ts: it sends each batch it is posted, in
+// turn, on a route-netlink socket (socket.ts) of the batch's own, so the kernel's work for each
+// address (done inside sendmsg()) runs on this thread, not on the operator's event loop. It numbers
+// the messages itself (nlmsg_seq and nlmsg_pid are its socket's) and posts back each one's errno,
+// or the error that failed the socket. With `record`, it also posts back the messages as sent (the
+// bench's kernel floor, bench/replay.ts). 'close' closes the socket in use and lets the thread end.
+import { setTimeout as delay } from 'node:timers/promises';
+import { parentPort } from 'node:worker_threads';
+import { NetlinkError } from '../netlink/errors.js';
+import { NetlinkSocket } from '../netlink/socket.js';
+import { Serial } from '../util/serial.js';
+import { type AddressBatch, type BatchAnswer, numberMessages } from './address-batch.js';
+import { RouteSocket } from './socket.js';
+
+/** The socket of the batch being sent, if any. */
+let inUse: RouteSocket | undefined;
+const turns = new Serial();
+
+/**
+ * Sends one batch on a socket of its own, closed as soon as it is answered: a thread that ends
+ * (terminate(), or the process exiting) while a socket of the `netlink` package is open takes the
+ * whole process down (SIGSEGV, or an abort on a Napi::Error, seen on the host with Node 24); with
+ * every socket closed it ends cleanly. A socket costs one socket() and bind() beside the sendmsg()s.
+ */
+async function send(batch: AddressBatch): Promise<BatchAnswer> {
+  const sent: Buffer[] = [];
+  try {
+    const s = (inUse = new RouteSocket());
+    const out = numberMessages(Buffer.from(batch.bytes), batch.lengths, () => s.nextSeq(), s.port);
+    NetlinkSocket.recorder = batch.record
+      ? (_protocol, chunk) => { for (const o of chunk) if (!o.dump) sent.push(Buffer.from(o.bytes)); }
+      : undefined;
+    const errnos = await s.exchange(out);
+    const recorded = batch.record ? Buffer.concat(sent) : undefined;
+    return { id: batch.id, errnos, recorded, recordedLengths: sent.map((b) => b.length) };
+  } catch (e) {
+    const err = e instanceof NetlinkError ? e : NetlinkError.fromPackageError('address-batch', e);
+    return { id: batch.id, error: { op: err.op, errno: err.errno, code: err.code, message: err.message } };
+  } finally {
+    NetlinkSocket.recorder = undefined;
+    inUse?.close();
+    inUse = undefined;
+  }
+}
+
+parentPort!.on('message', (m: AddressBatch | 'close') => {
+  if (m === 'close') {
+    inUse?.close();
+    parentPort!.close();
+    return;
+  }
+  void turns.run(async () => {
+    const answer = await send(m);
+    // The closed socket's handles are let go in the close phase of this turn of the loop; a timer
+    // fires in a later turn, after it. Posted at once, the answer let a process that exited on it
+    // end this thread first (an abort, seen on the host); after the timer, it ended cleanly.
+    await delay(0);
+    parentPort!.postMessage(answer);
+  });
+});

@@ -1,0 +1,137 @@
+// The address thread (src/rtnl/address-batches.ts, address-thread.ts): the packing and numbering of
+// a batch, the real thread against the host kernel on a link index that does not exist (every
+// request is refused, nothing changes on the host), and, with a stand-in thread, what a failed
+// socket, a thread that dies and the bench's recorder get. The real link: test/kernel/rtnl.test.ts.
+import { afterEach, describe, expect, it } from '@jest/globals';
+import { Errno } from '../../../src/netlink/errors.js';
+import { NetlinkSocket, type OutgoingBytes } from '../../../src/netlink/socket.js';
+import { numberMessages, packMessages } from '../../../src/rtnl/address-batch.js';
+import { AddressBatches } from '../../../src/rtnl/address-batches.js';
+import { RtnlError } from '../../../src/rtnl/errors.js';
+import { encodeAddrRequest, parseHostAddress } from '../../../src/rtnl/messages.js';
+import { CHUNK } from '../../../src/rtnl/socket.js';
+
+const STANDIN = new URL('../../support/address-thread-standin.js', import.meta.url);
+const NO_LINK = 0x7ffffff0;
+
+/** A 16-byte netlink header of `type` and `flags`, then `extra` bytes. */
+const message = (type: number, flags = 0, extra = 4) => {
+  const b = Buffer.alloc(16 + extra);
+  b.writeUInt32LE(b.length, 0);
+  b.writeUInt16LE(type, 4);
+  b.writeUInt16LE(flags, 6);
+  return b;
+};
+
+let open: AddressBatches[] = [];
+const start = (script?: URL) => {
+  const b = new AddressBatches(script);
+  open.push(b);
+  return b;
+};
+afterEach(() => {
+  for (const b of open) b.close();
+  open = [];
+  NetlinkSocket.recorder = undefined;
+});
+
+describe('a batch, packed and numbered', () => {
+  it('numbers each message in place (seq, port) and keeps its bytes', () => {
+    const ms = [message(20, 5, 8), message(21, 5, 12), message(20, 5, 0)];
+    const { bytes, lengths } = packMessages(ms);
+    expect([...lengths]).toEqual([24, 28, 16]);
+    let seq = 100;
+    const out = numberMessages(Buffer.from(bytes), lengths, () => ++seq, 4242);
+    expect(out.map((o) => o.seq)).toEqual([101, 102, 103]);
+    out.forEach((o, i) => {
+      expect(o.bytes.readUInt32LE(8)).toBe(o.seq);
+      expect(o.bytes.readUInt32LE(12)).toBe(4242);
+      expect(o.bytes.subarray(0, 8)).toEqual(ms[i]!.subarray(0, 8));
+    });
+  });
+
+  it('refuses lengths that do not match the buffer, and a message shorter than its header', () => {
+    const { bytes } = packMessages([message(20), message(20)]);
+    const all = Buffer.from(bytes);
+    expect(() => numberMessages(all, Int32Array.of(20), () => 1, 0)).toThrow('20 bytes left over');
+    expect(() => numberMessages(all, Int32Array.of(20, 20, 20), () => 1, 0)).toThrow(RangeError);
+    expect(() => numberMessages(all, Int32Array.of(8, 32), () => 1, 0)).toThrow('a message of 8 bytes');
+  });
+});
+
+describe('AddressBatches, the real thread on the host kernel', () => {
+  it('sends more than a chunk and answers each request, in order', async () => {
+    // ifindex 0x7ffffff0 does not exist: the kernel refuses each add/delete (ENODEV as root, EPERM
+    // otherwise) and nothing on the host changes.
+    const b = start();
+    const n = CHUNK * 2 + 5;
+    const ms = Array.from({ length: n }, (_, i) =>
+      encodeAddrRequest(i % 2 ? 'add' : 'del', NO_LINK, parseHostAddress('t', `192.0.2.${i % 250}`), 0, 0));
+    const errnos = await b.exchange(ms);
+    expect(errnos).toHaveLength(n);
+    expect(new Set(errnos).size).toBe(1);
+    expect([Errno.ENODEV, Errno.EPERM]).toContain(errnos[0]);
+    expect(b.failed).toBeUndefined();
+  });
+
+  it('rejects the batch being sent when closed; the thread closes its socket and ends', async () => {
+    const b = start();
+    const ms = Array.from({ length: CHUNK * 20 }, (_, i) =>
+      encodeAddrRequest('add', NO_LINK, parseHostAddress('t', `192.0.2.${i % 250}`), 0, 0));
+    const sent = b.exchange(ms);
+    b.close();
+    await expect(sent).rejects.toThrow('socket closed');
+    // A thread that ended with its socket open would have taken this process down (see address-thread.ts).
+    await expect(b.exchange(ms)).rejects.toThrow('socket closed');
+  });
+
+  it("hands the bench's recorder the messages as the thread numbered and sent them", async () => {
+    const seen: OutgoingBytes[] = [];
+    NetlinkSocket.recorder = (protocol, sent) => { if (protocol === 0) seen.push(...sent); };
+    const b = start();
+    const ms = [1, 2, 3].map((i) => encodeAddrRequest('add', NO_LINK, parseHostAddress('t', `192.0.2.${i}`), 0, 0));
+    await b.exchange(ms);
+    expect(seen).toHaveLength(3);
+    expect(new Set(seen.map((o) => o.seq)).size).toBe(3);
+    seen.forEach((o, i) => {
+      expect(o.dump).toBe(false);
+      expect(o.bytes.readUInt32LE(8)).toBe(o.seq);
+      expect(o.bytes.subarray(16)).toEqual(ms[i]!.subarray(16)); // the request itself, as encoded
+    });
+  });
+});
+
+describe('AddressBatches, with a stand-in thread', () => {
+  it('answers each message of concurrent batches with its own errno', async () => {
+    const b = start(STANDIN);
+    const [one, two] = await Promise.all([
+      b.exchange([message(20), message(20, 0x400), message(20)]),
+      b.exchange([message(20, 0x400)]),
+    ]);
+    expect(one).toEqual([0, 17, 0]);
+    expect(two).toEqual([17]);
+  });
+
+  it("rejects a batch whose socket failed with the thread's error, as an RtnlError; the thread goes on", async () => {
+    const b = start(STANDIN);
+    const err = await b.exchange([message(0xbad)]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RtnlError);
+    expect(err).toMatchObject({ op: 'send', errno: 105, code: 'ENOBUFS', message: 'send: no buffer space' });
+    await expect(b.exchange([message(20)])).resolves.toEqual([0]);
+  });
+
+  it('fails the batch waiting and every later one when the thread dies', async () => {
+    const b = start(STANDIN);
+    const err = await b.exchange([message(0xdead)]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RtnlError);
+    expect((err as RtnlError).message).toContain('thread ended (exit code 3)');
+    expect(b.failed).toBe(err);
+    await expect(b.exchange([message(20)])).rejects.toBe(err);
+  });
+
+  it('rejects what waits once closed', async () => {
+    const b = start(STANDIN);
+    b.close();
+    await expect(b.exchange([message(20)])).rejects.toThrow('socket closed');
+  });
+});
