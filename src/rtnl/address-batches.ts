@@ -26,11 +26,17 @@ export class AddressBatches {
   private readonly waiting = new Map<number, Waiting>();
   private lastId = 0;
   private failure: RtnlError | undefined;
+  /** Resolves once the thread runs (about a second after its start in the lab VM), or fails. */
+  readonly online: Promise<void>;
 
   /** `script`: the thread's module (tests start a stand-in). */
   constructor(script: URL = new URL('./address-thread.js', import.meta.url)) {
     this.thread = new Worker(script);
     this.thread.unref();
+    this.online = new Promise<void>((resolve) => {
+      this.thread.once('online', resolve);
+      this.thread.once('exit', () => resolve());
+    });
     this.thread.on('message', (m: BatchAnswer) => this.answer(m));
     this.thread.on('error', (e) => this.fail(RtnlError.fromPackageError('address-thread', e)));
     this.thread.on('exit', (code) =>

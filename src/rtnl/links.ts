@@ -252,6 +252,14 @@ export class Rtnl {
     return (this.dumps ??= new RouteSocket());
   }
 
+  /**
+   * Starts the address thread now (else the first add or delete does); resolves once it runs. A
+   * thread boots in about a second in the lab VM: the operator starts it beside its first lists.
+   */
+  startAddressThread(): Promise<void> {
+    return this.addressBatches().online;
+  }
+
   /** The address thread, started on first use and again after it failed. */
   private addressBatches(): AddressBatches {
     if (this.batches?.failed) {

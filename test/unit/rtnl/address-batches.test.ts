@@ -104,6 +104,7 @@ describe('AddressBatches, the real thread on the host kernel', () => {
 describe('AddressBatches, with a stand-in thread', () => {
   it('answers each message of concurrent batches with its own errno', async () => {
     const b = start(STANDIN);
+    await expect(b.online).resolves.toBeUndefined();
     const [one, two] = await Promise.all([
       b.exchange([message(20), message(20, 0x400), message(20)]),
       b.exchange([message(20, 0x400)]),
@@ -127,6 +128,7 @@ describe('AddressBatches, with a stand-in thread', () => {
     expect((err as RtnlError).message).toContain('thread ended (exit code 3)');
     expect(b.failed).toBe(err);
     await expect(b.exchange([message(20)])).rejects.toBe(err);
+    await expect(b.online).resolves.toBeUndefined(); // settled: it ran, then ended
   });
 
   it('rejects what waits once closed', async () => {
