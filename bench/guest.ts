@@ -237,10 +237,6 @@ async function main(): Promise<void> {
   for (const p of applySysctls(ipvsSysctls(sh('uname', ['-r']).trim()))) progress(`sysctl: ${p}`);
   const ipvs = new MeasuredIpvs(nl);
   const rtnl = new RtnlVipLink();
-  // As the run starts it beside its first lists (src/cli/run.ts): its boot is not in a first sync.
-  const threadStart = process.hrtime.bigint();
-  await rtnl.startThread();
-  progress(`the address thread runs after ${msSince(threadStart).toFixed(0)} ms`);
   const vips = new MeasuredVips(rtnl);
   const restore = new IptablesRestore();
   const iptables = new MeasuredIptables(restore);

@@ -78,10 +78,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const { source } = wired;
   // A dry run writes nothing anywhere: its Events and node status go to the log.
   const { events, status } = o.dryRun ? logSinks(log) : wired;
-  const link = new RtnlVipLink();
-  // The thread that binds VIPs boots beside the first lists (about a second in the lab VM); a dry run binds none.
-  if (!o.dryRun) void link.startThread();
-  const vips: VipLink = o.dryRun ? new DryRunVipLink(link) : link;
+  const vips: VipLink = o.dryRun ? new DryRunVipLink(new RtnlVipLink()) : new RtnlVipLink();
   const iptables: IptablesSync = !o.iptables ? new NoIptables()
     : o.dryRun ? new IptablesRestore({ run: dryRunRunner(spawnRunner, print) }) : await iptablesPath();
   const fileRecord = new FileOwnershipRecord(recordPath(o.stateDir));

@@ -9,6 +9,8 @@ import { type AddressBatch, type BatchAnswer, packMessages } from './address-bat
 import { RtnlError } from './errors.js';
 
 const NETLINK_ROUTE = 0;
+/** The thread's name, as `top -H` and /proc/PID/task/TID/comm show it. */
+export const THREAD_NAME = 'vip-batches';
 
 interface Waiting {
   resolve: (errnos: number[]) => void;
@@ -26,17 +28,11 @@ export class AddressBatches {
   private readonly waiting = new Map<number, Waiting>();
   private lastId = 0;
   private failure: RtnlError | undefined;
-  /** Resolves once the thread runs (about a second after its start in the lab VM), or fails. */
-  readonly online: Promise<void>;
 
   /** `script`: the thread's module (tests start a stand-in). */
   constructor(script: URL = new URL('./address-thread.js', import.meta.url)) {
-    this.thread = new Worker(script);
+    this.thread = new Worker(script, { name: THREAD_NAME });
     this.thread.unref();
-    this.online = new Promise<void>((resolve) => {
-      this.thread.once('online', resolve);
-      this.thread.once('exit', () => resolve());
-    });
     this.thread.on('message', (m: BatchAnswer) => this.answer(m));
     this.thread.on('error', (e) => this.fail(RtnlError.fromPackageError('address-thread', e)));
     this.thread.on('exit', (code) =>

@@ -9,7 +9,7 @@ import { parentPort } from 'node:worker_threads';
 import { NetlinkError } from '../netlink/errors.js';
 import { NetlinkSocket } from '../netlink/socket.js';
 import { Serial } from '../util/serial.js';
-import { type AddressBatch, type BatchAnswer, numberMessages } from './address-batch.js';
+import { type AddressBatch, type BatchAnswer, numberMessages, unpackMessages } from './address-batch.js';
 import { RouteSocket } from './socket.js';
 
 /** The socket of the batch being sent, if any. */
@@ -25,8 +25,8 @@ const turns = new Serial();
 async function send(batch: AddressBatch): Promise<BatchAnswer> {
   const sent: Buffer[] = [];
   try {
-    const s = (inUse = new RouteSocket());
-    const out = numberMessages(Buffer.from(batch.bytes), batch.lengths, () => s.nextSeq(), s.port);
+    const s = (inUse = new RouteSocket(false));
+    const out = numberMessages(unpackMessages(Buffer.from(batch.bytes), batch.lengths), () => s.nextSeq(), s.port);
     NetlinkSocket.recorder = batch.record
       ? (_protocol, chunk) => { for (const o of chunk) if (!o.dump) sent.push(Buffer.from(o.bytes)); }
       : undefined;

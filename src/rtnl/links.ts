@@ -14,6 +14,7 @@ import {
 } from './messages.js';
 import { RouteSocket } from './socket.js';
 import { AddressBatches } from './address-batches.js';
+import { THREAD_MIN_ADDRESSES, numberMessages } from './address-batch.js';
 import { Serial } from '../util/serial.js';
 
 const IFLA_INFO_KIND = 1;
@@ -69,7 +70,9 @@ class PackageSocket {
 export class Rtnl {
   /** The pipelined socket for the address dump, opened on first use. */
   private dumps: RouteSocket | undefined;
-  /** The address adds' and deletes' socket, on a thread of its own; opened on first use. */
+  /** The pipelined socket for small batches of address adds and deletes, opened on first use. */
+  private requests: RouteSocket | undefined;
+  /** The thread that sends large ones (THREAD_MIN_ADDRESSES), started by the first. */
   private batches: AddressBatches | undefined;
   private pkg = new PackageSocket();
   private readonly queue = new Serial();
@@ -232,15 +235,30 @@ export class Rtnl {
     });
     if (!parsed.length) return results;
     const index = await this.requireIndex(`${verb} ${name}`, name);
-    const batches = this.addressBatches();
-    // Numbered by the thread that sends them (seq and port 0 here).
+    // Numbered by the socket that sends them (seq and port 0 here).
     const out = parsed.map(({ a }) => encodeAddrRequest(kind, index, a, 0, 0));
     // On the same queue: one batch at a time on this Rtnl, whoever calls (the receive buffer's bound).
-    const errnos = await this.queue.run(() => batches.exchange(out));
+    const errnos = await this.queue.run(() => this.send(out));
     parsed.forEach(({ i }, k) => {
       if (errnos[k]) results[i] = RtnlError.fromErrno(ops[i]!, errnos[k]!);
     });
     return results;
+  }
+
+  /**
+   * Sends address requests (complete but for seq and port), from the thread when there are many
+   * (THREAD_MIN_ADDRESSES); resolves with each one's errno. A failed socket or thread is replaced.
+   */
+  private send(out: Buffer[]): Promise<number[]> {
+    if (out.length >= THREAD_MIN_ADDRESSES) {
+      if (this.batches?.failed) this.batches.close();
+      if (!this.batches || this.batches.failed) this.batches = new AddressBatches();
+      return this.batches.exchange(out);
+    }
+    if (this.requests?.failed) this.requests.close();
+    if (!this.requests || this.requests.failed) this.requests = new RouteSocket(false);
+    const sock = this.requests;
+    return sock.exchange(numberMessages(out, () => sock.nextSeq(), sock.port));
   }
 
   /** The dump socket, opened on first use and again after it failed. */
@@ -252,27 +270,11 @@ export class Rtnl {
     return (this.dumps ??= new RouteSocket());
   }
 
-  /**
-   * Starts the address thread now (else the first add or delete does); resolves once it runs. A
-   * thread boots in about a second in the lab VM: the operator starts it beside its first lists.
-   */
-  startAddressThread(): Promise<void> {
-    return this.addressBatches().online;
-  }
-
-  /** The address thread, started on first use and again after it failed. */
-  private addressBatches(): AddressBatches {
-    if (this.batches?.failed) {
-      this.batches.close();
-      this.batches = undefined;
-    }
-    return (this.batches ??= new AddressBatches());
-  }
-
-  /** Closes the sockets and stops the address thread. */
+  /** Closes the sockets and ends the address thread. */
   close(): void {
     this.pkg.sock.socket.close();
     this.dumps?.close();
+    this.requests?.close();
     this.batches?.close();
   }
 }

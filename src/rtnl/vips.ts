@@ -57,10 +57,6 @@ export class RtnlVipLink implements VipLink {
   removeMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
     return this.rtnl.deleteAddresses(name, addresses);
   }
-  /** Starts the thread that adds and deletes addresses (Rtnl.startAddressThread); resolves once it runs. */
-  startThread(): Promise<void> {
-    return this.rtnl.startAddressThread();
-  }
   /** Deletes the link (cleanup); false when it did not exist. Refuses a link that is not a dummy. */
   async deleteLink(name: string): Promise<boolean> {
     if ((await this.refuseForeign(`delete-link ${name}`, name)) === undefined) return false;

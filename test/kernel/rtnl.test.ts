@@ -1,6 +1,10 @@
 // rtnetlink helpers against the real kernel, with iproute2 (`ip -j`) as the oracle.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { THREAD_MIN_ADDRESSES } from '../../src/rtnl/address-batch.js';
+import { THREAD_NAME } from '../../src/rtnl/address-batches.js';
+import { waitFor } from '../support/wait.js';
 import { isExists } from '../../src/netlink/errors.js';
 import { RtnlError, isForeignLink } from '../../src/rtnl/errors.js';
 import { Rtnl } from '../../src/rtnl/links.js';
@@ -9,6 +13,17 @@ import { parseHostAddress } from '../../src/rtnl/messages.js';
 import { createRtNetlink } from 'netlink';
 
 const addrBytes = (ip: string) => parseHostAddress('test', ip).bytes;
+
+/** This process's threads named as the address thread (src/rtnl/address-batches.ts). */
+function addressThreads(): number {
+  return readdirSync('/proc/self/task').filter((t) => {
+    try {
+      return readFileSync(`/proc/self/task/${t}/comm`, 'utf8').trim() === THREAD_NAME;
+    } catch {
+      return false; // a thread that ended meanwhile
+    }
+  }).length;
+}
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -74,9 +89,14 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
     try {
       await expect(link.addMany(BATCH, ['10.201.0.1'])).rejects.toMatchObject({ code: 'ENODEV' });
       await link.ensure(BATCH);
+      expect(N).toBeGreaterThanOrEqual(THREAD_MIN_ADDRESSES);
+      await link.add(BATCH, '10.201.8.8'); // a batch of one: sent from this thread, none started
+      await link.remove(BATCH, '10.201.8.8');
+      expect(addressThreads()).toBe(0);
       const t0 = Date.now();
       const added = await link.addMany(BATCH, ips);
       const addMs = Date.now() - t0;
+      expect(addressThreads()).toBe(1); // N >= THREAD_MIN_ADDRESSES: sent from the thread
       expect(added.filter((e) => e)).toEqual([]);
       expect(ipO(BATCH)).toEqual(hostRoutes(ips));
       expect((await link.list(BATCH)).sort()).toEqual([...ips].sort());
@@ -94,6 +114,7 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
       expect(gone.map((e) => e?.code)).toEqual([...ips.map(() => undefined), undefined, undefined, 'EADDRNOTAVAIL', 'EADDRNOTAVAIL']);
       expect(gone[N + 2]).toBeInstanceOf(RtnlError);
       expect(ipO(BATCH)).toEqual([]);
+      expect(addressThreads()).toBe(1); // kept, not one more
       process.stderr.write(`rtnl batch: ${N} addresses added in ${addMs} ms, ${N + 4} removals in ${removeMs} ms (pipelined)\n`);
       // The single-address calls are one-element batches with the same errors.
       await link.add(BATCH, '10.201.9.9');
@@ -104,6 +125,7 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
       await link.deleteLink(BATCH);
       link.close();
     }
+    await waitFor(() => addressThreads() === 0, 'the address thread to end after close()', 60_000);
   });
 
   it('the same addresses through the netlink package, one request each, sequential and 128 in flight: same result (timings printed for comparison)', async () => {
