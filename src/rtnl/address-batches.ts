@@ -9,6 +9,7 @@ import { type AddressBatch, type BatchAnswer, packMessages } from './address-bat
 import { RtnlError } from './errors.js';
 
 const NETLINK_ROUTE = 0;
+const DEFAULT_SCRIPT = new URL('./address-thread.js', import.meta.url);
 /** The thread's name, as `top -H` and /proc/PID/task/TID/comm show it. */
 export const THREAD_NAME = 'vip-batches';
 
@@ -30,7 +31,7 @@ export class AddressBatches {
   private failure: RtnlError | undefined;
 
   /** `script`: the thread's module (tests start a stand-in). */
-  constructor(script: URL = new URL('./address-thread.js', import.meta.url)) {
+  constructor(script: URL = DEFAULT_SCRIPT) {
     this.thread = new Worker(script, { name: THREAD_NAME });
     this.thread.unref();
     this.thread.on('message', (m: BatchAnswer) => this.answer(m));

@@ -77,11 +77,14 @@ export class Rtnl {
   private pkg = new PackageSocket();
   private readonly queue = new Serial();
 
-  private constructor() {}
+  private constructor(private readonly threadScript: URL | undefined) {}
 
-  /** Opens a route-netlink socket in the caller's network namespace. */
-  static open(): Rtnl {
-    return new Rtnl();
+  /**
+   * Opens a route-netlink socket in the caller's network namespace. `threadScript`: the address
+   * thread's module (tests start one that fails).
+   */
+  static open(threadScript?: URL): Rtnl {
+    return new Rtnl(threadScript);
   }
 
   /** Runs one request of the package socket (reopened first if it failed), as RtnlError on failure. */
@@ -247,13 +250,15 @@ export class Rtnl {
 
   /**
    * Sends address requests (complete but for seq and port), from the thread when there are many
-   * (THREAD_MIN_ADDRESSES); resolves with each one's errno. A failed socket or thread is replaced.
+   * (THREAD_MIN_ADDRESSES); resolves with each one's errno. A failed socket is replaced. After a
+   * thread that failed (its batch rejected), the next large batch is sent from the event loop and
+   * the one after from a new thread: a thread that cannot run slows the binds, never stops them.
    */
   private send(out: Buffer[]): Promise<number[]> {
     if (out.length >= THREAD_MIN_ADDRESSES) {
-      if (this.batches?.failed) this.batches.close();
-      if (!this.batches || this.batches.failed) this.batches = new AddressBatches();
-      return this.batches.exchange(out);
+      if (!this.batches?.failed) return (this.batches ??= new AddressBatches(this.threadScript)).exchange(out);
+      this.batches.close();
+      this.batches = undefined;
     }
     if (this.requests?.failed) this.requests.close();
     if (!this.requests || this.requests.failed) this.requests = new RouteSocket(false);

@@ -128,6 +128,25 @@ describe('VIP batches (addMany / removeMany), pipelined', () => {
     await waitFor(() => addressThreads() === 0, 'the address thread to end after close()', 60_000);
   });
 
+  it('a thread that cannot run: its large batch rejects, the next is sent from the event loop, the one after from a new thread', async () => {
+    const DEAD = 'ipvs-batch1';
+    const link = new RtnlVipLink(Rtnl.open(new URL('../support/address-thread-dies.js', import.meta.url)));
+    const many = Array.from({ length: THREAD_MIN_ADDRESSES }, (_, i) => `10.204.${i >> 8}.${i & 255}`);
+    try {
+      await link.ensure(DEAD);
+      await expect(link.addMany(DEAD, many)).rejects.toThrow('thread ended (exit code 2)');
+      expect(ipO(DEAD)).toEqual([]);
+      expect((await link.addMany(DEAD, many)).filter((e) => e)).toEqual([]);
+      expect(ipO(DEAD)).toEqual(hostRoutes(many));
+      await expect(link.removeMany(DEAD, many)).rejects.toThrow('thread ended (exit code 2)');
+      expect((await link.removeMany(DEAD, many)).filter((e) => e)).toEqual([]);
+      expect(ipO(DEAD)).toEqual([]);
+    } finally {
+      await link.deleteLink(DEAD);
+      link.close();
+    }
+  });
+
   it('the same addresses through the netlink package, one request each, sequential and 128 in flight: same result (timings printed for comparison)', async () => {
     // Not all at once: 1 000 requests in flight on the package's socket aborted the process
     // ("Napi::Error: Error in native callback") in this VM. Its socket errors are collected here.
