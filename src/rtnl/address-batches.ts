@@ -21,8 +21,8 @@ interface Waiting {
 /**
  * Route-netlink requests sent from a thread, acknowledged ones only. A thread that dies (or an
  * error it cannot post) fails every batch waiting and every later one: `failed` says why, and the
- * owner starts another (as it replaces a failed socket). The thread keeps the process alive only
- * while a batch waits.
+ * owner sends without it (Rtnl: the next large batch from the event loop, the one after from a new
+ * thread). The thread keeps the process alive only while a batch waits.
  */
 export class AddressBatches {
   private readonly thread: Worker;
