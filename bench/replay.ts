@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { NetlinkSocket } from '../src/netlink/socket.js';
 import { RTM_NEWADDR } from '../src/rtnl/messages.js';
 
-export const NETLINK_ROUTE = 0;
+export { NETLINK_ROUTE } from '../src/rtnl/socket.js';
 export const NETLINK_GENERIC = 16;
 
 /** The messages one run sent, per netlink protocol, in order; dumps (reads) left out. */

@@ -1,5 +1,6 @@
 // What the operator's event loop and the address thread (address-thread.ts) post each other, which
 // batches the thread sends, and the numbering of a batch's messages: pure, no I/O.
+import { NLMSG_HDRLEN } from '../netlink/constants.js';
 import type { RouteRequest } from './socket.js';
 
 /**
@@ -55,7 +56,7 @@ export function unpackMessages(all: Buffer, lengths: Int32Array): Buffer[] {
   const out: Buffer[] = [];
   let at = 0;
   for (const n of lengths) {
-    if (n < 16 || at + n > all.length) throw new RangeError(`address batch: a message of ${n} bytes at ${at}`);
+    if (n < NLMSG_HDRLEN || at + n > all.length) throw new RangeError(`address batch: a message of ${n} bytes at ${at}`);
     out.push(all.subarray(at, (at += n)));
   }
   if (at !== all.length) throw new RangeError(`address batch: ${all.length - at} bytes left over`);

@@ -7,8 +7,8 @@ import { Worker } from 'node:worker_threads';
 import { NetlinkSocket } from '../netlink/socket.js';
 import { type AddressBatch, type BatchAnswer, packMessages } from './address-batch.js';
 import { RtnlError } from './errors.js';
+import { NETLINK_ROUTE } from './socket.js';
 
-const NETLINK_ROUTE = 0;
 const DEFAULT_SCRIPT = new URL('./address-thread.js', import.meta.url);
 /** The thread's name, as `top -H` and /proc/PID/task/TID/comm show it. */
 export const THREAD_NAME = 'vip-batches';

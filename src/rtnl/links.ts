@@ -260,19 +260,13 @@ export class Rtnl {
       this.batches.close();
       this.batches = undefined;
     }
-    if (this.requests?.failed) this.requests.close();
-    if (!this.requests || this.requests.failed) this.requests = new RouteSocket(false);
-    const sock = this.requests;
+    const sock = (this.requests = usable(this.requests, false));
     return sock.exchange(numberMessages(out, () => sock.nextSeq(), sock.port));
   }
 
   /** The dump socket, opened on first use and again after it failed. */
   private routeSocket(): RouteSocket {
-    if (this.dumps?.failed) {
-      this.dumps.close();
-      this.dumps = undefined;
-    }
-    return (this.dumps ??= new RouteSocket());
+    return (this.dumps = usable(this.dumps, true));
   }
 
   /** Closes the sockets and ends the address thread. */
@@ -282,6 +276,13 @@ export class Rtnl {
     this.requests?.close();
     this.batches?.close();
   }
+}
+
+/** `sock` while it has not failed; else it is closed and a new one opened (`dumps`: see RouteSocket). */
+function usable(sock: RouteSocket | undefined, dumps: boolean): RouteSocket {
+  if (sock && !sock.failed) return sock;
+  sock?.close();
+  return new RouteSocket(dumps);
 }
 
 /** A numbered address dump request on `sock`: [seq, bytes]. */

@@ -11,7 +11,8 @@ import { RtnlError } from './errors.js';
 
 export { CHUNK } from '../netlink/socket.js';
 
-const NETLINK_ROUTE = 0;
+/** The route-netlink protocol number. */
+export const NETLINK_ROUTE = 0;
 
 /** A request to send: its bytes, numbered with `seq` (from nextSeq) and asking for an ACK. */
 export interface RouteRequest {
