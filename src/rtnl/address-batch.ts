@@ -56,7 +56,9 @@ export function unpackMessages(all: Buffer, lengths: Int32Array): Buffer[] {
   const out: Buffer[] = [];
   let at = 0;
   for (const n of lengths) {
-    if (n < NLMSG_HDRLEN || at + n > all.length) throw new RangeError(`address batch: a message of ${n} bytes at ${at}`);
+    if (n < NLMSG_HDRLEN || at + n > all.length) {
+      throw new RangeError(`address batch: a message of ${n} bytes at ${at}`);
+    }
     out.push(all.subarray(at, (at += n)));
   }
   if (at !== all.length) throw new RangeError(`address batch: ${all.length - at} bytes left over`);
