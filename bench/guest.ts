@@ -17,7 +17,7 @@ import type { ListingReader } from '../src/ipvs/proc.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { PerformanceObserver, constants as perfConstants, performance } from 'node:perf_hooks';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { projectRoot } from '../lab/paths.js';
 import type { V1EndpointSlice, V1Service } from '@kubernetes/client-node';
@@ -37,7 +37,8 @@ import { Operator } from '../src/sync/operator.js';
 import { RtnlVipLink, type VipLink } from '../src/rtnl/vips.js';
 import type { NodeStatus, SourceEvent } from '../src/source/types.js';
 import { CHUNK } from '../src/netlink/socket.js';
-import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily } from './replay.js';
+import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily, toolPath } from './replay.js';
+import { describeStalls, estimationOn, probeStalls, setEstimation } from './estimator.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 
 const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
@@ -51,6 +52,10 @@ const IFACE = defaultProxyConfig.interfaceName;
 const config: ProxyConfig = { ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3600 };
 /** Built by bench/run.ts on the host; the guest sees the project at the same path. */
 const REPLAYER = replayerPath(projectRoot);
+/** The probe of the kernel's stalls (bench/estimator.ts): each CPU busy this long, gaps over this many ms. */
+const STALL_PROBE = toolPath(projectRoot, 'stall-probe');
+const STALL_PROBE_S = 8;
+const STALL_THRESHOLD_MS = 10;
 /** The kernel floor's datagram sizes: the operator's own (CHUNK), and one 8 times larger. */
 const REPLAY_PER_DATAGRAM = [CHUNK, 8 * CHUNK];
 
@@ -311,7 +316,6 @@ async function main(): Promise<void> {
 
     // ---- single-endpoint changes through Operator.handle
     const k = last ? CHANGES : SMALL_CHANGES;
-    const changes: Array<{ kind: string; ops: number; virtualServers: number; latencyMs: number; ipvsMs: number; syncMs: number; iptablesMs: number; dumps: number }> = [];
     let rv = 1;
     const used = new Set<number>();
     const pick = (seed: number, wantWeighted: boolean): number => {
@@ -320,55 +324,85 @@ async function main(): Promise<void> {
       used.add(i);
       return i;
     };
+    // `count` changes, the c-th on the Service pick(seedFrom + c) finds. The collections during the
+    // changes, to tell a slow change that waited for one from one that ran cold code (the first
+    // changes) or waited for the kernel.
+    const runChanges = async (count: number, seedFrom: number) => {
+      const changes: Array<{ kind: string; ops: number; virtualServers: number; latencyMs: number; ipvsMs: number; syncMs: number; iptablesMs: number; dumps: number }> = [];
+      const gcs: Array<{ start: number; end: number; major: boolean }> = [];
+      const gcObserver = new PerformanceObserver((list) => {
+        for (const g of list.getEntries()) {
+          const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
+          gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
+        }
+      });
+      gcObserver.observe({ entryTypes: ['gc'] });
+      const windows: Array<{ start: number; end: number }> = [];
+      for (let c = 0; c < count; c++) {
+        const kind = (['add', 'remove', 'weight'] as const)[c % 3]!;
+        const i = pick(seedFrom + c, kind === 'weight');
+        let e: SourceEvent;
+        if (kind === 'weight') {
+          const s = makeBenchService(i, `c${++rv}`, [{ name: podName(i, 0), weight: 5 }]);
+          services.set(i, s);
+          e = { kind: 'service', type: 'upsert', object: s };
+        } else {
+          const js = endpoints.get(i)!;
+          const next = kind === 'add' ? [...js, E] : js.slice(1);
+          endpoints.set(i, next);
+          const s = makeBenchSlice(i, `c${++rv}`, next, E);
+          slices.set(i, s);
+          e = { kind: 'endpointslice', type: 'upsert', object: s };
+        }
+        ipvs.reset(); iptables.ms = 0;
+        const done = status.next();
+        const tc = process.hrtime.bigint();
+        const pc = performance.now();
+        op.handle(e);
+        await done;
+        const latencyMs = msSince(tc);
+        windows.push({ start: pc, end: performance.now() });
+        changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps });
+        if ((c + 1) % 20 === 0 || c + 1 === count) progress(`  ${c + 1}/${count} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
+      }
+      await new Promise((r) => setImmediate(r)); // the observer's last entries
+      gcObserver.disconnect();
+      const slowest = changes.map((x, i) => {
+        const w = windows[i]!;
+        const during = gcs.filter((g) => g.end > w.start && g.start < w.end);
+        const gcMs = during.reduce((sum, g) => sum + Math.min(g.end, w.end) - Math.max(g.start, w.start), 0);
+        return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs, collections: during.length, major: during.some((g) => g.major) };
+      }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
+      progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
+      return { changes, slowest };
+    };
     progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);
-    // The collections during the changes, to tell a slow change that waited for one from one that
-    // ran cold code (the first changes) or waited for the kernel.
-    const gcs: Array<{ start: number; end: number; major: boolean }> = [];
-    const gcObserver = new PerformanceObserver((list) => {
-      for (const g of list.getEntries()) {
-        const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
-        gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
-      }
-    });
-    gcObserver.observe({ entryTypes: ['gc'] });
-    const windows: Array<{ start: number; end: number }> = [];
-    for (let c = 0; c < k; c++) {
-      const kind = (['add', 'remove', 'weight'] as const)[c % 3]!;
-      const i = pick(c + 1, kind === 'weight');
-      let e: SourceEvent;
-      if (kind === 'weight') {
-        const s = makeBenchService(i, `c${++rv}`, [{ name: podName(i, 0), weight: 5 }]);
-        services.set(i, s);
-        e = { kind: 'service', type: 'upsert', object: s };
-      } else {
-        const js = endpoints.get(i)!;
-        const next = kind === 'add' ? [...js, E] : js.slice(1);
-        endpoints.set(i, next);
-        const s = makeBenchSlice(i, `c${++rv}`, next, E);
-        slices.set(i, s);
-        e = { kind: 'endpointslice', type: 'upsert', object: s };
-      }
-      ipvs.reset(); iptables.ms = 0;
-      const done = status.next();
-      const tc = process.hrtime.bigint();
-      const pc = performance.now();
-      op.handle(e);
-      await done;
-      const latencyMs = msSince(tc);
-      windows.push({ start: pc, end: performance.now() });
-      changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps });
-      if ((c + 1) % 20 === 0 || c + 1 === k) progress(`  ${c + 1}/${k} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
-    }
+    const { changes, slowest } = await runChanges(k, 1);
     const lat = changes.map((x) => x.latencyMs);
-    await new Promise((r) => setImmediate(r)); // the observer's last entries
-    gcObserver.disconnect();
-    const slowest = changes.map((x, i) => {
-      const w = windows[i]!;
-      const during = gcs.filter((g) => g.end > w.start && g.start < w.end);
-      const gcMs = during.reduce((sum, g) => sum + Math.min(g.end, w.end) - Math.max(g.start, w.start), 0);
-      return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs, collections: during.length, major: during.some((g) => g.major) };
-    }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
-    progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
+
+    // ---- the kernel's rate estimator (bench/estimator.ts), at the largest size: its stalls probed
+    // with it on (as a node runs) and off, then the changes again with it off. It is set on again
+    // after, whatever happens: the rest of the bench runs as a node does.
+    let estimator: Record<string, unknown> | undefined;
+    if (last && estimationOn() === true) {
+      progress('the kernel\'s rate estimator: its stalls probed with it on, then off; then the changes again with it off');
+      const probeOn = await probeStalls(STALL_PROBE, cpus().length, STALL_PROBE_S, STALL_THRESHOLD_MS);
+      progress(`estimator on: ${describeStalls(probeOn)}`);
+      setEstimation(false);
+      try {
+        const probeOff = await probeStalls(STALL_PROBE, cpus().length, STALL_PROBE_S, STALL_THRESHOLD_MS);
+        progress(`estimator off: ${describeStalls(probeOff)}`);
+        const off = await runChanges(k, k + 2);
+        const offLat = off.changes.map((x) => x.latencyMs);
+        estimator = {
+          probeOn, probeOff,
+          changesOff: { count: off.changes.length, exactlyOneOp: off.changes.every((x) => x.ops === x.virtualServers),
+            p50: percentile(offLat, 50), p99: percentile(offLat, 99), max: Math.max(...offLat), slowest: off.slowest },
+        };
+      } finally {
+        setEstimation(true);
+      }
+    }
 
     // ---- the periodic full resync (syncPeriod): a re-read of the whole kernel table, 0 ops expected
     progress(`periodic full resync at ${n} Services`);
@@ -566,6 +600,7 @@ async function main(): Promise<void> {
         })),
       },
       periodic,
+      ...(estimator ? { estimator } : {}),
       ...(driftCheck ? { driftCheck } : {}),
       ...(restart ? { restart } : {}),
     });
@@ -577,7 +612,7 @@ async function main(): Promise<void> {
   rtnl.close();
   const report = {
     at: new Date().toISOString(), kernel: kernel.release, ipvs: info.version, iptablesBackend: backend.mode ?? String(backend),
-    cpus: (await import('node:os')).cpus().length, memMb: Math.round((await import('node:os')).totalmem() / 2 ** 20),
+    cpus: cpus().length, memMb: Math.round((await import('node:os')).totalmem() / 2 ** 20),
     node: process.version, defaultMinSyncPeriodS: defaultProxyConfig.minSyncPeriod, sizes: results,
   };
   mkdirSync(dirname(out), { recursive: true });

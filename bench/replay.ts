@@ -88,16 +88,27 @@ export interface ReplayResult {
   truncated: number;
 }
 
-/** Where bench/run.ts builds the replayer (under .cache, which the guest sees). */
-export function replayerPath(root: string): string {
-  return join(root, '.cache', 'bench', 'nl-replay');
+/** Where bench/run.ts builds the guest's C tools (under .cache, which the guest sees). */
+export function toolPath(root: string, name: 'nl-replay' | 'stall-probe'): string {
+  return join(root, '.cache', 'bench', name);
 }
 
-/** Builds the replayer with the host's C compiler; returns why not on failure. */
-export function buildReplayer(root: string): string | undefined {
-  const r = spawnSync('gcc', ['-O2', '-Wall', '-o', replayerPath(root), join(root, 'bench', 'nl-replay.c')], { encoding: 'utf8' });
-  if (r.error) return `gcc: ${r.error.message}`;
-  return r.status === 0 ? undefined : `gcc exited with ${r.status}: ${r.stderr}`;
+/** Where bench/run.ts builds the replayer. */
+export function replayerPath(root: string): string {
+  return toolPath(root, 'nl-replay');
+}
+
+/**
+ * Builds the guest's C tools (bench/nl-replay.c, the kernel floor's replayer, and
+ * bench/stall-probe.c) with the host's C compiler; returns why not on failure.
+ */
+export function buildTools(root: string): string | undefined {
+  for (const name of ['nl-replay', 'stall-probe'] as const) {
+    const r = spawnSync('gcc', ['-O2', '-Wall', '-o', toolPath(root, name), join(root, 'bench', `${name}.c`)], { encoding: 'utf8' });
+    if (r.error) return `gcc: ${r.error.message}`;
+    if (r.status !== 0) return `gcc exited with ${r.status} on ${name}.c: ${r.stderr}`;
+  }
+  return undefined;
 }
 
 /**

@@ -16,7 +16,8 @@ import { dirname, join } from 'node:path';
 import { runInVm } from '../lab/vm.js';
 import { projectRoot } from '../lab/paths.js';
 import { progress } from './fixtures.js';
-import { buildReplayer } from './replay.js';
+import { estimatorParagraph } from './estimator.js';
+import { buildTools } from './replay.js';
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -70,9 +71,9 @@ if (reuse) {
   const guestOut = join(projectRoot, '.cache', 'bench', 'guest.json');
   mkdirSync(dirname(guestOut), { recursive: true }); // --no-host: the host part did not make it
   rmSync(guestOut, { force: true });
-  // The kernel floor's replayer (bench/nl-replay.c), run in the guest from the shared project.
-  const why = buildReplayer(projectRoot);
-  if (why) throw new Error(`cannot build the kernel floor's replayer: ${why}`);
+  // The kernel floor's replayer and the stall probe, run in the guest from the shared project.
+  const why = buildTools(projectRoot);
+  if (why) throw new Error(`cannot build the bench's C tools: ${why}`);
   progress(`lab VM: sizes ${sizes}, ${changes} changes at ${largest} (this takes a while under TCG)`);
   const code = await runInVm({
     command: ['node', join(dist, 'guest.js'), guestOut, sizes, changes, endpoints],
@@ -205,6 +206,7 @@ function renderTable(r: any): string {
       lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection): ` +
         `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''})`).join('; ')}.`);
     }
+    if (big) lines.push(...estimatorParagraph(big.services, big.estimator, big.changes.p99));
     if (big?.driftCheck) {
       const d = big.driftCheck;
       // Looked up in turn (GET_SERVICE, TableCache.verify) when the one dump of them all is past
