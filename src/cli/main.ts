@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `ipvs-operator <command>`: run | status | explain | cleanup | lab compare. Each command is one
 // entry in COMMANDS with its own flags (node:util parseArgs, strict) and --help. The only process.exit
-// of the operator is here.
+// of the operator is here and in fatal.ts (an error nothing caught).
 import { realpathSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { PluginRegistry } from '../../plugins/index.js';
 import { defaultProxyConfig } from '../config/types.js';
 import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../sync/record.js';
+import { exitAfterThreads, exitOnUncaught } from './fatal.js';
 import { cleanup, clusterStatus, status } from './status.js';
 import { nodeSetup } from '../node/node-setup.js';
 import { iptablesPath } from './wiring.js';
@@ -170,6 +171,7 @@ export function main(argv: readonly string[]): Promise<number> {
 // Run only as the entry point (tests import COMMANDS to check the DaemonSet's flags).
 // argv[1] may be a symlink (npm's bin link, an image's /usr/local/bin entry): compare real paths.
 if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  exitOnUncaught();
   main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;
     // The command is over: a request still hanging on a dead API server must not keep the
@@ -177,6 +179,6 @@ if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.me
     setTimeout(() => process.exit(code), 2000).unref();
   }, (e: unknown) => {
     process.stderr.write(`ipvs-operator: ${(e as Error).stack ?? String(e)}\n`);
-    process.exit(1);
+    exitAfterThreads(1);
   });
 }

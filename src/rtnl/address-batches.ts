@@ -3,6 +3,7 @@
 // address list, __inet_insert_ifa): 47-124 s for 30 000 VIPs in the lab VM. Sent from the event
 // loop, that time was taken from the IPVS batch of the same sync, which needs none of those locks:
 // from a thread, the binds run beside it, on another CPU where there is one.
+import { setTimeout as delay } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 import { NetlinkSocket } from '../netlink/socket.js';
 import { type AddressBatch, type BatchAnswer, packMessages } from './address-batch.js';
@@ -12,6 +13,9 @@ import { NETLINK_ROUTE } from './socket.js';
 const DEFAULT_SCRIPT = new URL('./address-thread.js', import.meta.url);
 /** The thread's name, as `top -H` and /proc/PID/task/TID/comm show it. */
 export const THREAD_NAME = 'vip-batches';
+
+/** The threads started and not yet ended, for closeAll(). */
+const live = new Set<AddressBatches>();
 
 interface Waiting {
   resolve: (errnos: number[]) => void;
@@ -36,8 +40,29 @@ export class AddressBatches {
     this.thread.unref();
     this.thread.on('message', (m: BatchAnswer) => this.answer(m));
     this.thread.on('error', (e) => this.fail(RtnlError.fromPackageError('address-thread', e)));
-    this.thread.on('exit', (code) =>
-      this.fail(RtnlError.malformed('address-thread', `thread ended (exit code ${code})`)));
+    this.thread.on('exit', (code) => {
+      live.delete(this);
+      this.fail(RtnlError.malformed('address-thread', `thread ended (exit code ${code})`));
+    });
+    live.add(this);
+  }
+
+  /**
+   * Closes every thread still running, a batch in progress included, and resolves once each has
+   * ended, or after `ms`: what an exit on an error waits for (src/cli/fatal.ts). It keeps the
+   * process alive while it waits.
+   */
+  static async closeAll(ms: number): Promise<void> {
+    const ending = [...live].map((b) => {
+      const ended = new Promise<void>((resolve) => b.thread.once('exit', () => resolve()));
+      b.thread.ref();
+      b.close();
+      return ended;
+    });
+    if (!ending.length) return;
+    const bound = new AbortController();
+    await Promise.race([Promise.all(ending), delay(ms, undefined, { signal: bound.signal }).catch(() => undefined)]);
+    bound.abort();
   }
 
   /** Why the thread failed (it is then never used again), or undefined while it works. */

@@ -3,6 +3,8 @@
 // request is refused, nothing changes on the host), and, with a stand-in thread, what a failed
 // socket, a thread that dies and the bench's recorder get. The real link: test/kernel/rtnl.test.ts.
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { Errno } from '../../../src/netlink/errors.js';
 import { NetlinkSocket, type OutgoingBytes } from '../../../src/netlink/socket.js';
 import { numberMessages, packMessages, unpackMessages } from '../../../src/rtnl/address-batch.js';
@@ -139,3 +141,20 @@ describe('AddressBatches, with a stand-in thread', () => {
     await expect(b.exchange([message(20)])).rejects.toThrow('socket closed');
   });
 });
+
+describe('an exit on an error nothing caught, while the thread sends a batch', () => {
+  it('ends the thread first and exits 1, not an abort in the netlink package', async () => {
+    // Left to Node, this process aborted (exit 134, "FATAL ERROR: Error::Error
+    // napi_define_properties" from the package's poll handler) in every try on the host.
+    const script = fileURLToPath(new URL('../../support/exit-mid-batch.js', import.meta.url));
+    const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => { out += d.toString(); });
+    const [code, signal] = await new Promise<[number | null, string | null]>((r) => child.once('exit', (c, s) => r([c, s])));
+    expect({ code, signal, fatal: /FATAL ERROR/.test(out), thrown: out.includes('Error: boom mid-batch'),
+      answeredFirst: out.includes('answered before the throw') })
+      .toEqual({ code: 1, signal: null, fatal: false, thrown: true, answeredFirst: false });
+  });
+});
+
