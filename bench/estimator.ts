@@ -101,8 +101,13 @@ export interface EstimatorRun {
   changesOff: { count: number; exactlyOneOp: boolean; p50: number; p99: number; max: number };
 }
 
-/** The report's paragraph on the estimator at `services` (`onP99`: the changes' p99 with it on, as a node runs). */
-export function estimatorParagraph(services: number, e: EstimatorRun | undefined, onP99: number): string[] {
+/**
+ * The report's paragraph on the estimator at `services`. `on`: the changes' p99 with it on, as a
+ * node runs, and without each kind's first change (the series with it off comes after, warm).
+ */
+export function estimatorParagraph(
+  services: number, e: EstimatorRun | undefined, on: { p99: number; warmP99?: number },
+): string[] {
   if (!e) return [];
   const ms = (x: number): string => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
   const c = e.changesOff;
@@ -111,5 +116,6 @@ export function estimatorParagraph(services: number, e: EstimatorRun | undefined
     `(bench/stall-probe.c) saw ${describeStalls(e.probeOn)} with it on, as a node runs; ${describeStalls(e.probeOff)} ` +
     `with net.ipv4.vs.run_estimation = 0. The same kind of changes again with it off: ${c.count} changes, ` +
     `ops ${c.exactlyOneOp ? 'exactly 1 per virtual server' : 'NOT 1 per virtual server'}, p50 ${ms(c.p50)}, ` +
-    `p99 ${ms(c.p99)} (${c.p99 <= 50 ? 'meets' : 'falls short of'} the guest's 50 ms), against ${ms(onP99)} with it on.`];
+    `p99 ${ms(c.p99)} (${c.p99 <= 50 ? 'meets' : 'falls short of'} the guest's 50 ms), against ${ms(on.p99)} with it on` +
+    `${on.warmP99 === undefined ? '' : ` (${ms(on.warmP99)} without each kind's first change, as this series runs: after them)`}.`];
 }
