@@ -6,8 +6,8 @@
 // counters the operator reads still count). The bench probes the stalls with bench/stall-probe.c
 // with the estimator on and off, and times a second series of changes with it off: how much of a
 // slow change is the kernel's timer and not ours.
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { run } from '../src/util/proc.js';
 
 export const RUN_ESTIMATION = '/proc/sys/net/ipv4/vs/run_estimation';
 
@@ -72,18 +72,17 @@ export function summarizeStalls(
   };
 }
 
-/** Runs the probe (`binary`) on CPUs 0..cpus-1 at once for `seconds`. */
+/**
+ * Runs the probe (`binary`) on CPUs 0..cpus-1 at once for `seconds` (src/util/proc.ts's run); a
+ * probe still running 30 s after its time is killed and fails the whole.
+ */
 export async function probeStalls(binary: string, cpus: number, seconds: number, thresholdMs: number): Promise<StallProbe> {
   if (!existsSync(binary)) throw new Error(`no stall probe at ${binary} (bench/run.ts builds it with gcc)`);
-  const one = (cpu: number): Promise<string> => new Promise((resolve, reject) => {
-    const child = spawn(binary, [String(cpu), String(seconds), String(thresholdMs)], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
-    child.stderr.on('data', (d: Buffer) => { err += d.toString(); });
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`stall probe on CPU ${cpu} exited with ${code}: ${err}`))));
-  });
+  const one = async (cpu: number): Promise<string> => {
+    const r = await run(binary, [String(cpu), String(seconds), String(thresholdMs)], { timeout: seconds * 1000 + 30_000 });
+    if (r.code !== 0) throw new Error(`stall probe on CPU ${cpu} exited with ${r.code}: ${r.stderr}`);
+    return r.stdout;
+  };
   const outs = await Promise.all(Array.from({ length: cpus }, (_, cpu) => one(cpu)));
   return summarizeStalls(outs.map(parseStallProbe), seconds, thresholdMs);
 }
