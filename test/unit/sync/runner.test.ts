@@ -1,6 +1,6 @@
 // The bounded-frequency runner's numbered contract, driven by a fake clock.
 import { describe, expect, it } from '@jest/globals';
-import { BoundedFrequencyRunner, type Clock, type SyncReason } from '../../../src/sync/runner.js';
+import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from '../../../src/sync/runner.js';
 import { SyncTimers } from '../../../src/sync/timers.js';
 
 /** A clock whose time moves only when the test says; timers fire in order. */
@@ -151,5 +151,26 @@ describe('SyncTimers.armDeadline', () => {
     await clock.advance(20_000);
     expect(runs).toEqual([0, 3000]);
     await timers.stop();
+  });
+});
+
+describe('realClock', () => {
+  const turn = () => new Promise<void>((r) => setImmediate(r));
+
+  it('runs a timer due now within the loop\'s next turn (setTimeout waits 1 ms at least)', async () => {
+    let fired = false;
+    realClock.setTimeout(() => { fired = true; }, 0);
+    await turn(); // an immediate queued after the clock's: the clock's has run by then
+    expect(fired).toBe(true);
+  });
+
+  it('cancels a timer due now and a later one', async () => {
+    const fired: string[] = [];
+    realClock.clearTimeout(realClock.setTimeout(() => fired.push('now'), 0));
+    realClock.clearTimeout(realClock.setTimeout(() => fired.push('later'), 2));
+    const kept = realClock.setTimeout(() => fired.push('kept'), 2);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(fired).toEqual(['kept']);
+    realClock.clearTimeout(kept); // already fired: a no-op
   });
 });
