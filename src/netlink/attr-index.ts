@@ -7,14 +7,17 @@ import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 
 /** The attributes of `buf[start, end)`: payload offset and length by type (a later duplicate wins, as parseAttrs). */
 export class AttrIndex {
-  /** [offset, length] per type; offset -1: absent. */
-  private readonly slots: Int32Array;
+  /**
+   * [offset, length] per type; offset -1: absent. A plain array, not an Int32Array: allocating a
+   * typed array was over half of decoding a real server (host profile: 1.3 -> 0.8 us per dest).
+   */
+  private readonly slots: number[];
 
   /** Types above `max` (a newer kernel's) are skipped. Throws E (default NetlinkError) on a bad length. */
   constructor(
     readonly buf: Buffer, start: number, end: number, max: number, E: NetlinkErrorClass<NetlinkError> = NetlinkError,
   ) {
-    this.slots = new Int32Array(2 * (max + 1)).fill(-1);
+    this.slots = new Array<number>(2 * (max + 1)).fill(-1);
     let off = start;
     while (off + NLA_HDRLEN <= end) {
       const len = buf.readUInt16LE(off);
