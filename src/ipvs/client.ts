@@ -12,7 +12,7 @@ import { Errno } from '../netlink/errors.js';
 import { IpvsError } from './errors.js';
 import { DUMP_RECEIVE_BYTES, GenlSocket, type Outgoing, type Reply } from './socket.js';
 import { type Connection, IpvsLink, type OpenSocket, type SocketHealth } from './connection.js';
-import type { IpvsClient, OpResult } from './types.js';
+import type { IpvsClient, OpResult, ReadOptions } from './types.js';
 import { checkDumpDests, checkGetService, checkOp } from './validate.js';
 import { Serial } from '../util/serial.js';
 import { DUMP_RETRIES, DumpPool } from './dump-pool.js';
@@ -82,15 +82,18 @@ export class NetlinkIpvs implements IpvsClient {
     });
   }
 
-  listVirtualServers(): Promise<VirtualServer[]> {
-    return this.queue.run(async () => (await this.one(listServicesRequest())).messages.map(decodeServiceMessage));
+  listVirtualServers(opts?: ReadOptions): Promise<VirtualServer[]> {
+    const stats = opts?.stats ?? true;
+    return this.queue.run(async () => (await this.one(listServicesRequest())).messages
+      .map((m) => decodeServiceMessage(m, stats)));
   }
 
-  listRealServers(vs: VirtualServer): Promise<RealServer[]> {
+  listRealServers(vs: VirtualServer, opts?: ReadOptions): Promise<RealServer[]> {
+    const stats = opts?.stats ?? true;
     return this.queue.run(async () => {
       const invalid = checkDumpDests(vs);
       if (invalid) throw invalid;
-      return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family));
+      return (await this.one(listDestsRequest(vs))).messages.map((m) => decodeDestMessage(m, vs.family, stats));
     });
   }
 
@@ -99,10 +102,11 @@ export class NetlinkIpvs implements IpvsClient {
    * (dump-pool.ts): one entry per virtual server, in order, its real servers or the IpvsError of its
    * dump (an invalid virtual server, a refusal, a stale family). Rejects only when a socket fails.
    */
-  listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
+  listRealServersMany(vss: readonly VirtualServer[], opts?: ReadOptions): Promise<Array<RealServer[] | IpvsError>> {
+    const stats = opts?.stats ?? true;
     return this.queue.run(() => this.readEach(vss, checkDumpDests, listDestsRequest,
       (reqs) => this.link.dumps((familyId) => this.pool.dumps(familyId, reqs)),
-      (r, vs) => r.messages.map((m) => decodeDestMessage(m, vs.family))));
+      (r, vs) => r.messages.map((m) => decodeDestMessage(m, vs.family, stats))));
   }
 
   /** /proc/net/ip_vs of this process's network namespace, where the netlink socket is too. */
@@ -110,7 +114,8 @@ export class NetlinkIpvs implements IpvsClient {
     return openProcListing();
   }
 
-  getVirtualServers(vss: readonly VirtualServer[]): Promise<Array<VirtualServer | IpvsError>> {
+  getVirtualServers(vss: readonly VirtualServer[], opts?: ReadOptions): Promise<Array<VirtualServer | IpvsError>> {
+    const stats = opts?.stats ?? true;
     return this.queue.run(() => this.readEach(vss, checkGetService, getServiceRequest,
       (reqs) => this.link.exchange((conn) => reqs.map((r) => this.outgoing(conn, r))),
       (r, _vs, what) => {
@@ -118,7 +123,7 @@ export class NetlinkIpvs implements IpvsClient {
           return IpvsError.malformed(what, `${r.messages.length} messages in the reply, not 1`);
         }
         try {
-          return decodeServiceMessage(r.messages[0]!);
+          return decodeServiceMessage(r.messages[0]!, stats);
         } catch (e) {
           return e instanceof IpvsError ? e : IpvsError.malformed(what, String(e));
         }

@@ -109,10 +109,11 @@ function statsOf(a: AttrIndex, stats64: number, stats32: number): IpvsStats | un
 
 /** A virtual server from the attributes of a nested SERVICE attribute. */
 export function decodeService(buf: Buffer): VirtualServer {
-  return serviceIn(buf, 0, buf.length);
+  return serviceIn(buf, 0, buf.length, true);
 }
 
-function serviceIn(buf: Buffer, start: number, end: number): VirtualServer {
+/** `stats`: decode the STATS / STATS64 nest (ReadOptions.stats). */
+function serviceIn(buf: Buffer, start: number, end: number, stats: boolean): VirtualServer {
   const what = 'service';
   const a = index(buf, start, end, SVC_MAX);
   const family = familyFromAf(buf.readUInt16LE(need(a, SvcAttr.AF, 2, what)), what);
@@ -144,8 +145,8 @@ function serviceIn(buf: Buffer, start: number, end: number): VirtualServer {
     netmask: decodeNetmask(a, family),
     peName: a.has(SvcAttr.PE_NAME) ? readCString(a.sub(SvcAttr.PE_NAME)!) : '',
   };
-  const stats = statsOf(a, SvcAttr.STATS64, SvcAttr.STATS);
-  if (stats) vs.stats = stats;
+  const counters = stats ? statsOf(a, SvcAttr.STATS64, SvcAttr.STATS) : undefined;
+  if (counters) vs.stats = counters;
   return vs;
 }
 
@@ -154,10 +155,10 @@ function serviceIn(buf: Buffer, start: number, end: number): VirtualServer {
  * ADDR_FAMILY: the service's family is the real server's then.
  */
 export function decodeDest(buf: Buffer, serviceFamily: Family): RealServer {
-  return destIn(buf, 0, buf.length, serviceFamily);
+  return destIn(buf, 0, buf.length, serviceFamily, true);
 }
 
-function destIn(buf: Buffer, start: number, end: number, serviceFamily: Family): RealServer {
+function destIn(buf: Buffer, start: number, end: number, serviceFamily: Family, stats: boolean): RealServer {
   const what = 'dest';
   const a = index(buf, start, end, DEST_MAX);
   const family = a.has(DestAttr.ADDR_FAMILY)
@@ -182,8 +183,8 @@ function destIn(buf: Buffer, start: number, end: number, serviceFamily: Family):
     inactiveConns: optU32(a, DestAttr.INACT_CONNS, what),
     persistentConns: optU32(a, DestAttr.PERSIST_CONNS, what),
   };
-  const stats = statsOf(a, DestAttr.STATS64, DestAttr.STATS);
-  if (stats) rs.stats = stats;
+  const counters = stats ? statsOf(a, DestAttr.STATS64, DestAttr.STATS) : undefined;
+  if (counters) rs.stats = counters;
   return rs;
 }
 
@@ -195,16 +196,16 @@ function topNest(msg: NlMessage, type: number, what: string): [number, number] {
   return [at, at + top.len(type)];
 }
 
-/** The virtual server of one GET_SERVICE dump message. */
-export function decodeServiceMessage(msg: NlMessage): VirtualServer {
+/** The virtual server of one GET_SERVICE message; its counters unless `stats` is false. */
+export function decodeServiceMessage(msg: NlMessage, stats = true): VirtualServer {
   const [start, end] = topNest(msg, CmdAttr.SERVICE, 'service message');
-  return serviceIn(ipvsGenlAttrs(msg), start, end);
+  return serviceIn(ipvsGenlAttrs(msg), start, end, stats);
 }
 
-/** The real server of one GET_DEST dump message. */
-export function decodeDestMessage(msg: NlMessage, serviceFamily: Family): RealServer {
+/** The real server of one GET_DEST dump message; its counters unless `stats` is false. */
+export function decodeDestMessage(msg: NlMessage, serviceFamily: Family, stats = true): RealServer {
   const [start, end] = topNest(msg, CmdAttr.DEST, 'dest message');
-  return destIn(ipvsGenlAttrs(msg), start, end, serviceFamily);
+  return destIn(ipvsGenlAttrs(msg), start, end, serviceFamily, stats);
 }
 
 /** GET_INFO reply. */

@@ -37,9 +37,9 @@ export interface FakeIpvsOptions {
  *   SET_DEST / DEL_DEST on a missing one      -> ENOENT
  *   GET_DEST dump of a missing virtual server -> an empty list (the kernel's dump cannot tell)
  *   GET_SERVICE of a missing virtual server   -> ESRCH
- * The table and the op semantics are table.ts's applyOp, which the operator's cache shares.
- * `dump()` prints the table as `add-service` / `add-dest` lines (the ops' one-line forms), sorted by
- * key, so a dump can be compared with a literal and fed back to `seed()`.
+ * The table and op semantics are table.ts's applyOp (the operator's cache shares it); no traffic
+ * counters are kept (so reads need no ReadOptions). `dump()` prints `add-service` / `add-dest` lines
+ * (the ops' one-line forms) sorted by key, to compare with a literal and feed back to `seed()`.
  */
 export class FakeIpvs implements IpvsClient {
   private readonly table: MutableIpvsTable = new Map();

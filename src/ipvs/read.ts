@@ -4,14 +4,14 @@
 import { type RealServer, type VirtualServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import { IpvsError } from './errors.js';
 import type { MutableIpvsTable } from './table.js';
-import type { IpvsClient } from './types.js';
+import type { IpvsClient, ReadOptions } from './types.js';
 
 /** The real servers of each virtual server, by key, in order; rejects with the first failed dump's error. */
 export async function readDestMaps(
-  ipvs: IpvsClient, vss: readonly VirtualServer[],
+  ipvs: IpvsClient, vss: readonly VirtualServer[], opts?: ReadOptions,
 ): Promise<Array<Map<string, RealServer>>> {
   if (!vss.length) return [];
-  return (await ipvs.listRealServersMany(vss)).map((list) => {
+  return (await ipvs.listRealServersMany(vss, opts)).map((list) => {
     if (list instanceof IpvsError) throw list;
     const dests = new Map<string, RealServer>();
     for (const rs of list) dests.set(realServerKey(rs), rs);
@@ -20,9 +20,9 @@ export async function readDestMaps(
 }
 
 /** The kernel's whole table; rejects with the first failed dump's error. */
-export async function readTable(ipvs: IpvsClient): Promise<MutableIpvsTable> {
-  const vss = await ipvs.listVirtualServers();
-  const dests = await readDestMaps(ipvs, vss);
+export async function readTable(ipvs: IpvsClient, opts?: ReadOptions): Promise<MutableIpvsTable> {
+  const vss = await ipvs.listVirtualServers(opts);
+  const dests = await readDestMaps(ipvs, vss, opts);
   const table: MutableIpvsTable = new Map();
   vss.forEach((vs, i) => table.set(virtualServerKey(vs), { vs, dests: dests[i]! }));
   return table;

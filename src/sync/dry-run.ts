@@ -7,6 +7,7 @@ import { Errno, type NetlinkError } from '../netlink/errors.js';
 import { IpvsError } from '../ipvs/errors.js';
 import { type MutableIpvsTable, applyOp } from '../ipvs/table.js';
 import { readTable } from '../ipvs/read.js';
+import { COPY_READ } from './full-read.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
 import type { Runner } from '../iptables/exec.js';
 import { isReadOnlyRestore } from '../iptables/ipset.js';
@@ -31,6 +32,7 @@ export class DryRunIpvs implements IpvsClient {
     return this.inner ? this.inner.info() : { version: 'none', versionCode: 0, connTableSize: 0 };
   }
 
+  // Its copy holds no traffic counters (seeded): every read returns it as read without them.
   async listVirtualServers(): Promise<VirtualServer[]> {
     return [...(await this.seeded()).values()].map((e) => e.vs);
   }
@@ -116,7 +118,8 @@ export class DryRunIpvs implements IpvsClient {
 
   private async seeded(): Promise<MutableIpvsTable> {
     if (this.table) return this.table;
-    this.table = this.inner ? await readTable(this.inner) : new Map();
+    // Its copy of the node's table, as the sync's (full-read.ts): without the traffic counters.
+    this.table = this.inner ? await readTable(this.inner, COPY_READ) : new Map();
     return this.table;
   }
 }

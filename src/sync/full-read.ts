@@ -5,13 +5,20 @@
 // Services in the lab VM, against 34 s of dumps. A dump costs the same wherever its virtual server
 // is. The virtual server dump and the listing walk the table in the same order, so the listing
 // reads the cheap start while the dumps take the end, and each takes over where the other is dear.
-import type { IpvsClient } from '../ipvs/types.js';
+import type { IpvsClient, ReadOptions } from '../ipvs/types.js';
 import type { ListedServer, ListingReader } from '../ipvs/proc.js';
 import { readDestMaps } from '../ipvs/read.js';
 import { DUMP_SOCKETS } from '../ipvs/dump-pool.js';
 import { type RealServer, type VirtualServer, realServerKey, virtualServerKey } from '../model/ipvs.js';
 import type { DesiredTable } from '../model/desired.js';
 import { settledAll, waitAtMost } from '../util/settled.js';
+
+/**
+ * How the sync's copy of the table reads the kernel: without the traffic counters, which it never
+ * uses (the metrics and the cluster load view read their own), and which would double the heap of
+ * the copy once the drift check has read every entry (ReadOptions).
+ */
+export const COPY_READ: ReadOptions = Object.freeze({ stats: false });
 
 /** Virtual servers per batch of dumps from the end: the two meet to within about a batch. */
 const DUMP_BATCH = 64;
@@ -100,7 +107,7 @@ export async function readFullDests(
     await reader?.close();
   };
   const dump = async (batch: readonly number[]) => {
-    const read = await readDestMaps(ipvs, batch.map((i) => vss[i]!));
+    const read = await readDestMaps(ipvs, batch.map((i) => vss[i]!), COPY_READ);
     batch.forEach((i, j) => { dests[i] = read[j]!; });
   };
 

@@ -15,7 +15,7 @@ import {
   virtualServerKey,
 } from '../model/ipvs.js';
 import type { DesiredTable } from '../model/desired.js';
-import { type FullReadCount, closeListing, readFullDests } from './full-read.js';
+import { COPY_READ, type FullReadCount, closeListing, readFullDests } from './full-read.js';
 
 /**
  * The most real server dumps per batched read in the drift check's reading in turn: between two
@@ -93,7 +93,7 @@ export class TableCache {
   /** One dump of every virtual server, timed on `now` when given (the drift check's estimate). */
   private async dumpAll(ipvs: IpvsClient, now?: () => number): Promise<VirtualServer[]> {
     const t = now?.();
-    const vss = await ipvs.listVirtualServers();
+    const vss = await ipvs.listVirtualServers(COPY_READ);
     if (now && t !== undefined && vss.length > 0) this.dumpMsPerVs = (now() - t) / vss.length;
     return vss;
   }
@@ -101,7 +101,7 @@ export class TableCache {
   /** Re-reads the real servers (with their connection counters) of these cached virtual servers. */
   async readSome(ipvs: IpvsClient, keys: Iterable<string>): Promise<void> {
     const entries = [...keys].map((k) => this.table.get(k)).filter((e) => e !== undefined);
-    const read = await readDestMaps(ipvs, entries.map((e) => e.vs));
+    const read = await readDestMaps(ipvs, entries.map((e) => e.vs), COPY_READ);
     entries.forEach((e, i) => {
       this.dests += read[i]!.size - e.dests.size;
       e.dests = read[i]!;
@@ -121,7 +121,7 @@ export class TableCache {
     const asked = wanted.map((key) => (this.table.get(key) ?? desired?.get(key))?.vs);
     const present = asked.every((vs) => vs !== undefined)
       ? await this.lookUp(ipvs, wanted, asked as VirtualServer[])
-      : new Map((await ipvs.listVirtualServers()).map((vs) => [virtualServerKey(vs), vs] as const)
+      : new Map((await ipvs.listVirtualServers(COPY_READ)).map((vs) => [virtualServerKey(vs), vs] as const)
         .filter(([key]) => keys.has(key)));
     await this.rereadMany(ipvs, wanted, present);
   }
@@ -130,7 +130,7 @@ export class TableCache {
   private async lookUp(ipvs: IpvsClient, keys: readonly string[], vss: readonly VirtualServer[]):
   Promise<Map<string, VirtualServer>> {
     const seen = new Map<string, VirtualServer>();
-    (await ipvs.getVirtualServers(vss)).forEach((r, i) => {
+    (await ipvs.getVirtualServers(vss, COPY_READ)).forEach((r, i) => {
       if (!(r instanceof IpvsError)) seen.set(keys[i]!, r);
       else if (r.code !== 'ESRCH') throw r;
     });
@@ -215,7 +215,7 @@ export class TableCache {
   private async rereadMany(ipvs: IpvsClient, keys: readonly string[], vss: ReadonlyMap<string, VirtualServer>):
   Promise<void> {
     const present = keys.filter((k) => vss.has(k));
-    const read = await readDestMaps(ipvs, present.map((k) => vss.get(k)!));
+    const read = await readDestMaps(ipvs, present.map((k) => vss.get(k)!), COPY_READ);
     for (const key of keys) {
       this.dests -= this.table.get(key)?.dests.size ?? 0;
       if (!vss.has(key)) this.table.delete(key);

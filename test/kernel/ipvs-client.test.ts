@@ -183,6 +183,17 @@ describe('(c) real traffic through a virtual server created by our client', () =
     expect(mine.map((d) => [realServerKey(d), d.activeConns, d.inactiveConns]).sort())
       .toEqual(listed.map((d) => [realServerKey(d), d.activeConns, d.inactiveConns]).sort());
     expect(mine.reduce((n, d) => n + (d.activeConns ?? 0) + (d.inactiveConns ?? 0), 0)).toBeGreaterThan(0);
+
+    // (b, without counters) ReadOptions.stats false, as the sync's copy reads: the same entries and
+    // connection counts, no STATS decoded, by each of the four reads.
+    const bare = <T extends { stats?: unknown }>(x: T) => { const { stats, ...rest } = x; expect(stats).toBeDefined(); return rest; };
+    const none = { stats: false };
+    expect(await ipvs.listVirtualServers(none)).toStrictEqual([bare(ours!)]);
+    expect(await ipvs.getVirtualServers([ours!], none)).toStrictEqual([bare(ours!)]);
+    const sorted = (rs: RealServer[]) => [...rs].sort((a, b) => realServerKey(a).localeCompare(realServerKey(b)));
+    expect(sorted(await ipvs.listRealServers(ours!, none))).toStrictEqual(sorted(mine).map(bare));
+    expect((await ipvs.listRealServersMany([ours!], none)).map((l) => sorted(l as RealServer[])))
+      .toStrictEqual([sorted(mine).map(bare)]);
   }, 120_000);
 });
 

@@ -22,7 +22,7 @@ const msgs = (c: Captured): NlMessage[] => c.messages.map((m) => ({ type: m.type
 
 describe(`replies captured from kernel ${fixtures.kernel}`, () => {
   it('GET_SERVICE dump', () => {
-    const services = msgs(fixtures.services).map(decodeServiceMessage);
+    const services = msgs(fixtures.services).map((m) => decodeServiceMessage(m));
     expect(services.map(formatVirtualServer).sort()).toEqual([
       'FWM 16385 IPv4 mh',
       'TCP 10.200.1.63:9000 wrr persistent=600/24',
@@ -43,6 +43,21 @@ describe(`replies captured from kernel ${fixtures.kernel}`, () => {
     ]);
     const [d6] = msgs(fixtures.dests6).map((m) => decodeDestMessage(m, 'IPv6'));
     expect(d6).toMatchObject({ address: 'fd00:10::3', port: 5353, family: 'IPv6', weight: 1, activeConns: 0, inactiveConns: 0 });
+  });
+
+  it('without the counters (ReadOptions.stats false): the same entries, no stats field', () => {
+    for (const m of msgs(fixtures.services)) {
+      const { stats, ...rest } = decodeServiceMessage(m);
+      expect(stats).toBeDefined();
+      expect(decodeServiceMessage(m, false)).toStrictEqual(rest);
+    }
+    for (const [c, family] of [[fixtures.dests, 'IPv4'], [fixtures.dests6, 'IPv6']] as const) {
+      for (const m of msgs(c)) {
+        const { stats, ...rest } = decodeDestMessage(m, family);
+        expect(stats).toBeDefined();
+        expect(decodeDestMessage(m, family, false)).toStrictEqual(rest);
+      }
+    }
   });
 
   it('GET_INFO and GET_CONFIG', () => {

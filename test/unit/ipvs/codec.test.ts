@@ -208,7 +208,7 @@ describe('garbage in, IpvsError out', () => {
     for (let n = 0; n < full.length; n++) {
       const cut = Buffer.from(full.subarray(0, n));
       if (n >= 16) cut.writeUInt32LE(n, 0); // a header that claims exactly what is there
-      onlyIpvsErrors(() => decodeMessages(cut, IpvsError).map(decodeServiceMessage));
+      onlyIpvsErrors(() => decodeMessages(cut, IpvsError).map((m) => decodeServiceMessage(m)));
     }
     expect(() => decodeMessages(full.subarray(0, 20), IpvsError)).toThrow(IpvsError);
   });
