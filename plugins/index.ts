@@ -1,31 +1,22 @@
 // The plugin registry: the built-in schedulers plus extra plugins handed in by the loader
-// (src/plugins/load.ts does the file I/O). Each plugin's options schema is compiled once here; a
-// plugin that fails validation is reported as a problem and skipped, never thrown. pure: no I/O.
+// (src/plugins/load.ts does the file I/O). Each plugin's options schema is compiled once here (the
+// built-ins' ahead of time: validators.gen.ts); a plugin that fails validation is reported as a
+// problem and skipped, never thrown. pure: no I/O.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { plugin as dh } from './dh.js';
-import { plugin as fo } from './fo.js';
-import { plugin as lblc } from './lblc.js';
-import { plugin as lblcr } from './lblcr.js';
-import { plugin as lc } from './lc.js';
-import { plugin as mh } from './mh.js';
-import { plugin as nq } from './nq.js';
-import { plugin as ovf } from './ovf.js';
-import { plugin as rr } from './rr.js';
-import { plugin as sed } from './sed.js';
-import { plugin as sh } from './sh.js';
-import { plugin as twos } from './twos.js';
+import { AJV_OPTIONS, builtinPlugins } from './builtins.js';
 import type { SchedulerPlugin } from './types.js';
-import { plugin as wlc } from './wlc.js';
-import { plugin as wrr } from './wrr.js';
 import { findUnsafePattern } from './safe-pattern.js';
+import * as generated from './validators.gen.js';
 
 export type { PluginContext, PluginEndpoint, Resolution, SchedulerPlugin } from './types.js';
 export { unavailableReason } from './availability.js';
+export { AJV_OPTIONS, builtinPlugins } from './builtins.js';
 
-/** Every built-in scheduler plugin. */
-export const builtinPlugins: readonly SchedulerPlugin[] = [
-  rr, wrr, lc, wlc, sed, nq, sh, dh, mh, lblc, lblcr, fo, ovf, twos,
-];
+/** The built-ins' validators, compiled ahead of time (validators.gen.ts), by plugin object. */
+const PREBUILT = new Map(builtinPlugins.flatMap((p) => {
+  const v = (generated as unknown as Record<string, ValidateFunction | undefined>)[p.name];
+  return v ? [[p, v] as const] : [];
+}));
 
 /** A plugin that could not be registered: where it came from and why. */
 export interface PluginProblem {
@@ -41,25 +32,35 @@ export type OptionsResult = { ok: true; options: unknown } | { ok: false; errors
 
 interface Entry {
   plugin: SchedulerPlugin;
-  validate: ValidateFunction;
+  /** Missing until first use for a constructor plugin that is not a built-in; the problem if refused. */
+  validate?: ValidateFunction | PluginProblem;
 }
 
-/** Plugins by annotation name, with compiled option validators. Build it once at startup. */
+/**
+ * Plugins by annotation name, with compiled option validators. Build it once at startup. ajv takes
+ * about 15 ms per schema on the host, 0.4-4 s under qemu TCG: the built-ins come compiled ahead of
+ * time, any other plugin given to the constructor is compiled when a Service first names it, and
+ * one added with register() at once (its problems reported as it loads).
+ */
 export class PluginRegistry {
-  private readonly ajv = new Ajv(
-    { allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true });
+  private readonly ajv = new Ajv(AJV_OPTIONS);
   private readonly entries = new Map<string, Entry>();
 
   constructor(plugins: readonly SchedulerPlugin[] = builtinPlugins) {
     for (const p of plugins) {
-      const problem = this.register(p, 'builtin');
-      // A broken built-in is our bug, not the user's: fail loudly at construction, in tests.
+      const problem = this.add(p, 'builtin', false);
+      // A broken built-in is our bug, not the user's: fail loudly at construction (its schema: at
+      // first use, and a unit test compiles every built-in's).
       if (problem) throw new Error(problem.message);
     }
   }
 
   /** Adds a plugin after checking its shape and compiling its schema; the problem when refused. */
   register(candidate: unknown, source: string): PluginProblem | undefined {
+    return this.add(candidate, source, true);
+  }
+
+  private add(candidate: unknown, source: string, compileNow: boolean): PluginProblem | undefined {
     const shapeError = checkPluginShape(candidate);
     if (shapeError) return { source, reason: 'InvalidPlugin', message: `${source}: ${shapeError}` };
     const plugin = candidate as SchedulerPlugin;
@@ -72,6 +73,18 @@ export class PluginRegistry {
       return { source, reason: 'InvalidPlugin',
         message: `${source}: options schema refused: ${unsafe} could backtrack without bound on a user's value` };
     }
+    const entry: Entry = { plugin, validate: PREBUILT.get(plugin) };
+    if (compileNow) {
+      const validate = this.compile(plugin, source);
+      if (typeof validate !== 'function') return validate;
+      entry.validate = validate;
+    }
+    this.entries.set(plugin.name, entry);
+    return undefined;
+  }
+
+  /** The plugin's options validator, or why its schema is refused. */
+  private compile(plugin: SchedulerPlugin, source: string): ValidateFunction | PluginProblem {
     let validate: ValidateFunction;
     try {
       validate = this.ajv.compile(plugin.optionsSchema);
@@ -83,8 +96,7 @@ export class PluginRegistry {
       return { source, reason: 'InvalidPlugin',
         message: `${source}: "{}" must be valid options (it is what users get by default)` };
     }
-    this.entries.set(plugin.name, { plugin, validate });
-    return undefined;
+    return validate;
   }
 
   /** The plugin named so, or undefined. */
@@ -105,13 +117,17 @@ export class PluginRegistry {
   validateOptions(name: string, options: unknown): OptionsResult {
     const entry = this.entries.get(name);
     if (!entry) return { ok: false, errors: `no plugin "${name}"` };
+    entry.validate ??= this.compile(entry.plugin, 'builtin');
+    const validate = entry.validate;
+    // A built-in's schema refused is our bug (a unit test compiles each); the Service gets the text.
+    if (typeof validate !== 'function') return { ok: false, errors: validate.message };
     if (nestingExceeds(options, MAX_OPTIONS_NESTING)) {
       return { ok: false, errors: `options nested deeper than ${MAX_OPTIONS_NESTING} levels` };
     }
     try {
       const copy = structuredClone(options);
-      if (entry.validate(copy)) return { ok: true, options: copy };
-      return { ok: false, errors: formatErrors(entry.validate.errors ?? []) };
+      if (validate(copy)) return { ok: true, options: copy };
+      return { ok: false, errors: formatErrors(validate.errors ?? []) };
     } catch (e) {
       return { ok: false, errors: `options cannot be checked: ${(e as Error)?.message ?? String(e)}` };
     }

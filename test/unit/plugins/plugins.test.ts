@@ -1,12 +1,14 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
+import { Ajv } from 'ajv';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PluginRegistry, builtinPlugins, unavailableReason } from '../../../plugins/index.js';
 import type { PluginContext, PluginEndpoint } from '../../../plugins/types.js';
 import { SCHED_SH_FALLBACK, SCHED_SH_PORT } from '../../../src/model/ipvs.js';
 import { loadPluginsFrom } from '../../../src/plugins/load.js';
+import { VALIDATORS_PATH, validatorsModule } from '../../../lab/gen-validators.js';
 
 // Address ranges: 10.10.0.0/16 are pods; nodes are node-a (this node, zone-a), node-b (zone-a),
 // node-c (zone-b).
@@ -157,6 +159,41 @@ describe('extra plugins', () => {
     const r = new PluginRegistry();
     expect(r.register(candidate, '/plugins/x.js')?.reason).toBe(reason);
     expect(r.names()).toHaveLength(builtinPlugins.length);
+  });
+
+  it('compiles no built-in schema at run time; a constructor plugin\'s at first use, a registered one at once', () => {
+    const compile = jest.spyOn(Ajv.prototype, 'compile');
+    try {
+      const r = new PluginRegistry();
+      for (const p of builtinPlugins) expect(r.validateOptions(p.name, {}).ok).toBe(true);
+      expect(r.validateOptions('wrr', { weights: { default: 2 } })).toEqual({ ok: true, options: { weights: { default: 2 } } });
+      expect(r.validateOptions('wrr', { weights: { default: 'x' } })).toEqual(
+        { ok: false, errors: 'options.weights.default: must be integer' });
+      expect(compile).not.toHaveBeenCalled();
+      const lazy = new PluginRegistry([{ ...good, name: 'other' }]);
+      expect(compile).not.toHaveBeenCalled();
+      lazy.validateOptions('other', {});
+      lazy.validateOptions('other', { a: 1 });
+      expect(compile).toHaveBeenCalledTimes(1);
+      expect(r.register(good, '/plugins/y.js')).toBeUndefined();
+      expect(compile).toHaveBeenCalledTimes(2);
+    } finally {
+      compile.mockRestore();
+    }
+  });
+
+  it('the ahead-of-time validators are what ajv compiles from the current schemas (else: npm run gen:validators)', () => {
+    expect(readFileSync(VALIDATORS_PATH, 'utf8')).toBe(validatorsModule());
+  });
+
+  it('refuses a Service naming a constructor plugin whose schema does not compile, with the reason', () => {
+    const r = new PluginRegistry([{ ...good, optionsSchema: { type: 'frobnicate' } } as never]);
+    const bad = { ok: false, errors: expect.stringContaining('options schema does not compile') };
+    expect(r.validateOptions('my-rr', {})).toEqual(bad);
+    expect(r.validateOptions('my-rr', {})).toEqual(bad);
+    const strict = new PluginRegistry([{ ...good, optionsSchema: { type: 'object', required: ['x'] } } as never]);
+    expect(strict.validateOptions('my-rr', { x: 1 })).toEqual(
+      { ok: false, errors: expect.stringContaining('"{}" must be valid options') });
   });
 
   it('loads a directory, skipping broken files with problems', async () => {
