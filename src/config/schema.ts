@@ -4,7 +4,7 @@
 // a structural schema cannot make (CIDRs, the CEL rules, unknown fields) and checkJsonShape's
 // bounds are made here. Why each: docs/running.md, "Config". The CRD text is passed in
 // (src/config/load.ts reads it); this module does no I/O.
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import { parseCidr } from '../model/addr.js';
 import { parseHostPort } from '../model/host-port.js';
 import { type ProxyConfig, defaultProxyConfig } from './types.js';
@@ -137,8 +137,9 @@ export function toJsonSchema(schema: Json): Json {
 }
 
 /** ajv set up for CRD schemas: defaults applied, every error reported, RFC 3339 date-time known. */
-export function makeAjv(): Ajv {
-  const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true });
+export function makeAjv(extra: Options = {}): Ajv {
+  const ajv = new Ajv(
+    { allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true, ...extra });
   ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i);
   return ajv;
 }
@@ -148,10 +149,13 @@ export class ConfigValidator {
   private readonly validateFn: ValidateFunction;
   private readonly specFields: ReadonlySet<string>;
 
-  /** Compiles the IPVSProxyConfig CRD's schema; throws when it is not a usable schema. */
-  constructor(crd: unknown) {
+  /**
+   * Compiles the IPVSProxyConfig CRD's schema; throws when it is not a usable schema. `compiled`:
+   * the same schema compiled ahead of time (load.ts passes the generated one for crds/' file).
+   */
+  constructor(crd: unknown, compiled?: ValidateFunction) {
     const schema = crdSchema(crd);
-    this.validateFn = makeAjv().compile(toJsonSchema(schema) as object);
+    this.validateFn = compiled ?? makeAjv().compile(toJsonSchema(schema) as object);
     const spec = (schema.properties as Record<string, { properties?: object }> | undefined)?.spec;
     this.specFields = new Set(Object.keys(spec?.properties ?? {}));
   }

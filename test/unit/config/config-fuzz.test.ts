@@ -3,10 +3,11 @@
 // the CRD's rules, and 10,000 arbitrary ones (any JSON, non-JSON values, deep nesting, wrong
 // top-level shapes). Invariants: validation never throws; a refusal is one line per problem, each
 // naming where (config / spec.field / apiVersion / kind / metadata) and what; an acceptance honours
-// every bound. The figures are printed once.
+// every bound. The figures are printed once. Every input also goes through a validator ajv compiles
+// now from the CRD file, which must agree with the one compiled ahead of time (validators.gen.ts).
 import { describe, expect, it } from '@jest/globals';
-import { validateConfig } from '../../../src/config/load.js';
-import type { ConfigResult } from '../../../src/config/schema.js';
+import { readCrd, validateConfig } from '../../../src/config/load.js';
+import { type ConfigResult, ConfigValidator } from '../../../src/config/schema.js';
 import { prng } from '../../support/fixtures.js';
 
 /** The shared seeded PRNG, so a failure replays from the seed. */
@@ -93,9 +94,18 @@ function clearMessage(errors: string): boolean {
     errors.split('; ').every((e) => e.split(': ').slice(1).some((_, i, rest) => WHY.test(rest.slice(i).join(': '))));
 }
 
+const compiledNow = new ConfigValidator(readCrd('ipvsproxyconfigs'));
+/** Inputs on which the two validators disagreed (the first five). */
+const mismatches: string[] = [];
+
 function run(input: unknown): ConfigResult | { thrown: unknown } {
   try {
-    return validateConfig(input);
+    const r = validateConfig(input);
+    const now = compiledNow.validate(input);
+    if (JSON.stringify(now) !== JSON.stringify(r) && mismatches.length < 5) {
+      mismatches.push(`${JSON.stringify(input)}: ${JSON.stringify(r)} against ${JSON.stringify(now)}`);
+    }
+    return r;
   } catch (e) {
     return { thrown: e };
   }
@@ -114,6 +124,7 @@ describe(`config validation fuzz (seed ${SEED})`, () => {
     }
     console.log(`config fuzz, type-preserving (seed ${SEED}): ${CASES} cases, ${tally.accepted} accepted, ${tally.refused} refused, ${tally.thrown} thrown`);
     expect(tally.thrown).toBe(0);
+    expect(mismatches).toEqual([]);
     expect(tally.disagreements).toEqual([]);
     expect(tally.unclear).toEqual([]);
     // Both verdicts occur often enough for the comparison to mean something.
@@ -139,6 +150,7 @@ describe(`config validation fuzz (seed ${SEED})`, () => {
     }
     console.log(`config fuzz, arbitrary types (seed ${SEED}): ${CASES} cases, ${tally.accepted} accepted, ${tally.refused} refused, ${tally.throws} thrown`);
     expect(tally.thrown).toEqual([]);
+    expect(mismatches).toEqual([]);
     expect(tally.unclear).toEqual([]);
     expect(tally.outOfBounds).toEqual([]);
   });

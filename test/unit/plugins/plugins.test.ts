@@ -1,14 +1,13 @@
 import { describe, expect, it, jest } from '@jest/globals';
 import { Ajv } from 'ajv';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PluginRegistry, builtinPlugins, unavailableReason } from '../../../plugins/index.js';
 import type { PluginContext, PluginEndpoint } from '../../../plugins/types.js';
 import { SCHED_SH_FALLBACK, SCHED_SH_PORT } from '../../../src/model/ipvs.js';
 import { loadPluginsFrom } from '../../../src/plugins/load.js';
-import { VALIDATORS_PATH, validatorsModule } from '../../../lab/gen-validators.js';
 
 // Address ranges: 10.10.0.0/16 are pods; nodes are node-a (this node, zone-a), node-b (zone-a),
 // node-c (zone-b).
@@ -180,10 +179,6 @@ describe('extra plugins', () => {
     } finally {
       compile.mockRestore();
     }
-  });
-
-  it('the ahead-of-time validators are what ajv compiles from the current schemas (else: npm run gen:validators)', () => {
-    expect(readFileSync(VALIDATORS_PATH, 'utf8')).toBe(validatorsModule());
   });
 
   it('refuses a Service naming a constructor plugin whose schema does not compile, with the reason', () => {
