@@ -4,7 +4,8 @@
 // What they answer is computed in proxier-health.ts; what is wanted, in desired/health-checks.ts.
 // A port that cannot be opened (in use) is a Problem of its Service and a log line, never a crash;
 // it is tried again on the next sync.
-import { type Server, createServer } from 'node:http';
+import type { Server } from 'node:http';
+import { http } from '../util/node-http.js';
 import type { Problem } from '../desired/types.js';
 import type { WantedHealthServer } from '../desired/health-checks.js';
 import { parseHostPort } from '../model/host-port.js';
@@ -21,7 +22,7 @@ interface OpenPort {
 /** Listens on `port` at `host` (undefined: every address, IPv6 and IPv4 where the host has them). */
 function listen(answer: (path: string) => HealthAnswer | undefined, port: number,
   host: string | undefined): Promise<Server> {
-  const server = createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     req.resume();
     const a = answer((req.url ?? '/').split('?')[0] ?? '/');
     if (!a) {

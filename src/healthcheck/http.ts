@@ -1,7 +1,8 @@
 // The operator's HTTP endpoints: /healthz and /readyz (health.ts says when each fails),
 // /metrics (Prometheus), /origins
 // (virtual server key -> Service, read by `ipvs-operator status`).
-import { type Server, createServer } from 'node:http';
+import type { Server } from 'node:http';
+import { http } from '../util/node-http.js';
 import type { HealthVerdict } from './health.js';
 import type { Metrics } from '../metrics/metrics.js';
 import { parseHostPort } from '../model/host-port.js';
@@ -16,7 +17,7 @@ export function serveHttp(addr: string, health: () => HealthVerdict, metrics: Me
   if (!parsed.ok) return Promise.reject(new Error(`listen address ${parsed.error}`));
   const { host, port } = parsed.addr;
   let encoded: { text: string; body: Buffer } | undefined;
-  const server = createServer((req, res) => {
+  const server = http.createServer((req, res) => {
     const url = (req.url ?? '/').split('?')[0];
     const reply = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
       res.writeHead(code, { 'content-type': type });

@@ -3,8 +3,9 @@
 // the bounds on every request: docs/kube-client.md). Only client-node's public API is used, and
 // its KubeConfig only for a kubeconfig credentials.ts does not read (loaded then, its headers
 // and agent used as is). Credentials are looked for as client-go does: loadKubeClient below.
-import { Agent as HttpAgent } from 'node:http';
-import { Agent as HttpsAgent } from 'node:https';
+import type { Agent as HttpAgent } from 'node:http';
+import type { Agent as HttpsAgent } from 'node:https';
+import { http, https } from '../util/node-http.js';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -52,11 +53,11 @@ export class KubeClient implements FetchConfig {
       throw new Error(`the Kubernetes API server ${this.server} is not an http(s) URL`);
     }
     this.agent = url.protocol === 'https:'
-      ? new HttpsAgent({
+      ? new https.Agent({
         keepAlive: true, ca: creds?.ca, cert: creds?.cert, key: creds?.key, servername: creds?.tlsServerName,
         ...(creds?.insecureSkipTLSVerify ? { rejectUnauthorized: false } : {}),
       })
-      : new HttpAgent({ keepAlive: true });
+      : new http.Agent({ keepAlive: true });
   }
 
   /** A client for these credentials. */

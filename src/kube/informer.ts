@@ -1,7 +1,7 @@
 // What every request to the Kubernetes API shares: backoff with jitter, the status, Retry-After
 // and description of a failure, a timeout around a promise, a failure log that says each kind
 // once, and a bounded pager for lists read once. The informers' loop is reflector.ts.
-import { STATUS_CODES } from 'node:http';
+import { http } from '../util/node-http.js';
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Log } from '../util/log.js';
 
@@ -71,7 +71,8 @@ export function describeError(e: unknown): string {
     message = (typeof body === 'string' ? (JSON.parse(body) as { message?: unknown })
       : (body as { message?: unknown } | undefined))?.message;
   } catch { /* a body that is not JSON */ }
-  return `${status} ${STATUS_CODES[status] ?? 'Error'}${typeof message === 'string' && message ? `: ${message}` : ''}`;
+  const text = http.STATUS_CODES[status] ?? 'Error';
+  return `${status} ${text}${typeof message === 'string' && message ? `: ${message}` : ''}`;
 }
 
 /** The first line of an error's message (client-node's ApiException messages carry headers after it). */

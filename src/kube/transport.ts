@@ -1,10 +1,9 @@
 // One HTTP(S) request to the API server within its deadlines and size bounds, and the error an
 // answer other than 2xx becomes. KubeClient (client.ts) adds the server, the agent and the
 // credentials; the bounds and why they are what they are: docs/kube-client.md.
-import {
-  type Agent as HttpAgent, type IncomingHttpHeaders, type IncomingMessage, STATUS_CODES, request as httpRequest,
-} from 'node:http';
-import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { Agent as HttpAgent, IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Agent as HttpsAgent } from 'node:https';
+import { http, https } from '../util/node-http.js';
 
 /**
  * An API answer other than 2xx: `code` and `headers` as client-node's ApiException has them
@@ -12,7 +11,7 @@ import { type Agent as HttpsAgent, request as httpsRequest } from 'node:https';
  */
 export class KubeApiError extends Error {
   constructor(readonly code: number, readonly body: string, readonly headers: Record<string, string>, what: string) {
-    super(`${what}: HTTP ${code} ${STATUS_CODES[code] ?? ''}`.trimEnd());
+    super(`${what}: HTTP ${code} ${http.STATUS_CODES[code] ?? ''}`.trimEnd());
     this.name = 'KubeApiError';
   }
 }
@@ -114,7 +113,7 @@ export interface Sending {
  */
 export function sendRequest(url: URL, s: Sending): Promise<Answer> {
   const { method, agent, headers, body, total, signal } = s;
-  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  const send = url.protocol === 'https:' ? https.request : http.request;
   const what = `${method} ${url.pathname}`;
   const d = s.deadlines;
   return new Promise((resolve, reject) => {

@@ -80,6 +80,14 @@ describe('the shape of the shipped sources (issue 26)', () => {
     expect(wide).toEqual([]);
   });
 
+  it('imports node:http and node:https as values only through src/util/node-http.ts (require: no ESM facade)', () => {
+    const valueImport = /^import\s+(?!type\b)[^;]*?from\s+'node:https?'/m;
+    const found = files.filter((f) => f.path !== join('src', 'util', 'node-http.ts') && valueImport.test(f.text));
+    expect(found.map((f) => f.path)).toEqual([]);
+    expect(valueImport.test("import { createServer } from 'node:http';")).toBe(true);
+    expect(valueImport.test("import type { Server } from 'node:http';")).toBe(false);
+  });
+
   it('counts what it claims to count', () => {
     const code = '// one\n// two\nexport class A {\n  x = 1;\n  static s = 0;\n  private y?: string;\n  constructor(private readonly z: number, w: number) {}\n}\n';
     expect(headerLines(code)).toBe(2);
