@@ -49,8 +49,8 @@ export class PluginRegistry {
   constructor(plugins: readonly SchedulerPlugin[] = builtinPlugins) {
     for (const p of plugins) {
       const problem = this.add(p, 'builtin', false);
-      // A broken built-in is our bug, not the user's: fail loudly at construction (its schema: at
-      // first use, and a unit test compiles every built-in's).
+      // A broken built-in is our bug, not the user's: fail loudly at construction (its schema is
+      // compiled ahead of time, and a unit test checks that file is current).
       if (problem) throw new Error(problem.message);
     }
   }

@@ -1,6 +1,5 @@
-// Reads the CRDs shipped in crds/ (relative to the package root, wherever the compiled code runs
-// from) so the operator validates with exactly the schema the cluster has. The pure part is
-// src/config/schema.ts.
+// The config's validator, from the CRD shipped in crds/ (read by crds.ts) so the operator validates
+// with exactly the schema the cluster has. The pure part is src/config/schema.ts.
 import type { ValidateFunction } from 'ajv';
 import { readCrd } from './crds.js';
 import { type ConfigResult, ConfigValidator } from './schema.js';
