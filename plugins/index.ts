@@ -2,7 +2,8 @@
 // (src/plugins/load.ts does the file I/O). Each plugin's options schema is compiled once here (the
 // built-ins' ahead of time: validators.gen.ts); a plugin that fails validation is reported as a
 // problem and skipped, never thrown. pure: no I/O.
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { Ajv, ErrorObject, ValidateFunction } from 'ajv';
+import { ajvClass } from '../src/util/ajv.js';
 import { AJV_OPTIONS, builtinPlugins } from './builtins.js';
 import type { SchedulerPlugin } from './types.js';
 import { findUnsafePattern } from './safe-pattern.js';
@@ -43,7 +44,8 @@ interface Entry {
  * one added with register() at once (its problems reported as it loads).
  */
 export class PluginRegistry {
-  private readonly ajv = new Ajv(AJV_OPTIONS);
+  /** Made on the first compile: most processes never compile (src/util/ajv.ts). */
+  private ajv: Ajv | undefined;
   private readonly entries = new Map<string, Entry>();
 
   constructor(plugins: readonly SchedulerPlugin[] = builtinPlugins) {
@@ -87,6 +89,7 @@ export class PluginRegistry {
   private compile(plugin: SchedulerPlugin, source: string): ValidateFunction | PluginProblem {
     let validate: ValidateFunction;
     try {
+      this.ajv ??= new (ajvClass())(AJV_OPTIONS);
       validate = this.ajv.compile(plugin.optionsSchema);
     } catch (e) {
       return { source, reason: 'InvalidPlugin',

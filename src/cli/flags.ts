@@ -1,7 +1,7 @@
 // What the operator's commands share: the Command shape, the log flags, and the checks of an
 // address flag and of --source. main.ts lists the commands; run-command.ts is `run`.
 import type { parseArgs } from 'node:util';
-import { type Log, type LogLevel, createLog } from '../util/log.js';
+import type { LogLevel } from '../util/log.js';
 import { parseHostPort } from '../model/host-port.js';
 import { UsageError } from '../util/dispatch.js';
 import type { SourceSpec } from './wiring.js';
@@ -21,8 +21,11 @@ export const logFlags = {
   'log-level': { type: 'string', default: 'info' },
 } as const;
 
-/** The logger the log flags ask for; a UsageError for a bad value. */
-export function makeLog(values: Record<string, unknown>): Log {
+/**
+ * The format and level the log flags ask for; a UsageError for a bad value. (The logger itself,
+ * winston behind it, is made where `run` has loaded it: the other commands never load winston.)
+ */
+export function logSettings(values: Record<string, unknown>): { format: 'json' | 'text'; level: LogLevel } {
   const format = values['log-format'];
   const level = values['log-level'];
   if (format !== 'json' && format !== 'text') {
@@ -31,7 +34,7 @@ export function makeLog(values: Record<string, unknown>): Log {
   if (!['error', 'warn', 'info', 'debug'].includes(String(level))) {
     throw new UsageError(`--log-level must be error, warn, info or debug, not ${String(level)}`);
   }
-  return createLog(format, level as LogLevel);
+  return { format, level: level as LogLevel };
 }
 
 /**

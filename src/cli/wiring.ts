@@ -4,7 +4,6 @@ import type { Problem } from '../desired/types.js';
 import { IptablesRestore } from '../iptables/restore.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import type { Log } from '../util/log.js';
-import { FilesSource } from '../source/files.js';
 import { LogEventSink } from '../source/log-events.js';
 import type { EventSink, Source, StatusSink } from '../source/types.js';
 import type { KubeClient } from '../kube/client.js';
@@ -34,6 +33,9 @@ export function logSinks(log: Log): { events: EventSink; status: StatusSink } {
 export async function wire(spec: SourceSpec, nodeName: string, kubeconfig: string | undefined, log: Log,
   api: { onMalformed?: (resource: string, reason: string) => void; timeoutMs?: number } = {}): Promise<Wiring> {
   if (spec.kind === 'files') {
+    // Loaded here, as the kube source below: `cleanup` takes iptablesPath from this module and
+    // has no use for YAML parsing or the config's validation (about 250 modules).
+    const { FilesSource } = await import('../source/files.js');
     const sinks = logSinks(log);
     // The source's problems get a sink of their own: one sink fed two different lists by two
     // callers would forget each list's problems whenever the other reports, and log them again.

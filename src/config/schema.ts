@@ -4,7 +4,8 @@
 // a structural schema cannot make (CIDRs, the CEL rules, unknown fields) and checkJsonShape's
 // bounds are made here. Why each: docs/running.md, "Config". The CRD text is passed in
 // (src/config/load.ts reads it); this module does no I/O.
-import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
+import type { Ajv, ErrorObject, Options, ValidateFunction } from 'ajv';
+import { ajvClass } from '../util/ajv.js';
 import { parseCidr } from '../model/addr.js';
 import { parseHostPort } from '../model/host-port.js';
 import { type ProxyConfig, defaultProxyConfig } from './types.js';
@@ -138,7 +139,7 @@ export function toJsonSchema(schema: Json): Json {
 
 /** ajv set up for CRD schemas: defaults applied, every error reported, RFC 3339 date-time known. */
 export function makeAjv(extra: Options = {}): Ajv {
-  const ajv = new Ajv(
+  const ajv = new (ajvClass())(
     { allErrors: true, useDefaults: true, strict: true, strictRequired: false, verbose: true, ...extra });
   ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i);
   return ajv;

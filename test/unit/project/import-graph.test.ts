@@ -19,32 +19,41 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { de
 /** The lab's door, as main.js names it: `const LAB_COMMANDS = '…'`, relative to main.js. */
 const LAB_DOOR = /\bconst LAB_COMMANDS = ['"]([^'"]+)['"]/;
 
-/** Specifiers of `import ... from 'x'`, `export ... from 'x'`, `import 'x'` and `import('x')` with a literal. */
-function specifiers(code: string): string[] {
+/**
+ * Specifiers of `import ... from 'x'`, `export ... from 'x'`, `import 'x'` and `import('x')` with a
+ * literal; with `staticOnly`, not the last (what loads on use).
+ */
+function specifiers(code: string, staticOnly = false): string[] {
   const out: string[] = [];
-  for (const re of [/\bfrom\s+['"]([^'"]+)['"]/g, /\bimport\s+['"]([^'"]+)['"]/g, /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g]) {
+  const forms = [/\bfrom\s+['"]([^'"]+)['"]/g, /\bimport\s+['"]([^'"]+)['"]/g, /\bimport\(\s*['"]([^'"]+)['"]\s*\)/g];
+  for (const re of staticOnly ? forms.slice(0, 2) : forms) {
     for (const m of code.matchAll(re)) out.push(m[1]!);
   }
   return out;
 }
 
-/** Every module file reachable from `entry`, and the bare packages they import. */
-function walk(entry: string): { files: Set<string>; packages: Set<string> } {
+/**
+ * Every module file reachable from `entry`, and the bare packages they import (as written, in
+ * `specs`); with `staticOnly`, what loads with `entry` itself, before any import() on use.
+ */
+function walk(entry: string, staticOnly = false): { files: Set<string>; packages: Set<string>; specs: Set<string> } {
   const files = new Set<string>();
   const packages = new Set<string>();
+  const specs = new Set<string>();
   const todo = [entry];
   while (todo.length) {
     const file = todo.pop()!;
     if (files.has(file)) continue;
     files.add(file);
-    for (const s of specifiers(readFileSync(file, 'utf8'))) {
+    for (const s of specifiers(readFileSync(file, 'utf8'), staticOnly)) {
       if (s.startsWith('.')) todo.push(resolve(dirname(file), s));
       else if (!s.startsWith('node:') && !builtinModules.includes(s)) {
+        specs.add(s);
         packages.add(s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0]!);
       }
     }
   }
-  return { files, packages };
+  return { files, packages, specs };
 }
 
 describe("the operator's module graph", () => {
@@ -82,9 +91,36 @@ describe("the operator's module graph", () => {
     ]);
   });
 
+  // Under TCG every module costs tens of ms (a lab VM's `cleanup` took 20-30 s when main.js loaded
+  // the operator's 500 modules up front): each command loads what it runs, when it runs.
+  it('loads with main.js only the command table: not the operator, its plugins, winston, yaml or ajv', () => {
+    const first = walk(join(dist, 'src', 'cli', 'main.js'), true);
+    const loaded = [...first.files].map((f) => relative(dist, f));
+    for (const heavy of ['src/sync/operator.js', 'plugins/index.js', 'src/cli/run.js', 'src/cli/status.js', 'src/source/files.js']) {
+      expect(loaded).not.toContain(heavy);
+    }
+    expect([...first.packages].sort()).toEqual(['netlink']); // fatal.ts ends the address thread on exit
+  });
+
+  it('loads for `cleanup` the kernel clients, not the files source, the config, winston, yaml or ajv', () => {
+    const need = ['status.js', 'wiring.js'].map((f) => walk(join(dist, 'src', 'cli', f), true));
+    const loaded = need.flatMap((w) => [...w.files].map((f) => relative(dist, f)));
+    expect(loaded).toContain('src/ipvs/client.js');
+    expect(loaded).toContain('src/iptables/restore.js');
+    expect(loaded.filter((f) => /^(src\/(sync\/operator|source\/files|config\/load)|plugins\/index)\.js$/.test(f))).toEqual([]);
+    expect([...new Set(need.flatMap((w) => [...w.packages]))].sort()).toEqual(['netlink']);
+  });
+
+  it("compiles no schema at start: ajv's compiler is required on first use, only its runtime helper imported", () => {
+    const runGraph = walk(join(dist, 'src', 'cli', 'run.js'), true);
+    expect([...runGraph.specs].filter((s) => s.startsWith('ajv')).sort()).toEqual(['ajv/dist/runtime/ucs2length.js']);
+    expect(readFileSync(join(dist, 'src', 'util', 'ajv.js'), 'utf8')).toContain("require('ajv')");
+  });
+
   it('sees every form of import (the walk is not vacuous)', () => {
-    expect(specifiers("import { a } from './a.js';\nexport * from \"./b.js\";\nimport './c.js';\nawait import('./d.js');"))
-      .toEqual(['./a.js', './b.js', './c.js', './d.js']);
+    const code = "import { a } from './a.js';\nexport * from \"./b.js\";\nimport './c.js';\nawait import('./d.js');";
+    expect(specifiers(code)).toEqual(['./a.js', './b.js', './c.js', './d.js']);
+    expect(specifiers(code, true)).toEqual(['./a.js', './b.js', './c.js']);
     expect(packages.has('@kubernetes/client-node')).toBe(true);
     expect(packages.has('netlink')).toBe(true);
   });
