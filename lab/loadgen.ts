@@ -6,9 +6,13 @@
 // Prints one JSON LoadResult on stdout; with --samples it also carries every request's pod and
 // latency (lab compare draws latency distributions from them). Responses are the pod servers'
 // {"pod","peer"} bodies.
-import { Agent, request } from 'node:http';
 import { parseArgs } from 'node:util';
+import { http } from '../src/util/node-http.js';
 import { percentile } from './compare/stats.js';
+
+// node:http through require(), as the operator loads it: an ES module import builds its facade,
+// which loads undici (seconds per process in the guest, and runLoad starts one per batch).
+const { Agent, request } = http;
 
 export interface LoadResult {
   count: number;
