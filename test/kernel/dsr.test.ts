@@ -170,8 +170,16 @@ describe('forwarding: tunnel (direct server return)', () => {
   it('with a way back that avoids the node, IPVS never sees an answer: InPkts grow, OutPkts stay 0', async () => {
     // The kernel folds per-CPU counters into the reported ones every 2 s, and -Z takes the
     // folded figures as its zero: connections of the tests before that were not folded yet
-    // would appear after it (CI15, on a fast machine: 7 for 5 requests). So let them fold first.
-    await new Promise((r) => setTimeout(r, 2500));
+    // would appear after it (CI15, on a fast machine: 7 for 5 requests). So let them fold first:
+    // the figures read twice, more than a period apart, until the two agree (a busy guest can run
+    // the timer late, so a fixed wait would not do).
+    let folded = JSON.stringify(stats(DSR_VIP));
+    await waitFor('the earlier connections folded in', async () => {
+      await new Promise((r) => setTimeout(r, 2200));
+      const before = folded;
+      folded = JSON.stringify(stats(DSR_VIP));
+      return folded === before;
+    }, 60_000, 0);
     execFileSync('ipvsadm', ['-Z', '-t', `${DSR_VIP}:80`]);
     const rxBefore = rxPackets('dsrcli2', 'dsr-c');
     for (let i = 0; i < 5; i++) expect(request('dsrcli2', DSR_VIP).peer).toMatch(new RegExp(`^${DIRECT_CLIENT.replace(/\./g, '\\.')}:`));

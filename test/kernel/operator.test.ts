@@ -204,13 +204,17 @@ describe('the operator on the files source', () => {
       expect(execFileSync('cat', [`/proc/sys/${path}`], { encoding: 'utf8' }).trim()).toBe(value);
     }
     await runLoad({ client: 'opclient', url: 'http://10.200.1.36/', count: 6 });
-    await new Promise((r) => setTimeout(r, 2500)); // one fold of the kernel's per-CPU counters
-    const metrics = await (await fetch('http://127.0.0.1:10249/metrics')).text();
+    // The kernel folds its per-CPU counters every 2 s (a timer a busy guest runs late): scraped
+    // until the 6 connections are in.
+    const vsConns = /^ipvsop_virtual_server_connections_total\{namespace="default",service="web",port="http",virtual_server="TCP 10.200.1.36:80"\} (\d+)/m;
+    const metrics = await waitFor('the 6 connections in /metrics', async () => {
+      const text = await (await fetch('http://127.0.0.1:10249/metrics')).text();
+      return Number(vsConns.exec(text)?.[1]) >= 6 ? text : undefined;
+    }, 30_000, 500);
     expect(metrics).toMatch(/^ipvsop_sync_proxy_rules_duration_seconds_count \d+/m);
     expect(metrics).toMatch(/^ipvsop_ipvs_ops_total\{kind="add-dest",result="ok"\} \d+/m);
     expect(metrics).toContain('ipvsop_network_programming_duration_seconds_bucket');
-    const conns = /^ipvsop_virtual_server_connections_total\{namespace="default",service="web",port="http",virtual_server="TCP 10.200.1.36:80"\} (\d+)/m.exec(metrics);
-    expect(Number(conns?.[1])).toBeGreaterThanOrEqual(6);
+    expect(Number(vsConns.exec(metrics)?.[1])).toBeGreaterThanOrEqual(6);
     expect(metrics).toMatch(/^ipvsop_real_server_connections_total\{[^}]*endpoint="10.10.1.2[123]:80"\} \d+/m);
     expect((await fetch('http://127.0.0.1:10249/healthz')).status).toBe(200);
   }, 240_000);
