@@ -14,6 +14,7 @@ import { preferenceOrder } from '../../src/balance/order.js';
 import { getPod } from '../support/http.js';
 import { ipvsadm } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -153,7 +154,7 @@ describe('slow start through the operator', () => {
 
   afterAll(async () => {
     await op?.stop();
-    execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+    await cleanupNode();
     dir?.dispose();
     execFileSync('ipvsadm', ['-C']);
     await cleanupTopology();

@@ -13,6 +13,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cleanupTopology, createClient, createPod, ensureNode } from '../../lab/topology.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -115,7 +116,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await op?.stop();
-  spawnSync(process.execPath, ['dist/src/cli/main.js', 'cleanup'], { stdio: 'ignore' });
+  await cleanupNode().catch(() => undefined);
   dir?.dispose();
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();

@@ -8,6 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { CLIENT_GATEWAY, cleanupTopology, netnsExec } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ManifestDir, OperatorProcess, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -61,7 +62,7 @@ afterAll(async () => {
   const step = async (name: string, f: () => unknown) => { const t = Date.now(); await f(); steps.push(`${name} ${Date.now() - t} ms`); };
   try {
     await step('operator stop (SIGTERM)', () => op?.stop());
-    await step('cleanup', () => execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']));
+    await step('cleanup', () => cleanupNode());
     spawnSync('ip', ['link', 'del', 'ipvs-op0'], { stdio: 'ignore' });
     dir?.dispose();
     execFileSync('ipvsadm', ['-C']);

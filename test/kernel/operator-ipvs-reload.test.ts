@@ -12,6 +12,7 @@ import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -39,7 +40,7 @@ afterAll(async () => {
   if (op?.pid) spawnSync('kill', ['-CONT', String(op.pid)]);
   await op?.stop();
   execFileSync('modprobe', ['ip_vs']);
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  await cleanupNode();
   dir?.dispose();
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();

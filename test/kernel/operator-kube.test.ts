@@ -2,7 +2,6 @@
 // test/support/fake-apiserver.ts) running in this jest process, inside the lab VM: client-node's
 // real informers, the real kernel. Addresses: see lab/topology.ts.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { FakeApiServer } from '../support/fake-apiserver.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -36,7 +36,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await op?.stop();
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  await cleanupNode();
   await api?.close();
   await cleanupTopology();
 }, 180_000);

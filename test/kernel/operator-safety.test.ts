@@ -8,6 +8,7 @@ import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -41,7 +42,7 @@ afterEach(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  await cleanupNode();
   dir?.dispose();
   execFileSync('ipvsadm', ['-C']);
   await cleanupTopology();

@@ -9,6 +9,7 @@ import { getPod } from '../support/http.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadm, ipvsadmLines, ipvsadmTable } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -33,7 +34,7 @@ beforeAll(async () => {
 afterEach(async () => {
   await op?.stop();
   op = undefined;
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  await cleanupNode();
   dir?.dispose();
 }, 180_000);
 

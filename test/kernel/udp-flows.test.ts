@@ -20,6 +20,7 @@ import { ipvsadmLines } from '../support/ipvsadm.js';
 import { NetlinkConntrack } from '../../src/conntrack/client.js';
 import { isNotFound } from '../../src/netlink/errors.js';
 import { ManifestDir, OperatorProcess, service, waitFor } from '../support/operator-process.js';
+import { cleanupNode } from '../support/cleanup-node.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -140,7 +141,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
   await op?.stop();
-  execFileSync(process.execPath, ['dist/src/cli/main.js', 'cleanup']);
+  await cleanupNode();
   dir?.dispose();
   execFileSync('ipvsadm', ['-C']);
   execFileSync('ip', ['link', 'del', 'ctforeign0']);
