@@ -13,7 +13,8 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cleanupTopology, createClient, createPod, ensureNode } from '../../lab/topology.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
+import { betweenAgreeing, sleep } from '../support/wait.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -174,13 +175,7 @@ describe('forwarding: tunnel (direct server return)', () => {
     // would appear after it (CI15, on a fast machine: 7 for 5 requests). So let them fold first:
     // the figures read twice, more than a period apart, until the two agree (a busy guest can run
     // the timer late, so a fixed wait would not do).
-    let folded = JSON.stringify(stats(DSR_VIP));
-    await waitFor('the earlier connections folded in', async () => {
-      await new Promise((r) => setTimeout(r, 2200));
-      const before = folded;
-      folded = JSON.stringify(stats(DSR_VIP));
-      return folded === before;
-    }, 60_000, 0);
+    await betweenAgreeing(() => stats(DSR_VIP), () => sleep(2200));
     execFileSync('ipvsadm', ['-Z', '-t', `${DSR_VIP}:80`]);
     const rxBefore = rxPackets('dsrcli2', 'dsr-c');
     for (let i = 0; i < 5; i++) expect(request('dsrcli2', DSR_VIP).peer).toMatch(new RegExp(`^${DIRECT_CLIENT.replace(/\./g, '\\.')}:`));

@@ -14,6 +14,7 @@ import {
 import { addVip, cleanupTopology, createClient, createPod, ensureNode, runLoad } from '../../lab/topology.js';
 import { ipvsadm, ipvsadmRestore, ipvsadmStats, ipvsadmTable, reloadIpvs } from '../support/ipvsadm.js';
 import { waitFor } from '../support/operator-process.js';
+import { betweenAgreeing } from '../support/wait.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
@@ -171,13 +172,9 @@ describe('(c) real traffic through a virtual server created by our client', () =
     // timer a busy guest can run late: wait until a fold counted all 60 connections, then compare
     // our read with ipvsadm's reads before and after it when those two agree (no fold between).
     await waitFor('the 60 connections folded in', () => ipvsadmStats().get(virtualServerKey(vs))?.service[0] === 60n, 30_000, 250);
-    let theirs = ipvsadmStats().get(virtualServerKey(vs))!;
-    let [ours] = await ipvs.listVirtualServers();
-    for (let again = ipvsadmStats().get(virtualServerKey(vs))!, tries = 1; tries < 20 && String(again.service) !== String(theirs.service); tries++) {
-      theirs = again;
-      [ours] = await ipvs.listVirtualServers();
-      again = ipvsadmStats().get(virtualServerKey(vs))!;
-    }
+    const folded = await betweenAgreeing(() => ipvsadmStats().get(virtualServerKey(vs))!, () => ipvs.listVirtualServers());
+    const theirs = folded.fence;
+    const ours = folded.got[0];
     const s = ours!.stats!;
     expect([s.conns, s.inPkts, s.outPkts, s.inBytes, s.outBytes]).toEqual(theirs.service);
     expect(s.conns).toBe(60n);
@@ -190,12 +187,8 @@ describe('(c) real traffic through a virtual server created by our client', () =
     // between two reads. So each comparison takes its reads between two reads of ours that agree.
     const counts = (l: RealServer[]) => l.map((d) => [realServerKey(d), d.activeConns, d.inactiveConns, d.persistentConns]).sort();
     const settled = async <T>(read: () => Promise<T> | T): Promise<{ mine: RealServer[]; got: T }> => {
-      for (let tries = 1; ; tries++) {
-        const mine = await ipvs.listRealServers(ours!);
-        const got = await read();
-        const again = await ipvs.listRealServers(ours!);
-        if (tries === 20 || JSON.stringify(counts(mine)) === JSON.stringify(counts(again))) return { mine, got };
-      }
+      const { fence, got } = await betweenAgreeing(() => ipvs.listRealServers(ours!), read, counts);
+      return { mine: fence, got };
     };
     const listed = await settled(() => ipvsadmTable()[0]!.dests);
     expect(listed.mine.map((d) => [realServerKey(d), d.activeConns, d.inactiveConns]).sort())

@@ -13,3 +13,23 @@ export async function waitFor(check: () => boolean, what: string, ms = 4000): Pr
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+/**
+ * Takes `read` between two reads of `fence` that agree (JSON of `key` of each), so nothing the
+ * fence sees moved while `read` ran: the kernel's counters fold and its timers end connections at
+ * any moment. Tries `tries` times; the last try's values are returned whether or not they agree.
+ */
+export async function betweenAgreeing<F, T>(fence: () => Promise<F> | F, read: () => Promise<T> | T,
+  key: (f: F) => unknown = (f) => f, tries = 20): Promise<{ fence: F; got: T }> {
+  for (let n = 1; ; n++) {
+    const before = await fence();
+    const got = await read();
+    const after = await fence();
+    if (n >= tries || stableJson(key(before)) === stableJson(key(after))) return { fence: before, got };
+  }
+}
+
+/** JSON that also writes bigints (the kernel's 64-bit counters). */
+function stableJson(x: unknown): string {
+  return JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
+}
