@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { defaultProxyConfig } from '../config/types.js';
-import { DEFAULT_STATE_DIR, FileOwnershipRecord, recordPath } from '../sync/record.js';
+import { DEFAULT_STATE_DIR } from '../sync/record.js';
 import { exitAfterThreads, exitOnUncaught } from './fatal.js';
 import { type CliCommand, type Program, UsageError, dispatch } from '../util/dispatch.js';
 import { type Command, addrFlag, parseSource, sourceHelp } from './flags.js';
@@ -106,9 +106,8 @@ export const COMMANDS: Record<string, Command> = {
       'state-dir': { type: 'string', default: DEFAULT_STATE_DIR },
     },
     async run(v) {
-      const record = new FileOwnershipRecord(recordPath(String(v['state-dir'])));
-      const [{ cleanup }, { iptablesPath }] = await Promise.all([import('./status.js'), import('./wiring.js')]);
-      const lines = await cleanup(String(v.interface), await iptablesPath(), record, String(v['state-dir']));
+      const { cleanupNode } = await import('./status.js');
+      const lines = await cleanupNode(String(v.interface), String(v['state-dir']));
       for (const line of lines) process.stdout.write(`${line}\n`);
       return 0;
     },

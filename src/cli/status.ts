@@ -9,7 +9,8 @@ import { isForeignLink } from '../rtnl/errors.js';
 import { RtnlVipLink } from '../rtnl/vips.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { ensureIpvsModule } from '../node/kernel.js';
-import type { OwnershipRecord } from '../sync/record.js';
+import { DEFAULT_STATE_DIR, FileOwnershipRecord, type OwnershipRecord, recordPath } from '../sync/record.js';
+import { defaultProxyConfig } from '../config/types.js';
 
 /** What the operator reports per virtual server key at /origins. */
 export type Origins = Record<string, { namespace: string; name: string; portName: string; plugin: string }>;
@@ -134,4 +135,14 @@ export async function clusterStatus(target: string, kubeconfig: string | undefin
   } finally {
     client.close();
   }
+}
+
+/**
+ * `ipvs-operator cleanup` with its flags: the interface and state dir default as the command's do,
+ * the record is the state dir's, iptables the host's. The lab's tests call it in their own process.
+ */
+export async function cleanupNode(interfaceName = defaultProxyConfig.interfaceName,
+  stateDir = DEFAULT_STATE_DIR): Promise<string[]> {
+  const { iptablesPath } = await import('./wiring.js');
+  return cleanup(interfaceName, await iptablesPath(), new FileOwnershipRecord(recordPath(stateDir)), stateDir);
 }

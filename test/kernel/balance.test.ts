@@ -14,7 +14,7 @@ import { preferenceOrder } from '../../src/balance/order.js';
 import { getPod } from '../support/http.js';
 import { ipvsadm } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 

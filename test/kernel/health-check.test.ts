@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { CLIENT_GATEWAY, cleanupTopology, netnsExec } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ManifestDir, OperatorProcess, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 

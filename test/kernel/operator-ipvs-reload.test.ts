@@ -12,7 +12,7 @@ import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 

@@ -11,7 +11,7 @@ import { FakeApiServer } from '../support/fake-apiserver.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
 import { OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 

@@ -8,7 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { cleanupTopology, createClient, createPod, ensureNode } from '../../lab/topology.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 

@@ -20,7 +20,7 @@ import { ipvsadmLines } from '../support/ipvsadm.js';
 import { NetlinkConntrack } from '../../src/conntrack/client.js';
 import { isNotFound } from '../../src/netlink/errors.js';
 import { ManifestDir, OperatorProcess, service, waitFor } from '../support/operator-process.js';
-import { cleanupNode } from '../support/cleanup-node.js';
+import { cleanupNode } from '../../src/cli/status.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 
