@@ -18,12 +18,13 @@ export type LabCommand = CliCommand;
 interface VmFlags {
   timeoutMs: number | undefined;
   memoryMb: number | undefined;
+  cpus: number | undefined;
   rest: string[];
 }
 
-/** Parses `--timeout SECONDS`, `--memory MB` up to `--` (or the first non-flag). */
+/** Parses `--timeout SECONDS`, `--memory MB`, `--cpus N` up to `--` (or the first non-flag). */
 function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
-  const flags: VmFlags = { timeoutMs: undefined, memoryMb: undefined, rest: [] };
+  const flags: VmFlags = { timeoutMs: undefined, memoryMb: undefined, cpus: undefined, rest: [] };
   let i = 0;
   const num = (name: string): number => {
     const v = Number(args[++i]);
@@ -35,6 +36,7 @@ function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
     if (a === '--') { i++; break; }
     if (a === '--timeout') flags.timeoutMs = num('--timeout') * 1000;
     else if (a === '--memory') flags.memoryMb = Math.round(num('--memory'));
+    else if (a === '--cpus') flags.cpus = Math.round(num('--cpus'));
     else if (a?.startsWith('--') && !allowUnknown) throw new UsageError(`unknown option ${a}`);
     else break;
   }
@@ -171,19 +173,19 @@ export const COMMANDS: Record<string, LabCommand> = {
   },
   run: {
     summary: 'run a command in the VM, in the project directory',
-    usage: 'run [--timeout SECONDS] [--memory MB] -- <command...>',
+    usage: 'run [--timeout SECONDS] [--memory MB] [--cpus N] -- <command...>',
     help: 'Boots the VM, runs <command> (argv, no shell; use `sh -c "..."` for one) in the project\n' +
       'directory, streams its output and exits with its exit code (124 on timeout, default 600 s;\n' +
       '125 when the VM failed). Build first: the guest runs the JS in dist/.',
     async run(args) {
       const f = parseVmFlags(args, false);
       if (f.rest.length === 0) throw new UsageError('run needs a command after --');
-      return runInVm({ command: f.rest, cwd: projectRoot, timeoutMs: f.timeoutMs, memoryMb: f.memoryMb });
+      return runInVm({ command: f.rest, cwd: projectRoot, timeoutMs: f.timeoutMs, memoryMb: f.memoryMb, cpus: f.cpus });
     },
   },
   test: {
     summary: 'run the kernel jest project in the VM',
-    usage: 'test [--timeout SECONDS] [--memory MB] [jest args...]',
+    usage: 'test [--timeout SECONDS] [--memory MB] [--cpus N] [jest args...]',
     help: `Runs \`${JEST_KERNEL.join(' ')} [jest args...]\` in the VM\n` +
       '(dist/test/kernel/**/*.test.js: run `npm run build` first; never tsc in the guest).\n' +
       'Default timeout 70 minutes (a quiet machine needs about 25; a busy one, under TCG, several times that).',
@@ -191,7 +193,7 @@ export const COMMANDS: Record<string, LabCommand> = {
       const f = parseVmFlags(args, true);
       return runInVm({
         command: [...JEST_KERNEL, ...f.rest], cwd: projectRoot,
-        timeoutMs: f.timeoutMs ?? 70 * 60_000, memoryMb: f.memoryMb ?? 3072,
+        timeoutMs: f.timeoutMs ?? 70 * 60_000, memoryMb: f.memoryMb ?? 3072, cpus: f.cpus,
       });
     },
   },
