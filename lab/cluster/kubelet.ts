@@ -50,6 +50,8 @@ interface RunningPod {
   supervisor: Supervisor;
   /** Status writes, in order; after `closed` none is sent. */
   writes: Promise<unknown>;
+  /** The count of statuses queued: a write that failed is tried again only while it is the last. */
+  statuses: number;
   closed: boolean;
   /** The replacement after a deletion, decided (in turn or under way). */
   replacing?: Promise<void>;
@@ -76,6 +78,9 @@ export function deletedBy(u: PodsUpdate, own: OwnPod): boolean {
   if (u.pod.metadata.uid !== own.uid) return false;
   return u.type === 'DELETED' || u.pod.metadata.deletionTimestamp !== undefined;
 }
+
+/** How many times a pod's status is sent before the kubelet gives it up (writeStatus). */
+export const STATUS_TRIES = 5;
 
 /** The lab's kubelet (see the file comment): at most one pod per key (a node's DaemonSet pod). */
 export class Kubelet {
@@ -140,7 +145,7 @@ export class Kubelet {
     const { namespace } = launch.pod.metadata;
     const container = (launch.pod.spec.containers as Array<{ name: string; image?: string }>)[0]!;
     const startTime = now();
-    const run: RunningPod = { make, namespace, pod, writes: Promise.resolve(), closed: false, supervisor: undefined as unknown as Supervisor };
+    const run: RunningPod = { make, namespace, pod, writes: Promise.resolve(), statuses: 0, closed: false, supervisor: undefined as unknown as Supervisor };
     run.supervisor = new Supervisor({
       name: container.name, image: container.image ?? '', pod: `${namespace}/${pod.name}`, graceMs: launch.graceMs, log: this.o.log,
       ...(this.o.policy ? { policy: this.o.policy } : {}),
@@ -198,16 +203,33 @@ export class Kubelet {
   }
 
   /**
-   * Writes the pod's status (merge patch of /status), after the writes before it; failures are
-   * logged, not thrown (the API server may be down), except a 404 of a pod seen deleted: its
+   * Writes the pod's status (merge patch of /status), after the writes before it. A write that
+   * failed without an answer or with a 5xx or 429 is tried again after 1 s, STATUS_TRIES times at
+   * most, while no newer status is queued, as the kubelet's status manager syncs a status again
+   * (a CI run's kubelet lost its operators' first status to connections closed under it). Failures
+   * are logged, not thrown (the API server may be down), except a 404 of a pod seen deleted: its
    * container's last status has no pod left to go to, as expected.
    */
   private writeStatus(run: RunningPod, status: Record<string, unknown>): void {
     if (run.closed) return;
-    run.writes = run.writes.then(() => this.o.request('PATCH', `/api/v1/namespaces/${run.namespace}/pods/${run.pod.name}/status`, { status }))
-      .catch((e: Error & { status?: number }) => {
-        if (!(e.status === 404 && run.replacing)) this.o.log(`pod ${run.pod.name}: status not written: ${e.message}`);
-      });
+    const nth = ++run.statuses;
+    run.writes = run.writes.then(() => this.patchStatus(run, status, nth));
+  }
+
+  private async patchStatus(run: RunningPod, status: Record<string, unknown>, nth: number): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.o.request('PATCH', `/api/v1/namespaces/${run.namespace}/pods/${run.pod.name}/status`, { status });
+        return;
+      } catch (err) {
+        const e = err as Error & { status?: number };
+        if (e.status === 404 && run.replacing) return;
+        const again = attempt < STATUS_TRIES && nth === run.statuses && (e.status === undefined || e.status >= 500 || e.status === 429);
+        this.o.log(`pod ${run.pod.name}: status not written: ${e.message}${again ? '; again in 1 s' : ''}`);
+        if (!again) return;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
   }
 
   private follow(namespace: string): void {

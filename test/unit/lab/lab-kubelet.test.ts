@@ -15,7 +15,7 @@ import { parseAllDocuments } from 'yaml';
 import { LabApiServer } from '../../../lab/cluster/apiserver.js';
 import { type BackoffEntry, KUBELET_BACKOFF, formatBackoff, planRestart } from '../../../lab/cluster/backoff.js';
 import { apiRequest } from '../../../lab/cluster/cluster.js';
-import { Kubelet, type PodLaunch, type PodsUpdate, deletedBy, followPods } from '../../../lab/cluster/kubelet.js';
+import { type ApiRequest, Kubelet, type PodLaunch, type PodsUpdate, deletedBy, followPods } from '../../../lab/cluster/kubelet.js';
 import { graceMsOf, podFromDaemonSet } from '../../../lab/cluster/daemonset.js';
 import { type ContainerStatus, Supervisor } from '../../../lab/cluster/supervisor.js';
 import { parseLogQuery, podLogPath, selectLog } from '../../../lab/cluster/podlog.js';
@@ -192,13 +192,17 @@ describe('lab kubelet: a deliberate stop/start and the kubelet\'s replacement ne
    * probe on `port` once their SIGTERM handler is in place and take `exitMs` to exit after
    * SIGTERM (with 0); each spawn's flags, in order.
    */
-  async function harness(podName: string, exitMs = 0) {
+  async function harness(podName: string, exitMs = 0, failStatus = 0) {
     const access = { url: api.url };
     const port = await freePort();
     const lines: string[] = [];
     const spawned: string[] = [];
     const children: ChildProcess[] = [];
-    const kubelet = new Kubelet({ request: (m, p, b) => apiRequest(access, m, p, b), endpoint: () => access, logDir, log: (l) => lines.push(l) });
+    // The first `failStatus` status writes fail as a connection the API server closed does.
+    let statusWrites = 0;
+    const request: ApiRequest = (m, p, b) => (p.endsWith('/status') && ++statusWrites <= failStatus
+      ? Promise.reject(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' })) : apiRequest(access, m, p, b));
+    const kubelet = new Kubelet({ request, endpoint: () => access, logDir, log: (l) => lines.push(l) });
     const script = `process.on('SIGTERM', () => setTimeout(() => process.exit(0), ${exitMs}));` +
       `require('node:http').createServer((q, r) => r.end('ok')).listen(${port}, '127.0.0.1');`;
     const make = (flags: string) => (): PodLaunch => ({
@@ -271,6 +275,19 @@ describe('lab kubelet: a deliberate stop/start and the kubelet\'s replacement ne
       expect(h.lines.filter((l) => /status not written/.test(l))).toEqual([]);
       expect(await h.kubelet.stop('n1')).toBe(0);
       expect(h.podNow()).toBeUndefined();
+    } finally {
+      await h.kubelet.stopAll();
+    }
+  });
+
+  it('a status write that got no answer is sent again: the pod shows its ready container', async () => {
+    const h = await harness('op-status', 0, 2);
+    try {
+      await (await h.kubelet.run('n1', h.make('--a'))).whenReady(10_000);
+      await waitFor('the pod\'s status, ready', () => h.podNow()?.status?.containerStatuses?.[0]?.ready === true, 10_000, 20);
+      // Twice, each followed by a try again (or given up for a newer status queued meanwhile).
+      expect(h.lines.filter((l) => /status not written/.test(l)).map((l) => l.replace(/; again in 1 s$/, '')))
+        .toEqual(['pod op-status: status not written: socket hang up', 'pod op-status: status not written: socket hang up']);
     } finally {
       await h.kubelet.stopAll();
     }
