@@ -1,11 +1,9 @@
 // `npm test`: the lab's host packages (`lab prepare`), the unit tests on the host, then the
-// kernel tests in the lab VM and the lab cluster's scenarios in a second VM side by side (one vCPU
-// each, their lines prefixed with the run's name), then one plain closing line
-// `tests: N passed, N failed, N skipped` summed from the jest runs' JSON results.
+// kernel tests in the lab VM, then the lab cluster's scenarios in a second VM boot, then one plain
+// closing line `tests: N passed, N failed, N skipped` summed from the jest runs' JSON results.
 // Exits non-zero when any test failed or either run did not complete.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,32 +30,11 @@ function failures(name: string, json: JestJson): string[] {
   return lines;
 }
 
-/** Writes each whole line of `from` to `to` with `prefix` before it. */
-function prefixLines(from: NodeJS.ReadableStream, to: NodeJS.WritableStream, prefix: string): void {
-  let rest = '';
-  from.setEncoding('utf8');
-  from.on('data', (d: string) => {
-    const lines = (rest + d).split('\n');
-    rest = lines.pop()!;
-    if (lines.length) to.write(lines.map((l) => `${prefix}${l}\n`).join(''));
-  });
-  from.on('end', () => { if (rest) to.write(`${prefix}${rest}\n`); });
-}
-
-/** One jest run; its output goes through as it is, or line by line with its name when `prefixed`. */
-async function run(name: string, cmd: string[], prefixed: boolean): Promise<{ code: number; json?: JestJson }> {
+function run(name: string, cmd: string[]): { code: number; json?: JestJson } {
   const out = join(results, `${name}.json`);
   rmSync(out, { force: true });
-  const child = spawn(cmd[0]!, [...cmd.slice(1), '--json', `--outputFile=${out}`],
-    { cwd: root, stdio: prefixed ? ['ignore', 'pipe', 'pipe'] : 'inherit' });
-  if (prefixed) {
-    prefixLines(child.stdout!, process.stdout, `${name} | `);
-    prefixLines(child.stderr!, process.stderr, `${name} | `);
-  }
-  const code = await new Promise<number>((res) => {
-    child.on('error', () => res(1));
-    child.on('close', (c) => res(c ?? 1));
-  });
+  const r = spawnSync(cmd[0]!, [...cmd.slice(1), '--json', `--outputFile=${out}`], { cwd: root, stdio: 'inherit' });
+  const code = r.status ?? 1;
   return existsSync(out) ? { code, json: JSON.parse(readFileSync(out, 'utf8')) as JestJson } : { code };
 }
 
@@ -68,15 +45,11 @@ if (!only || only === 'unit') {
   const prep = spawnSync(process.execPath, ['dist/lab/cli.js', 'prepare'], { cwd: root, stdio: 'inherit' });
   if (prep.status !== 0) console.error(`lab prepare exited ${prep.status ?? prep.signal}: tests that need the lab's host packages will say so`);
 }
-// The two VM runs go side by side when both run and the host has two cores: one vCPU each, so
-// that four vCPU threads do not share two cores (docs/testing.md has the measurements).
-const sideBySide = !only && availableParallelism() >= 2;
-const vmCpus = sideBySide ? ['--cpus', '1'] : [];
 const runs: Array<[string, string[]]> = [
   ['unit', [process.execPath, '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'unit']],
-  ['kernel', [process.execPath, 'dist/lab/cli.js', 'test', ...vmCpus]],
+  ['kernel', [process.execPath, 'dist/lab/cli.js', 'test']],
   // The multi-node lab cluster (test/cluster/): its own VM boot, one jest file, in band.
-  ['cluster', [process.execPath, 'dist/lab/cli.js', 'run', '--timeout', '4200', '--memory', '3072', ...vmCpus, '--', process.execPath,
+  ['cluster', [process.execPath, 'dist/lab/cli.js', 'run', '--timeout', '2400', '--memory', '3072', '--', process.execPath,
     '--experimental-vm-modules', 'node_modules/jest/bin/jest.js', '--selectProjects', 'cluster', '--runInBand', '--testTimeout=1200000']],
 ];
 let passed = 0;
@@ -84,14 +57,15 @@ let failed = 0;
 let skipped = 0;
 let broken = false;
 const failedLines: string[] = [];
-async function runAndCount(name: string, cmd: string[], prefixed: boolean): Promise<void> {
+for (const [name, cmd] of runs) {
+  if (only && only !== name) continue;
   const t0 = Date.now();
-  const { code, json } = await run(name, cmd, prefixed);
+  const { code, json } = run(name, cmd);
   const wall = `${Math.round((Date.now() - t0) / 1000)} s wall`;
   if (!json) {
     console.error(`${name} tests: no results (exit code ${code}) after ${wall}`);
     broken = true;
-    return;
+    continue;
   }
   console.log(`${name}: ${json.numPassedTests} passed, ${json.numFailedTests} failed, ${json.numPendingTests} skipped` +
     ` in ${json.numTotalTestSuites} files, ${wall}`);
@@ -100,11 +74,6 @@ async function runAndCount(name: string, cmd: string[], prefixed: boolean): Prom
   skipped += json.numPendingTests;
   failedLines.push(...failures(name, json));
   if (code !== 0 || json.numFailedTestSuites > 0) broken = true;
-}
-const chosen = runs.filter(([name]) => !only || only === name);
-const groups = sideBySide ? [chosen.filter(([n]) => n === 'unit'), chosen.filter(([n]) => n !== 'unit')] : chosen.map((r) => [r]);
-for (const group of groups) {
-  await Promise.all(group.map(([name, cmd]) => runAndCount(name, cmd, group.length > 1)));
 }
 for (const line of failedLines) console.log(line);
 console.log(`tests: ${passed} passed, ${failed} failed, ${skipped} skipped`);
