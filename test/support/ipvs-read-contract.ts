@@ -12,6 +12,7 @@ import {
   type IpvsOp, type RealServer, SvcFlag, type VirtualServer, formatRealServer, formatVirtualServer, makeRealServer,
   makeVirtualServer, virtualServerKey,
 } from '../../src/model/ipvs.js';
+import { bigintJson } from './wait.js';
 
 const a = makeVirtualServer({ family: 'IPv4', address: '10.200.5.1', port: 80 });
 const b = makeVirtualServer({
@@ -86,8 +87,7 @@ export async function readCase(client: IpvsClient): Promise<{
   for (const vs of READ_ASKED) single.push(answerText(await client.listRealServers(vs).catch((e: unknown) => e)));
   const got = await client.getVirtualServers(READ_ASKED);
   const dumped = new Map((await client.listVirtualServers()).map((vs) => [virtualServerKey(vs), vs]));
-  const json = (v: unknown) => JSON.stringify(v, (_, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));
   const getsAsDumped = got.filter((g) => !(g instanceof IpvsError))
-    .map((g) => json(g) === json(dumped.get(virtualServerKey(g as VirtualServer))));
+    .map((g) => bigintJson(g) === bigintJson(dumped.get(virtualServerKey(g as VirtualServer))));
   return { seedErrors, many, single, gets: got.map(vsText), getsAsDumped };
 }

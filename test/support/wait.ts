@@ -25,11 +25,11 @@ export async function betweenAgreeing<F, T>(fence: () => Promise<F> | F, read: (
     const before = await fence();
     const got = await read();
     const after = await fence();
-    if (n >= tries || stableJson(key(before)) === stableJson(key(after))) return { fence: before, got };
+    if (n >= tries || bigintJson(key(before)) === bigintJson(key(after))) return { fence: before, got };
   }
 }
 
-/** JSON that also writes bigints (the kernel's 64-bit counters). */
-function stableJson(x: unknown): string {
+/** JSON that also writes bigints (the kernel's 64-bit counters) as `<digits>n`. */
+export function bigintJson(x: unknown): string {
   return JSON.stringify(x, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v));
 }
