@@ -36,7 +36,7 @@ function parseVmFlags(args: string[], allowUnknown: boolean): VmFlags {
     if (a === '--') { i++; break; }
     if (a === '--timeout') flags.timeoutMs = num('--timeout') * 1000;
     else if (a === '--memory') flags.memoryMb = Math.round(num('--memory'));
-    else if (a === '--cpus') flags.cpus = Math.round(num('--cpus'));
+    else if (a === '--cpus') flags.cpus = Math.max(1, Math.round(num('--cpus')));
     else if (a?.startsWith('--') && !allowUnknown) throw new UsageError(`unknown option ${a}`);
     else break;
   }
