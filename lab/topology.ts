@@ -20,11 +20,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { agentBatch, stopLoadAgent, stopLoadAgents } from './load-agent.js';
-import { batchOptions, type LoadResult } from './load-batch.js';
+import type { LoadResult } from './loadgen.js';
 import { run, runOk, type RunResult } from './proc.js';
 
-export type { LoadResult } from './load-batch.js';
+export type { LoadResult } from './loadgen.js';
 
 export const NODE_DEV = 'lab-node0';
 export const VIP_DEV = 'ipvs-lab0';
@@ -241,22 +240,13 @@ export interface LoadOptions {
   /** Re-use connections (HTTP keep-alive); default false: one connection per request. */
   keepAlive?: boolean;
   timeoutMs?: number;
-  /** Every request's pod and latency in the result (LoadResult.samples). */
-  samples?: boolean;
 }
 
-/**
- * Sends a batch of HTTP requests from a client netns through the netns's long-lived loadgen
- * (load-agent.ts); returns its result.
- */
+/** Sends a batch of HTTP requests from a client netns in ONE loadgen process; returns its result. */
 export async function runLoad(opts: LoadOptions): Promise<LoadResult> {
-  const batch = batchOptions({ ...opts, concurrency: opts.concurrency ?? 1, timeoutMs: opts.timeoutMs ?? 5000 });
-  const viaAgent = agentBatch(opts.client, batch, LOADGEN);
-  if (viaAgent) return viaAgent;
-  const args = ['--url', opts.url, '--count', String(opts.count), '--concurrency', String(batch.concurrency),
-    '--timeout-ms', String(batch.timeoutMs)];
+  const args = ['--url', opts.url, '--count', String(opts.count), '--concurrency', String(opts.concurrency ?? 1),
+    '--timeout-ms', String(opts.timeoutMs ?? 5000)];
   if (opts.keepAlive) args.push('--keep-alive');
-  if (opts.samples) args.push('--samples');
   const r = await netnsExec(opts.client, [process.execPath, LOADGEN, ...args]);
   if (r.code !== 0) throw new Error(`loadgen in ${opts.client} exited with ${r.code}: ${r.stderr.trim()}`);
   return JSON.parse(r.stdout) as LoadResult;
@@ -273,14 +263,14 @@ export async function freshNetns(name: string): Promise<void> {
 
 /** Deletes a netns (its veth pairs go with it). Missing is fine. */
 export async function deleteNetns(name: string): Promise<void> {
-  await Promise.all([stopServer(name), stopLoadAgent(name)]);
+  await stopServer(name);
   namespaces.delete(name);
   if (existsSync(`/run/netns/${name}`)) await runOk('ip', ['netns', 'del', name]);
 }
 
 /** Removes everything the helpers created: servers, netns (with their veths), lab dummies. */
 export async function cleanupTopology(): Promise<void> {
-  await Promise.all([...[...servers.keys()].map(stopServer), stopLoadAgents()]);
+  await Promise.all([...servers.keys()].map(stopServer));
   const lines = [...namespaces].filter((n) => existsSync(`/run/netns/${n}`)).map((n) => `netns del ${n}`);
   namespaces.clear();
   nodeReady = undefined;

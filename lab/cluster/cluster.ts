@@ -12,7 +12,6 @@ import { createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFi
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
-import { stopLoadAgent, stopLoadAgents } from '../load-agent.js';
 import { run, runOk, stopChild, type RunResult } from '../proc.js';
 import { projectRoot } from '../paths.js';
 import { containerScript, graceMsOf, launchFromDaemonSet, podFromDaemonSet, type Launch } from './daemonset.js';
@@ -544,7 +543,6 @@ export class LabCluster {
     this.pods.delete(name);
     const [report] = await Promise.all([p.server ? terminate(p.server, p.graceMs + 10_000) : undefined, ...p.sctp.map((c) => stopChild(c))]);
     if (p.registered) await apiRequest(this.api, 'DELETE', `/api/v1/namespaces/${p.registered}/pods/${name}`).catch((e: { status?: number }) => { if (e.status !== 404) throw e; });
-    await stopLoadAgent(name);
     if (existsSync(`/run/netns/${name}`)) await runOk('ip', ['netns', 'del', name]);
     return report;
   }
@@ -572,7 +570,7 @@ export class LabCluster {
     await this.workloadKubelet.stop();
     await this.kubelet.stopAll();
     await Promise.all([...this.kubeProxies.keys()].map((n) => this.stopKubeProxy(n)));
-    await Promise.all([...[...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild), stopLoadAgents()]);
+    await Promise.all([...this.pods.values()].flatMap((p) => [p.server, ...p.sctp]).map(stopChild));
     const lines = [...this.pods.keys(), ...this.nodes.map((n) => n.name), EXTERNAL.name]
       .filter((ns) => existsSync(`/run/netns/${ns}`)).map((ns) => `netns del ${ns}`);
     this.pods.clear();

@@ -933,7 +933,8 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
     // Three live webpods (the rolling replacement before this one swapped webpod-1 for webpod-4):
     // port 8090 answers in 50, 1000 and 50 ms; one closed-loop client per node. (With 500 ms, two
     // lab VMs beside this one slowed the fast pods enough that the view saw all three alike.)
-    // Each client runs batches of 200 requests, each one batch of its netns's loadgen (runLoad).
+    // Each client runs batches of 200 requests: every batch is one loadgen process, whose start
+    // under TCG costs the CPU the pods answer with.
     const pods = [...cluster.pods.keys()].filter((p) => /^webpod-\d+$/.test(p)).sort().slice(0, 3);
     // Every server started is kept here at once, so the finally below ends them whatever failed.
     const servers: ChildProcess[] = [];

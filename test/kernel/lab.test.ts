@@ -137,28 +137,6 @@ lab('lab VM', () => {
     }
   }, 300_000);
 
-  test('runLoad keeps one loadgen per client netns; deleteNetns ends it, and a netns made again under the name gets a new one', async () => {
-    ipvsadm('-E', '-t', `${VIP}:80`, '-s', 'rr');
-    const name = 'lab-agent';
-    const pids = () => execFileSync('ip', ['netns', 'pids', name], { encoding: 'utf8' }).split('\n').filter(Boolean);
-    const peersFrom = async () => (await runLoad({ client: name, url: `http://${VIP}/`, count: 3 })).byPeer;
-    await createClient({ name, ip: '192.168.100.11' });
-    expect(await peersFrom()).toEqual({ '192.168.100.11': 3 });
-    const first = pids();
-    expect(first).toHaveLength(1);
-    expect(await peersFrom()).toEqual({ '192.168.100.11': 3 });
-    expect(pids()).toEqual(first);
-    await deleteNetns(name);
-    // The agent ended, so the netns went with its veth (an agent left in it would keep both).
-    expect(existsSync(`/proc/${first[0]}`)).toBe(false);
-    await waitFor(`lc-${name} gone`, async () => !existsSync(`/sys/class/net/lc-${name}`), 30_000, 200);
-    await createClient({ name, ip: '192.168.100.12' });
-    expect(await peersFrom()).toEqual({ '192.168.100.12': 3 });
-    const second = pids();
-    expect(second).toHaveLength(1);
-    expect(second).not.toEqual(first);
-  }, 120_000);
-
   test('a fresh netns has its own, empty IPVS table', async () => {
     await freshNetns('lab-iso');
     try {
