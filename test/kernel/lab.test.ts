@@ -137,6 +137,36 @@ lab('lab VM', () => {
     }
   }, 300_000);
 
+  // Why a scheduler changed live can refuse a new connection (docs/semantics.md): the kernel's
+  // ip_vs_edit_service unbinds the old scheduler, waits an RCU grace period, then binds the new
+  // one; a SYN scheduled in between finds no scheduler and is answered ICMP port unreachable,
+  // which the client's connect reports as ECONNREFUSED. Shown with ipvsadm alone (no operator):
+  // the edits go on under load until one refusal is seen (three batches at most).
+  test('a scheduler swapped by ipvsadm -E refuses the SYNs that come inside the swap, and only those', async () => {
+    ipvsadm('-E', '-t', `${VIP}:80`, '-s', 'rr');
+    const kinds: Record<string, number> = {};
+    let [edits, ok, sent] = [0, 0, 0];
+    for (let batch = 0; batch < 3 && !kinds.ECONNREFUSED; batch++) {
+      let going = true;
+      const toggling = (async () => {
+        while (going) {
+          ipvsadm('-E', '-t', `${VIP}:80`, '-s', edits++ % 2 ? 'rr' : 'lc');
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      })();
+      const r = await runLoad({ client: CLIENT.name, url: `http://${VIP}/`, count: 300, concurrency: 4 }).finally(() => { going = false; });
+      await toggling;
+      for (const [k, n] of Object.entries(r.errorKinds)) kinds[k] = (kinds[k] ?? 0) + n;
+      [ok, sent] = [ok + r.ok, sent + r.count];
+    }
+    process.stderr.write(`scheduler swaps: ${edits} edits under ${sent} requests: ${ok} answered, refused ${JSON.stringify(kinds)}\n`);
+    expect(Object.keys(kinds)).toEqual(['ECONNREFUSED']);
+    expect(ok + kinds.ECONNREFUSED!).toBe(sent);
+    // With no swap going on, nothing is refused.
+    ipvsadm('-E', '-t', `${VIP}:80`, '-s', 'rr');
+    expect((await runLoad({ client: CLIENT.name, url: `http://${VIP}/`, count: 30, concurrency: 4 })).errors).toBe(0);
+  }, 240_000);
+
   test('a fresh netns has its own, empty IPVS table', async () => {
     await freshNetns('lab-iso');
     try {
