@@ -7,10 +7,14 @@
 // in messages carrying only the name (ip_set_core.c ip_set_dump_start). What this does not know
 // (another type, a header option, a member extension) becomes an option or marks the set `odd`,
 // as in ipset-save.ts, so the planner refills that set.
-import { NFGENMSG_LEN, NLA_F_NET_BYTEORDER, NLMSG_HDRLEN, NLM_F_DUMP, NLM_F_REQUEST } from '../netlink/constants.js';
+import {
+  NFGENMSG_LEN, NLA_F_NESTED, NLA_F_NET_BYTEORDER, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST,
+} from '../netlink/constants.js';
 import { NetlinkError } from '../netlink/errors.js';
 import { type NlMessage, attrList, cstring, nla, parseAttrs } from '../netlink/framing.js';
-import { formatIPv4, formatIPv6 } from '../model/addr.js';
+import { type IpPortMember, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+
+export type { IpPortMember };
 import type { SavedSet, SavedSets } from './ipset-save.js';
 
 /** An ipset netlink request that failed, or an ipset message that could not be read. */
@@ -20,6 +24,9 @@ const NFNL_SUBSYS_IPSET = 6;
 const IPSET_CMD_LIST = 7;
 /** The message type of a list request and of each of its answers. */
 export const IPSET_LIST = (NFNL_SUBSYS_IPSET << 8) | IPSET_CMD_LIST;
+/** Add and delete one element (IPSET_CMD_ADD, IPSET_CMD_DEL). */
+export const IPSET_ADD = (NFNL_SUBSYS_IPSET << 8) | 9;
+export const IPSET_DEL = (NFNL_SUBSYS_IPSET << 8) | 10;
 /** IPSET_PROTOCOL_MIN: every kernel since 2.6.39 speaks it; 7 only adds the set's index. */
 const PROTOCOL = 6;
 const AF_INET = 2;
@@ -65,6 +72,43 @@ export function encodeList(seq: number, port: number, what: { set: string } | 'n
   b.writeUInt32LE(seq >>> 0, 8);
   b.writeUInt32LE(port >>> 0, 12);
   b.writeUInt8(AF_INET, 16); // nfgenmsg: family, version 0, res_id 0
+  body.copy(b, NLMSG_HDRLEN + NFGENMSG_LEN);
+  return b;
+}
+
+
+const PROTO_NUMBERS = { tcp: 6, udp: 17, sctp: 132 } as const;
+
+/**
+ * An add or delete of one hash:ip,port element, acknowledged. Without NLM_F_EXCL the kernel takes
+ * it as `ipset -exist` does: adding a member already there, or deleting one not there, is no error
+ * (ip_set_core.c flag_exist). Throws IpsetError (invalid argument) on an address that is not one.
+ */
+export function encodeMember(
+  type: typeof IPSET_ADD | typeof IPSET_DEL, seq: number, port: number, set: string, m: IpPortMember,
+): Buffer {
+  const raw = m.family === 'IPv4' ? parseIPv4(m.address) : parseIPv6(m.address);
+  if (!raw || !Number.isInteger(m.port) || m.port < 0 || m.port > 65535 || !(m.protocol in PROTO_NUMBERS)) {
+    const op = type === IPSET_ADD ? 'add-member' : 'del-member';
+    throw IpsetError.invalidArgument(op, `not a member: ${JSON.stringify(m)}`);
+  }
+  const addr = nla((m.family === 'IPv4' ? IPADDR_IPV4 : IPADDR_IPV6) | NLA_F_NET_BYTEORDER, raw);
+  const portBytes = Buffer.alloc(2);
+  portBytes.writeUInt16BE(m.port);
+  const data = Buffer.concat([
+    nla(D.IP | NLA_F_NESTED, addr), nla(D.PORT | NLA_F_NET_BYTEORDER, portBytes),
+    nla(D.PROTO, Buffer.from([PROTO_NUMBERS[m.protocol]])),
+  ]);
+  const body = Buffer.concat([
+    nla(A.PROTOCOL, Buffer.from([PROTOCOL])), nla(A.SETNAME, cstring(set)), nla(A.DATA | NLA_F_NESTED, data),
+  ]);
+  const b = Buffer.alloc(NLMSG_HDRLEN + NFGENMSG_LEN + body.length);
+  b.writeUInt32LE(b.length, 0);
+  b.writeUInt16LE(type, 4);
+  b.writeUInt16LE(NLM_F_REQUEST | NLM_F_ACK, 6);
+  b.writeUInt32LE(seq >>> 0, 8);
+  b.writeUInt32LE(port >>> 0, 12);
+  b.writeUInt8(AF_INET, 16); // nfgenmsg as in a list request: the set's own family decides
   body.copy(b, NLMSG_HDRLEN + NFGENMSG_LEN);
   return b;
 }

@@ -20,12 +20,14 @@ export function checkPrefix(prefix: string): string {
   return prefix;
 }
 
-export type Table = 'nat' | 'filter';
+export type Table = 'nat' | 'filter' | 'mangle';
 
 /** Our chains (suffixes after `<prefix>-`), by table, in declaration order. */
 export const CHAINS: Readonly<Record<Table, readonly string[]>> = {
   nat: ['SERVICES', 'CLUSTER', 'EXTERNAL', 'NODE-PORT', 'MARK-MASQ', 'POSTROUTING'],
   filter: ['INPUT', 'SOURCE-RANGES', 'FORWARD'],
+  // Before IPVS on both of its paths (mangle runs at -150, IPVS at -99 and +99): the SYN hold.
+  mangle: ['HOLD'],
 };
 
 /** One jump from a built-in chain into ours. */
@@ -44,6 +46,8 @@ export const HOOKS: readonly Hook[] = [
   { table: 'nat', builtin: 'POSTROUTING', target: 'POSTROUTING', comment: 'ipvs-operator postrouting rules' },
   { table: 'filter', builtin: 'INPUT', target: 'INPUT', comment: 'ipvs-operator VIP filter and source ranges' },
   { table: 'filter', builtin: 'FORWARD', target: 'FORWARD', comment: 'ipvs-operator forwarding rules' },
+  { table: 'mangle', builtin: 'PREROUTING', target: 'HOLD', comment: 'ipvs-operator SYN hold' },
+  { table: 'mangle', builtin: 'OUTPUT', target: 'HOLD', comment: 'ipvs-operator SYN hold' },
 ];
 
 export type SetType = 'hash:ip' | 'hash:ip,port' | 'hash:ip,port,ip' | 'hash:ip,port,net' | 'bitmap:port';
@@ -52,7 +56,7 @@ export type SetType = 'hash:ip' | 'hash:ip,port' | 'hash:ip,port,ip' | 'hash:ip,
 export interface SetSpec {
   suffix: string;
   type: SetType;
-  /** The kube-proxy set whose entries it holds; undefined for VIPS (filled from desired.vips). */
+  /** The kube-proxy set whose entries it holds; undefined for VIPS (filled from desired.vips) and HOLD. */
   from?: SetName;
 }
 
@@ -74,6 +78,8 @@ export const SETS: readonly SetSpec[] = [
   { suffix: 'NP-LOCAL-SCTP', type: 'hash:ip,port', from: 'KUBE-NODE-PORT-LOCAL-SCTP-HASH' },
   { suffix: 'LOOP-BACK', type: 'hash:ip,port,ip', from: 'KUBE-LOOP-BACK' },
   { suffix: 'VIPS', type: 'hash:ip' },
+  // Filled only while a virtual server's scheduler is swapped (syn-hold.ts); empty otherwise.
+  { suffix: 'HOLD', type: 'hash:ip,port' },
 ];
 
 /** Our naming for one prefix: chain and set names per family. */

@@ -1,4 +1,4 @@
-// The iptables + ipset path as text: iptables-restore payloads (nat + filter, per family) and an
+// The iptables + ipset path as text: iptables-restore payloads (nat, filter, mangle; per family) and an
 // ipset-restore payload. pure: no I/O (a lint rule keeps it so); restore.ts runs the payloads.
 // Semantics follow kube-proxy's IPVS mode (writeIptablesRules), in our own chains; the rules
 // depend only on the configuration, every Service lives in a set. The chain layout and why the
@@ -81,6 +81,9 @@ function renderFamily(
     // IPVS sees replies in FORWARD after the filter table: without this, a DROP policy eats them.
     `-A ${c('FORWARD')} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
   ];
+  // A new connection's SYN to a virtual server whose scheduler is being swapped: dropped, so the
+  // client sends it again after the swap instead of meeting the kernel's port unreachable.
+  const mangle = [`-A ${c('HOLD')} -p tcp -m tcp --syn ${match('HOLD', 'dst,dst')} -j DROP`];
   const table = (t: Table, rules: string[]) => [
     `*${t}`,
     ...CHAINS[t].map((suffix) => `:${c(suffix)} - [0:0]`),
@@ -89,7 +92,7 @@ function renderFamily(
     ...rules,
     'COMMIT',
   ];
-  return [...table('nat', nat), ...table('filter', filter), ''].join('\n');
+  return [...table('nat', nat), ...table('filter', filter), ...table('mangle', mangle), ''].join('\n');
 }
 
 /** How to render the ipset payload. */
@@ -236,7 +239,7 @@ export function renderCleanup(saved: Saved, prefix?: string): string {
   const jumps = findJumps(saved, names);
   const chains = findChains(saved, names);
   const out: string[] = [];
-  for (const t of ['nat', 'filter'] as const) {
+  for (const t of Object.keys(CHAINS) as Table[]) {
     const dels = HOOKS.filter((h) => h.table === t)
       .flatMap((h) => jumps.get(jumpKey(t, h.builtin, names.chain(h.target))) ?? [])
       .map((r) => `-D ${r.slice(3)}`);

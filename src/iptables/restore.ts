@@ -10,6 +10,8 @@ import { restoreSets } from './ipset.js';
 import { planIpsets, setsAfter } from './ipset-plan.js';
 import type { SavedSets } from './ipset-save.js';
 import { NetlinkSetReader, type SetReader, toolSetReader } from './ipset-reader.js';
+import type { IpPortMember } from './ipset-netlink.js';
+import { type HoldOutcome, NetlinkSetMembers, type SetMembers, holdDuring, toolSetMembers } from './syn-hold.js';
 import { makeNames } from './names.js';
 import { desiredSets, renderChainFlush, renderCleanup, renderIpsetCleanup, renderIptables } from './render.js';
 import { findJumps, parseSave } from './save.js';
@@ -35,6 +37,8 @@ export interface IptablesRestoreOptions {
    * given (fakes and dry runs see every host access on their runner).
    */
   sets?: SetReader;
+  /** How the HOLD set's members are written; default like `sets`: netlink, or `ipset` on `run`. */
+  members?: SetMembers;
   /** How long one tool may run (ms) before it is killed and its sync fails; default TOOL_DEADLINE_MS. */
   toolDeadlineMs?: number;
 }
@@ -64,7 +68,7 @@ export interface AppliedPayloads {
  */
 export class IptablesRestore implements IptablesSync {
   /** The tools' runner, and how sets are read. */
-  private readonly host: { run: Runner; sets: SetReader };
+  private readonly host: { run: Runner; sets: SetReader; members: SetMembers };
   private readonly prefix: string;
   private readonly ipv6: boolean;
   private readonly force: BackendMode | undefined;
@@ -85,7 +89,11 @@ export class IptablesRestore implements IptablesSync {
 
   constructor(opts: IptablesRestoreOptions = {}) {
     const run = withDeadline(opts.run ?? spawnRunner, opts.toolDeadlineMs ?? TOOL_DEADLINE_MS);
-    this.host = { run, sets: opts.sets ?? (opts.run ? toolSetReader(run) : new NetlinkSetReader()) };
+    this.host = {
+      run,
+      sets: opts.sets ?? (opts.run ? toolSetReader(run) : new NetlinkSetReader()),
+      members: opts.members ?? (opts.run ? toolSetMembers(run) : new NetlinkSetMembers()),
+    };
     this.prefix = makeNames(opts.prefix).prefix;
     this.ipv6 = opts.ipv6 ?? true;
     this.force = opts.backend === 'auto' ? undefined : opts.backend;
@@ -156,6 +164,22 @@ export class IptablesRestore implements IptablesSync {
       if (why) this.memo.written = undefined; // the sync that follows reads our sets again
       return why;
     });
+  }
+
+  /**
+   * Runs `swap` with new TCP connections to `members` held (syn-hold.ts). Not queued behind a sync
+   * or a drift check: the executor runs it before its sync's iptables step. A release that failed
+   * forgets what the last sync wrote, so the next one reads our sets (and deletes the member).
+   */
+  async holdSyns<T>(members: readonly IpPortMember[], swap: () => Promise<T>): Promise<HoldOutcome<T>> {
+    const names = makeNames(this.prefix);
+    const held = this.ipv6 ? members : members.filter((m) => m.family === 'IPv4');
+    try {
+      return await holdDuring(this.host.members, (m) => names.set(m.family, 'HOLD'), held, swap);
+    } catch (e) {
+      this.memo.written = undefined;
+      throw e;
+    }
   }
 
   /** Removes our jumps, chains (both families) and sets; what is already gone is skipped. */

@@ -89,5 +89,5 @@ export function findJumps(saved: Saved, names: Names): Map<string, string[]> {
 /** Our chains that exist in the dump, per table (in CHAINS order). */
 export function findChains(saved: Saved, names: Names): Record<Table, string[]> {
   const pick = (t: Table) => CHAINS[t].map(names.chain).filter((c) => saved.get(t)?.chains.has(c));
-  return { nat: pick('nat'), filter: pick('filter') };
+  return { nat: pick('nat'), filter: pick('filter'), mangle: pick('mangle') };
 }

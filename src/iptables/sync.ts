@@ -2,6 +2,8 @@
 // loop calls it after the IPVS ops, with the same desired state. NoIptables stands in where the path is off.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
+import type { IpPortMember } from './ipset-netlink.js';
+import type { HoldOutcome } from './syn-hold.js';
 
 /** Programs the masquerade/filter rules and sets for a desired state; idempotent. */
 export interface IptablesSync {
@@ -21,6 +23,12 @@ export interface IptablesSync {
    * sync's to report.
    */
   prepare?(): Promise<void>;
+  /**
+   * Runs `swap` (IPVS edits that change schedulers) while new TCP connections to `members` are
+   * held: their SYNs dropped before IPVS sees them (syn-hold.ts). Rejects only when a hold that was
+   * set could not be released. Absent: swaps run unheld.
+   */
+  holdSyns?<T>(members: readonly IpPortMember[], swap: () => Promise<T>): Promise<HoldOutcome<T>>;
 }
 
 /** Does nothing: for dry runs, and hosts where the iptables path is turned off. */

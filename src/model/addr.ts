@@ -179,3 +179,11 @@ export function prefixToMask(bits: number): number {
 export function maskToPrefix(mask: number): number {
   return Math.clz32(~mask >>> 0);
 }
+
+/** An address, protocol and port: one member of an ipset of type hash:ip,port (the SYN hold's). */
+export interface IpPortMember {
+  family: Family;
+  address: string;
+  protocol: 'tcp' | 'udp' | 'sctp';
+  port: number;
+}

@@ -3,7 +3,9 @@
 // test/kernel/ipset-sync.test.ts.
 import { describe, expect, it } from '@jest/globals';
 import { decodeMessages, type NlMessage } from '../../../src/netlink/framing.js';
-import { IPSET_LIST, IpsetError, decodeCounts, decodeNames, decodeSet, encodeList } from '../../../src/iptables/ipset-netlink.js';
+import {
+  IPSET_ADD, IPSET_DEL, IPSET_LIST, IpsetError, decodeCounts, decodeNames, decodeSet, encodeList, encodeMember,
+} from '../../../src/iptables/ipset-netlink.js';
 import type { SavedSets } from '../../../src/iptables/ipset-save.js';
 
 const NESTED = 0x8000;
@@ -118,5 +120,33 @@ describe('ipset list answers', () => {
     expect(() => decode({ ...answer('Z'), payload: Buffer.from([2, 0]) })).toThrow(/shorter than an nfgenmsg/);
     expect(() => decodeNames([{ ...answer('Z'), payload: Buffer.concat([Buffer.from([2, 0, 0, 0]), at(1, [6])]) }])).toThrow(/without a set name/);
     expect(decode({ ...answer('W'), type: 3 }).sets.size).toBe(0);
+  });
+});
+
+describe('ipset member adds and deletes (the SYN hold)', () => {
+  const body = (b: Buffer) => ({ type: b.readUInt16LE(4), flags: b.readUInt16LE(6), seq: b.readUInt32LE(8), payload: b.subarray(16) });
+  it('an IPv4 hash:ip,port member: protocol, set name, and the element nested as ip_set_get_ipaddr4 wants it', () => {
+    const b = encodeMember(IPSET_ADD, 9, 77, 'IPVSOP-HOLD', { family: 'IPv4', address: '10.200.1.10', protocol: 'tcp', port: 80 });
+    expect(b.readUInt32LE(0)).toBe(b.length);
+    expect(body(b)).toEqual({
+      type: (6 << 8) | 9, flags: 0x1 | 0x4, seq: 9,
+      payload: Buffer.concat([Buffer.from([2, 0, 0, 0]), at(1, [6]), at(2, str('IPVSOP-HOLD')),
+        elem(ip4(1, '10.200.1.10'), port(80), proto(6))]),
+    });
+  });
+  it('an IPv6 member as a delete, no NLM_F_EXCL (absent is no error, as -exist)', () => {
+    const b = encodeMember(IPSET_DEL, 3, 0, 'IPVSOP6-HOLD', { family: 'IPv6', address: 'fd00:200:7::a', protocol: 'tcp', port: 443 });
+    expect(body(b)).toEqual({
+      type: (6 << 8) | 10, flags: 0x1 | 0x4, seq: 3,
+      payload: Buffer.concat([Buffer.from([2, 0, 0, 0]), at(1, [6]), at(2, str('IPVSOP6-HOLD')),
+        elem(ip6(1, [0xfd, 0, 2, 0, 0, 7, ...Array<number>(9).fill(0), 0x0a]), port(443), proto(6))]),
+    });
+  });
+  it('refuses what is no member before anything is sent', () => {
+    for (const m of [
+      { family: 'IPv4' as const, address: 'fd00::1', protocol: 'tcp' as const, port: 80 },
+      { family: 'IPv4' as const, address: '10.0.0.1', protocol: 'tcp' as const, port: 70000 },
+      { family: 'IPv4' as const, address: '10.0.0.1', protocol: 'icmp' as 'tcp', port: 80 },
+    ]) expect(() => encodeMember(IPSET_ADD, 1, 0, 'S', m)).toThrow(IpsetError);
   });
 });

@@ -78,6 +78,12 @@ describe('renderIptables', () => {
       -A IPVSOP-FORWARD -m mark --mark 0x4000/0x4000 -j ACCEPT
       -A IPVSOP-FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
       COMMIT
+      *mangle
+      :IPVSOP-HOLD - [0:0]
+      -I PREROUTING -m comment --comment "ipvs-operator SYN hold" -j IPVSOP-HOLD
+      -I OUTPUT -m comment --comment "ipvs-operator SYN hold" -j IPVSOP-HOLD
+      -A IPVSOP-HOLD -p tcp -m tcp --syn -m set --match-set IPVSOP-HOLD dst,dst -j DROP
+      COMMIT
     `));
   });
 
@@ -125,6 +131,8 @@ describe('renderIptables', () => {
       '-I OUTPUT -m comment --comment "ipvs-operator service portals" -j IPVSOP-SERVICES',
       '-I POSTROUTING -m comment --comment "ipvs-operator postrouting rules" -j IPVSOP-POSTROUTING',
       '-I INPUT -m comment --comment "ipvs-operator VIP filter and source ranges" -j IPVSOP-INPUT',
+      '-I PREROUTING -m comment --comment "ipvs-operator SYN hold" -j IPVSOP-HOLD',
+      '-I OUTPUT -m comment --comment "ipvs-operator SYN hold" -j IPVSOP-HOLD',
     ]);
   });
 
@@ -136,7 +144,7 @@ describe('renderIptables', () => {
       s.spec!.clusterIP = `10.200.${(i >> 8) & 0xff}.${i & 0xff}`; s.spec!.clusterIPs = [s.spec!.clusterIP];
     })));
     const count = (t: string) => t.split('\n').filter((l) => /^-[AI] /.test(l)).length;
-    expect(count(renderIptables(config).v4)).toBe(35);
+    expect(count(renderIptables(config).v4)).toBe(38);
     expect(adds(renderIpsets(one, { families: ['IPv4'] })).split('\n')).toHaveLength(3);
     expect(adds(renderIpsets(many, { families: ['IPv4'] })).split('\n')).toHaveLength(15000);
   });
@@ -226,6 +234,10 @@ describe('renderIpsets', () => {
       add IPVSOP-VIPS-tmp 10.200.1.10
       swap IPVSOP-VIPS-tmp IPVSOP-VIPS
       destroy IPVSOP-VIPS-tmp
+      create IPVSOP-HOLD hash:ip,port family inet hashsize 1024 maxelem 65536
+      create IPVSOP-HOLD-tmp hash:ip,port family inet hashsize 1024 maxelem 65536
+      swap IPVSOP-HOLD-tmp IPVSOP-HOLD
+      destroy IPVSOP-HOLD-tmp
     `));
   });
 

@@ -101,9 +101,9 @@ describe('IptablesRestore.sync', () => {
     await restarted.sync(d, config);
     expect(sets()).toBe(before);
     expect(host.calls.filter((c) => c.cmd === 'ipset').map((c) => c.args.join(' '))).toEqual(['list -n', 'restore']);
-    // The one `ipset restore` read our 32 sets (save lines) and only those.
+    // The one `ipset restore` read our 34 sets (save lines) and only those.
     const read = host.calls.find((c) => c.cmd === 'ipset' && c.args[0] === 'restore')!.input!;
-    expect(read.split('\n').filter(Boolean)).toHaveLength(32);
+    expect(read.split('\n').filter(Boolean)).toHaveLength(34);
     expect(read).not.toContain('FOREIGN');
     expect(restarted.last!.ipset).toBe('');
     await restarted.sync(desired(np('a', '10.200.1.10', 30080), np('b', '10.200.1.11', 30081), np('c', '10.200.1.12', 30082)), config);
