@@ -5,7 +5,8 @@
 // tied to an op's id. pure: no I/O. docs/plan.md ("planSync") has the text form and the order.
 import type { ProxyConfig } from '../config/types.js';
 import type { Desired } from '../desired/types.js';
-import { type IpvsOp, type IpvsTable, formatOp } from '../model/ipvs.js';
+import { type IpvsOp, type IpvsTable, formatOp, virtualServerKey } from '../model/ipvs.js';
+import type { IpPortMember } from '../model/addr.js';
 import { type ConntrackFilter, formatConntrackFilter, planConntrackFilters } from './conntrack.js';
 import { type RecordPlan, makeOwnership, planRecord } from './ownership.js';
 import { type DrainState, planVirtualServers } from './plan.js';
@@ -66,10 +67,35 @@ export interface SyncPlan {
   nextDeadline?: number;
   /** UDP conntrack entries to delete after the ops, each filter tied to the ids of its deletions. */
   conntrack: ConntrackFilter[];
+  /** The ops that swap a TCP virtual server's scheduler, by id, run while its new SYNs are held. */
+  holds: SynHold[];
   /** Which refused ops are retried, and for which Service (settle.ts applies it). */
   retry: RetryPlan;
   /** The ownership record's delta, its changes tied to op ids (settle.ts applies it). */
   record: RecordPlan;
+}
+
+/** An op (by id) that swaps a virtual server's scheduler, and the HOLD set member for its SYNs. */
+export interface SynHold {
+  op: number;
+  member: IpPortMember;
+}
+
+/**
+ * The update-service ops that change a TCP virtual server's scheduler: the kernel swaps it with a
+ * gap in which a SYN is refused (iptables/syn-hold.ts). Other edits (flags, persistence) keep the
+ * scheduler bound; UDP and SCTP are not held (a dropped datagram is no better than a refused one),
+ * nor are firewall-mark virtual servers (no address and port to hold).
+ */
+export function planHolds(ops: readonly IpvsOp[], actual: IpvsTable): SynHold[] {
+  const out: SynHold[] = [];
+  ops.forEach((op, id) => {
+    if (op.kind !== 'update-service' || op.vs.fwmark || op.vs.protocol !== 'TCP') return;
+    const have = actual.get(virtualServerKey(op.vs));
+    if (!have || have.vs.scheduler === op.vs.scheduler) return;
+    out.push({ op: id, member: { family: op.vs.family, address: op.vs.address, protocol: 'tcp', port: op.vs.port } });
+  });
+  return out;
 }
 
 /** Plans one sync (see the file comment). */
@@ -101,6 +127,7 @@ export function planSync(input: SyncInput): SyncPlan {
     draining: plan.draining,
     ...(plan.nextDeadline === undefined ? {} : { nextDeadline: plan.nextDeadline }),
     conntrack: planConntrackFilters(plan.ops, desired.table),
+    holds: planHolds(plan.ops, input.actual),
     retry: planRetries(input.retries ?? new Map(), input.now, keys, desired.table, input.actual),
     record: planRecord({
       full: input.full, ops: plan.ops, desired: desired.table, actual: input.actual, recorded: input.recorded,
@@ -132,6 +159,7 @@ export function formatSyncPlan(plan: SyncPlan): string[] {
 
 /** formatSyncPlan's lines one at a time: a first plan at 10 000 Services has 100 000 of them. */
 export function* syncPlanLines(plan: SyncPlan): Generator<string> {
+  for (const h of plan.holds) yield `hold-syns ${h.member.address},tcp:${h.member.port}`;
   for (const op of plan.ops) yield formatOp(op);
   for (const ip of plan.vips?.add ?? []) yield `add-vip ${plan.vips!.link} ${ip}`;
   for (const ip of plan.vips?.remove ?? []) yield `del-vip ${plan.vips!.link} ${ip}`;

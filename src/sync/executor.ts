@@ -1,6 +1,7 @@
-// Carries a SyncPlan out: the IPVS ops (pipelined, one result each), the VIP binds (one pipelined
-// batch) and the iptables path at once, then the VIP unbinds (one batch), then the plan's conntrack
-// filters whose deletions the kernel accepted. It decides nothing: what to change, and what each
+// Carries a SyncPlan out: first the ops that swap a scheduler, with their SYNs held (when the
+// iptables path can hold them); then the other IPVS ops (pipelined, one result each), the VIP binds
+// (one pipelined batch) and the iptables path at once, then the VIP unbinds (one batch), then the
+// plan's conntrack filters whose deletions the kernel accepted. It decides nothing: what to change, and what each
 // answer means, was decided by planSync. It reports the kernel's answer to each op by id (a refused
 // op is its Service's; the others are applied regardless) and what the conntrack step did; a VIP
 // or iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects,
@@ -43,6 +44,51 @@ export interface SyncResults {
   ops: OpResult[];
   /** The conntrack step; undefined when no filter was due (or there is no conntrack client). */
   conntrack?: CleanupResult;
+  /** Why the plan's SYN hold could not be set (its swaps ran unheld); undefined when it was, or none was due. */
+  holdError?: unknown;
+}
+
+
+/** The plan's scheduler swaps, done: their op ids (ascending), the kernel's answers, the hold's error. */
+interface Swapped {
+  ids: number[];
+  results: OpResult[];
+  holdError?: unknown;
+}
+
+/** Scheduler swaps held at once: a default scheduler changed at 30 000 Services holds none for long. */
+const SWAPS_PER_HOLD = 256;
+
+/**
+ * Applies the plan's scheduler swaps with their SYNs held, SWAPS_PER_HOLD at a time, before
+ * anything else of the sync starts (the iptables step may read our sets, the HOLD set among them).
+ * Undefined: none due, or the iptables path cannot hold (they go with the other ops, unheld).
+ */
+async function holdSwaps(plan: SyncPlan, deps: ExecutorDeps): Promise<Swapped | undefined> {
+  const hold = deps.iptables.holdSyns?.bind(deps.iptables);
+  if (!plan.holds.length || !hold) return undefined;
+  const out: Swapped = { ids: [], results: [] };
+  for (let i = 0; i < plan.holds.length; i += SWAPS_PER_HOLD) {
+    const chunk = plan.holds.slice(i, i + SWAPS_PER_HOLD);
+    const ids = chunk.map((h) => h.op);
+    const swap = await hold(chunk.map((h) => h.member), () => deps.ipvs.apply(ids.map((id) => plan.ops[id]!)));
+    out.ids.push(...ids);
+    out.results.push(...swap.value);
+    if (swap.error !== undefined) out.holdError ??= swap.error;
+  }
+  return out;
+}
+
+/** The other ops (all when nothing was swapped first), and every op's answer in the plan's order. */
+async function applyRest(plan: SyncPlan, deps: ExecutorDeps, swapped: Swapped | undefined): Promise<OpResult[]> {
+  if (!swapped) return plan.ops.length ? deps.ipvs.apply(plan.ops) : [];
+  const done = new Set(swapped.ids);
+  const rest = plan.ops.map((_, i) => i).filter((i) => !done.has(i));
+  const others = rest.length ? await deps.ipvs.apply(rest.map((i) => plan.ops[i]!)) : [];
+  const results = new Array<OpResult>(plan.ops.length);
+  swapped.ids.forEach((id, k) => { results[id] = swapped.results[k]; });
+  rest.forEach((id, k) => { results[id] = others[k]; });
+  return results;
 }
 
 /**
@@ -58,7 +104,8 @@ export async function executeSyncPlan(
   // and the binds are done; the iptables path may still run meanwhile.
   const settle = <T>(p: Promise<T>) =>
     p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
-  const ipvs = settle(plan.ops.length ? deps.ipvs.apply(plan.ops) : Promise.resolve([]));
+  const swapped = await holdSwaps(plan, deps);
+  const ipvs = settle(applyRest(plan, deps, swapped));
   const bound = settle((async () => {
     if (!v) return;
     if (v.ensure) await deps.vips.ensure(v.link);
@@ -85,7 +132,8 @@ export async function executeSyncPlan(
   for (const r of [applied, binds, unbind, rules]) if (!r.ok) throw r.reason;
   if (nodeFault) throw nodeFault;
   const results = applied.ok ? applied.value : [];
+  const hold = swapped?.holdError === undefined ? {} : { holdError: swapped.holdError };
   const due = deps.conntrack ? dueConntrack(plan.conntrack, results) : [];
-  if (!deps.conntrack || due.length === 0) return { ops: results };
-  return { ops: results, conntrack: await cleanStaleFlows(deps.conntrack, due) };
+  if (!deps.conntrack || due.length === 0) return { ops: results, ...hold };
+  return { ops: results, ...hold, conntrack: await cleanStaleFlows(deps.conntrack, due) };
 }

@@ -13,7 +13,7 @@ import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { SourceEvent } from '../source/types.js';
 import { reportCleanup } from './conntrack-cleanup.js';
 import { executeSyncPlan } from './executor.js';
-import { logPlan, recordSyncEnd, reportProblems } from './outcome.js';
+import { logPlan, recordSyncEnd, reportHolds, reportProblems } from './outcome.js';
 import { type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord } from './record.js';
 import { type SyncReason, realClock } from './runner.js';
@@ -204,6 +204,7 @@ export class Operator {
       const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
+      if (this.deps.iptables.holdSyns) reportHolds(plan, results.holdError, this.deps.log);
       carry.draining = plan.draining;
       this.timers.armDeadline(plan.nextDeadline, weighted.rampAt, weighted.clusterAt);
       if (plan.vips) carry.applied.vips = plan.vips.version;

@@ -17,9 +17,27 @@ const PLAN_LOG_LINES = 50;
  * ops, formatted whatever the log level.
  */
 export function logPlan(log: Log, plan: SyncPlan): void {
-  const shown = { ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES), conntrack: plan.conntrack.slice(0, PLAN_LOG_LINES) };
+  const shown = {
+    ...plan, ops: plan.ops.slice(0, PLAN_LOG_LINES), conntrack: plan.conntrack.slice(0, PLAN_LOG_LINES),
+    holds: plan.holds.slice(0, PLAN_LOG_LINES),
+  };
   const changes = formatSyncPlan(shown);
   if (changes.length) log('debug', 'sync plan', { ops: plan.ops.length, changes });
+}
+
+/**
+ * The scheduler swaps of a sync: at info, how many virtual servers swapped with their new SYNs
+ * held (the first few named); at warn, a hold that could not be set (those swaps ran unheld).
+ */
+export function reportHolds(plan: SyncPlan, holdError: unknown, log: Log): void {
+  if (!plan.holds.length) return;
+  const virtualServers = plan.holds.slice(0, 10).map((h) => `${h.member.address},tcp:${h.member.port}`);
+  const fields = { swaps: plan.holds.length, virtualServers };
+  if (holdError === undefined) log('info', 'scheduler swapped with new SYNs held', fields);
+  else {
+    const error = holdError instanceof Error ? holdError.message : String(holdError);
+    log('warn', 'could not hold new SYNs; the scheduler swap ran unheld', { ...fields, error });
+  }
 }
 
 /** Events for problems (each on its Service when `refOf` knows it) and the problems metric, per reason. */

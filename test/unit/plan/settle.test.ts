@@ -14,7 +14,7 @@ const refused = IpvsError.fromErrno('add-dest', Errno.EINVAL);
 
 function plan(): SyncPlan {
   return {
-    full: false, planned: 2, draining: new Map(), vips: undefined, iptables: undefined, conntrack: [],
+    full: false, planned: 2, draining: new Map(), vips: undefined, iptables: undefined, conntrack: [], holds: [],
     ops: [
       { kind: 'add-service', vs: web },
       { kind: 'add-dest', vs: web, rs: makeRealServer({ address: '10.10.1.3', port: 8080 }) },

@@ -7,7 +7,7 @@ import { DesiredState } from '../../../src/desired/state.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { type IpvsTable, makeRealServer, makeVirtualServer, realServerKey, virtualServerKey } from '../../../src/model/ipvs.js';
 import type { DrainState } from '../../../src/plan/index.js';
-import { type SyncInput, formatSyncPlan, planSync, planVips } from '../../../src/plan/sync.js';
+import { type SyncInput, formatSyncPlan, planHolds, planSync, planVips } from '../../../src/plan/sync.js';
 import { NODE, makeNode, makeService, makeSlice, toIpvsTable } from '../../support/fixtures.js';
 
 const config: ProxyConfig = { ...defaultProxyConfig, gracefulTerminationSeconds: 60 };
@@ -75,7 +75,7 @@ describe('planSync', () => {
       .toEqual(['sync-iptables 0 set entries']);
   });
 
-  it('a modified Service: a scheduler change is one update-service, nothing else', () => {
+  it('a modified Service: a scheduler change is one update-service, its new SYNs held while it runs', () => {
     const before = stateOf({ services: [web()], slices: [webSlice(['10.10.1.3'])] });
     const actual = toIpvsTable(before.state.desired().table);
     const applied = { vips: before.state.versions.vips, iptables: { sets: before.state.versions.sets, config: before.state.currentConfig } };
@@ -85,7 +85,7 @@ describe('planSync', () => {
     }));
     const { changed } = before.state.sync();
     expect(formatSyncPlan(planSync(input({ state: before.state, changed }, { actual, vipsNow: new Set(['10.200.1.10']), applied }))))
-      .toEqual(['update-service TCP 10.200.1.10:80 lc']);
+      .toEqual(['hold-syns 10.200.1.10,tcp:80', 'update-service TCP 10.200.1.10:80 lc']);
   });
 
   it('an endpoint that goes drains at weight 0 with a deadline, and is deleted when the grace period ends', () => {
@@ -123,7 +123,7 @@ describe('planSync', () => {
     s.state.setConfig({ ...config, defaultScheduler: 'sed' });
     const { changed } = s.state.sync();
     expect(formatSyncPlan(planSync(input({ state: s.state, changed }, { full: true, actual, vipsNow: new Set(['10.200.1.10']) }))))
-      .toEqual(['update-service TCP 10.200.1.10:80 sed', 'sync-iptables 2 set entries']);
+      .toEqual(['hold-syns 10.200.1.10,tcp:80', 'update-service TCP 10.200.1.10:80 sed', 'sync-iptables 2 set entries']);
   });
 
   it('a restart on a programmed kernel: no IPVS op, no VIP change; the iptables path is re-asserted (idempotent)', () => {
@@ -193,5 +193,34 @@ describe('planVips', () => {
   it('plans nothing when the link holds exactly the VIPs, and ensures no link for none', () => {
     expect(plan(['10.0.0.1', '10.0.0.2'], ['10.0.0.2', '10.0.0.1'])).toEqual({ add: [], remove: [], ensure: true });
     expect(plan([], [])).toEqual({ add: [], remove: [], ensure: false });
+  });
+});
+
+describe('planHolds', () => {
+  const table = (...vss: ReturnType<typeof makeVirtualServer>[]): IpvsTable =>
+    new Map(vss.map((v) => [virtualServerKey(v), { vs: v, dests: new Map() }]));
+  const rr = makeVirtualServer({ family: 'IPv4', address: '10.200.1.10', port: 80, scheduler: 'rr' });
+  const udp = makeVirtualServer({ family: 'IPv4', protocol: 'UDP', address: '10.200.1.10', port: 53, scheduler: 'rr' });
+  const v6 = makeVirtualServer({ family: 'IPv6', address: 'fd00::10', port: 443, scheduler: 'rr' });
+  const fwm = makeVirtualServer({ family: 'IPv4', fwmark: 7, scheduler: 'rr' });
+  it('holds a TCP virtual server whose scheduler changes, by op id, in either family', () => {
+    const ops = [
+      { kind: 'add-dest' as const, vs: rr, rs: rs('10.10.1.3') },
+      { kind: 'update-service' as const, vs: { ...rr, scheduler: 'lc' } },
+      { kind: 'update-service' as const, vs: { ...v6, scheduler: 'sed' } },
+    ];
+    expect(planHolds(ops, table(rr, v6))).toEqual([
+      { op: 1, member: { family: 'IPv4', address: '10.200.1.10', protocol: 'tcp', port: 80 } },
+      { op: 2, member: { family: 'IPv6', address: 'fd00::10', protocol: 'tcp', port: 443 } },
+    ]);
+  });
+  it('holds nothing for an edit that keeps the scheduler, for UDP, for a firewall mark, or for a new one', () => {
+    const ops = [
+      { kind: 'update-service' as const, vs: { ...rr, flags: 1, timeout: 300, netmask: 0xffffffff } },
+      { kind: 'update-service' as const, vs: { ...udp, scheduler: 'lc' } },
+      { kind: 'update-service' as const, vs: { ...fwm, scheduler: 'lc' } },
+      { kind: 'add-service' as const, vs: { ...v6, scheduler: 'lc' } },
+    ];
+    expect(planHolds(ops, table(rr, udp, fwm))).toEqual([]);
   });
 });

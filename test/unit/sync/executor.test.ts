@@ -23,7 +23,7 @@ function plan(over: Partial<SyncPlan> = {}): SyncPlan {
     ops: [{ kind: 'add-service', vs: added }, { kind: 'delete-service', vs: gone }],
     vips: { link: 'ipvs-op0', ensure: true, add: ['10.200.1.10'], remove: ['10.200.1.99'], version: 1 },
     iptables: { sets: 1, config: defaultProxyConfig, entries: 0 },
-    conntrack: [], retry: { now: 0, services: new Map(), drop: [] }, record: { add: [], remove: [] },
+    conntrack: [], holds: [], retry: { now: 0, services: new Map(), drop: [] }, record: { add: [], remove: [] },
     ...over,
   };
 }
@@ -110,5 +110,68 @@ describe('executeSyncPlan', () => {
       desired, defaultProxyConfig, deps, cache, new Set())).rejects.toThrow('exit 4');
     expect(await deps.vips.list('ipvs-op0')).toEqual(['10.200.1.10']);
     expect(deps.ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr');
+  });
+
+  it('swaps schedulers first, inside the SYN hold and before the other ops and the iptables step; answers in op order', async () => {
+    const order: string[] = [];
+    const deps = parts(order);
+    await deps.ipvs.addVirtualServer(added);
+    const cache = new TableCache();
+    await cache.readAll(deps.ipvs);
+    order.length = 0;
+    const held: string[][] = [];
+    deps.iptables.holdSyns = async (members, swap) => {
+      held.push(members.map((m) => `${m.address},${m.protocol}:${m.port}`));
+      order.push('hold');
+      const value = await swap();
+      order.push('release');
+      return { value };
+    };
+    const lc = { ...added, scheduler: 'lc' };
+    const other = makeVirtualServer({ family: 'IPv4', address: '10.200.1.11', port: 80, scheduler: 'rr' });
+    const p = plan({
+      ops: [{ kind: 'add-service', vs: other }, { kind: 'update-service', vs: lc }],
+      holds: [{ op: 1, member: { family: 'IPv4', address: '10.200.1.10', protocol: 'tcp', port: 80 } }],
+      vips: undefined,
+    });
+    expect(await executeSyncPlan(p, desired, defaultProxyConfig, deps, cache, new Set())).toEqual({ ops: [undefined, undefined] });
+    expect(held).toEqual([['10.200.1.10,tcp:80']]);
+    expect(order.slice(0, 4)).toEqual(['hold', 'ipvs:start', 'ipvs:end', 'release']);
+    expect(order.indexOf('iptables:start')).toBeGreaterThan(order.indexOf('release'));
+    expect(cache.view.get('TCP 10.200.1.10:80')?.vs.scheduler).toBe('lc');
+    expect(deps.ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 lc\nadd-service TCP 10.200.1.11:80 rr');
+  });
+
+  it('a hold that could not be set is reported and the swap applied; a release that failed fails the sync', async () => {
+    const deps = parts([]);
+    await deps.ipvs.addVirtualServer(added);
+    const lc = { ...added, scheduler: 'lc' };
+    const p = plan({
+      ops: [{ kind: 'update-service', vs: lc }], vips: undefined,
+      holds: [{ op: 0, member: { family: 'IPv4', address: '10.200.1.10', protocol: 'tcp', port: 80 } }],
+    });
+    deps.iptables.holdSyns = async (_m, swap) => ({ value: await swap(), error: new Error('no HOLD set') });
+    const r = await executeSyncPlan(p, desired, defaultProxyConfig, deps, new TableCache(), new Set());
+    expect({ ops: r.ops, error: String(r.holdError) }).toEqual({ ops: [undefined], error: 'Error: no HOLD set' });
+    expect(deps.ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 lc');
+    deps.iptables.holdSyns = async (_m, swap) => { await swap(); throw new Error('release refused'); };
+    await expect(executeSyncPlan({ ...p, ops: [{ kind: 'update-service', vs: added }] }, desired, defaultProxyConfig,
+      deps, new TableCache(), new Set())).rejects.toThrow('release refused');
+  });
+
+  it('holds at most 256 swaps at a time', async () => {
+    const deps = parts([]);
+    const vss = Array.from({ length: 300 }, (_, i) =>
+      makeVirtualServer({ family: 'IPv4', address: `10.200.${2 + (i >> 8)}.${i & 255}`, port: 80, scheduler: 'rr' }));
+    for (const vs of vss) await deps.ipvs.addVirtualServer(vs);
+    const sizes: number[] = [];
+    deps.iptables.holdSyns = async (members, swap) => { sizes.push(members.length); return { value: await swap() }; };
+    const p = plan({
+      ops: vss.map((vs) => ({ kind: 'update-service' as const, vs: { ...vs, scheduler: 'lc' } })), vips: undefined,
+      holds: vss.map((vs, op) => ({ op, member: { family: 'IPv4' as const, address: vs.address, protocol: 'tcp' as const, port: 80 } })),
+    });
+    const r = await executeSyncPlan(p, desired, defaultProxyConfig, deps, new TableCache(), new Set());
+    expect({ sizes, answers: r.ops.length, lc: deps.ipvs.dump().split('\n').filter((l) => l.endsWith(' lc')).length })
+      .toEqual({ sizes: [256, 44], answers: 300, lc: 300 });
   });
 });
