@@ -64,18 +64,21 @@ export function encodeList(seq: number, port: number, what: { set: string } | 'n
     const flag = what === 'names' ? IPSET_FLAG_LIST_SETNAME : IPSET_FLAG_LIST_HEADER;
     attrs.push(nla(A.FLAGS | NLA_F_NET_BYTEORDER, be32(flag)));
   }
-  const body = Buffer.concat(attrs);
+  return message(IPSET_LIST, NLM_F_REQUEST | NLM_F_DUMP, seq, port, Buffer.concat(attrs));
+}
+
+/** An ipset request: netlink header, nfgenmsg (AF_INET, version 0: the set's own family decides), attributes. */
+function message(type: number, flags: number, seq: number, port: number, body: Buffer): Buffer {
   const b = Buffer.alloc(NLMSG_HDRLEN + NFGENMSG_LEN + body.length);
   b.writeUInt32LE(b.length, 0);
-  b.writeUInt16LE(IPSET_LIST, 4);
-  b.writeUInt16LE(NLM_F_REQUEST | NLM_F_DUMP, 6);
+  b.writeUInt16LE(type, 4);
+  b.writeUInt16LE(flags, 6);
   b.writeUInt32LE(seq >>> 0, 8);
   b.writeUInt32LE(port >>> 0, 12);
-  b.writeUInt8(AF_INET, 16); // nfgenmsg: family, version 0, res_id 0
+  b.writeUInt8(AF_INET, 16);
   body.copy(b, NLMSG_HDRLEN + NFGENMSG_LEN);
   return b;
 }
-
 
 const PROTO_NUMBERS = { tcp: 6, udp: 17, sctp: 132 } as const;
 
@@ -102,15 +105,7 @@ export function encodeMember(
   const body = Buffer.concat([
     nla(A.PROTOCOL, Buffer.from([PROTOCOL])), nla(A.SETNAME, cstring(set)), nla(A.DATA | NLA_F_NESTED, data),
   ]);
-  const b = Buffer.alloc(NLMSG_HDRLEN + NFGENMSG_LEN + body.length);
-  b.writeUInt32LE(b.length, 0);
-  b.writeUInt16LE(type, 4);
-  b.writeUInt16LE(NLM_F_REQUEST | NLM_F_ACK, 6);
-  b.writeUInt32LE(seq >>> 0, 8);
-  b.writeUInt32LE(port >>> 0, 12);
-  b.writeUInt8(AF_INET, 16); // nfgenmsg as in a list request: the set's own family decides
-  body.copy(b, NLMSG_HDRLEN + NFGENMSG_LEN);
-  return b;
+  return message(type, NLM_F_REQUEST | NLM_F_ACK, seq, port, body);
 }
 
 /** The set names a names-only list answered with, in the kernel's order. */
