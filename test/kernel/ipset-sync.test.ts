@@ -14,6 +14,8 @@ import { IptablesRestore, spawnRunner } from '../../src/iptables/restore.js';
 import { desiredSets } from '../../src/iptables/render.js';
 import { NetlinkSetReader, toolSetReader } from '../../src/iptables/ipset-reader.js';
 import type { SavedSet } from '../../src/iptables/ipset-save.js';
+import { type IpPortMember, IpsetError } from '../../src/iptables/ipset-netlink.js';
+import { NetlinkSetMembers } from '../../src/iptables/syn-hold.js';
 
 if (process.env.IPVS_LAB !== '1') throw new Error('kernel tests run in the lab VM: npm run test:kernel');
 jest.setTimeout(240_000);
@@ -209,5 +211,32 @@ describe('ipsets synced by difference, in the lab VM', () => {
     expect(sh('ipset', 'list', '-n').split('\n')).not.toContain('IPSK-LB-tmp');
     expect(sh('iptables-save', '-t', 'nat')).toContain('-A IPSK-NODE-PORT -p tcp -m set --match-set IPSK-NP-TCP dst -j IPSK-MARK-MASQ');
     expect(foreign()).toBe(foreignBefore);
+  });
+
+  it('the SYN hold: members added over netlink while the swap runs, both families, deleted after; twice is no error', async () => {
+    const ipt = new IptablesRestore({ prefix: PREFIX });
+    await ipt.sync(D1, config);
+    const members: IpPortMember[] = [
+      { family: 'IPv4', address: '10.200.7.10', protocol: 'tcp', port: 80 },
+      { family: 'IPv6', address: 'fd00:200:7::a', protocol: 'tcp', port: 443 },
+    ];
+    const during = await ipt.holdSyns(members, async () => [listed('IPSK-HOLD'), listed('IPSK6-HOLD')]);
+    expect(during).toEqual({ value: [['10.200.7.10,tcp:80'], ['fd00:200:7::a,tcp:443']] });
+    expect([listed('IPSK-HOLD'), listed('IPSK6-HOLD')]).toEqual([[], []]);
+    // As `ipset -exist`: a member added twice, or deleted when gone, is no error.
+    const w = new NetlinkSetMembers();
+    const set = (m: IpPortMember) => (m.family === 'IPv4' ? 'IPSK-HOLD' : 'IPSK6-HOLD');
+    await w.add(set, members);
+    await w.add(set, members);
+    expect([listed('IPSK-HOLD'), listed('IPSK6-HOLD')]).toEqual([['10.200.7.10,tcp:80'], ['fd00:200:7::a,tcp:443']]);
+    await w.del(set, members);
+    await w.del(set, members);
+    expect([listed('IPSK-HOLD'), listed('IPSK6-HOLD')]).toEqual([[], []]);
+    // No such set: the kernel's refusal names the member; a hold that cannot be set lets the swap run.
+    await expect(w.add(() => 'IPSK-NO-SUCH', members.slice(0, 1))).rejects.toThrow(IpsetError);
+    const unheld = await new IptablesRestore({ prefix: 'IPSKX' }).holdSyns(members, async () => 'swapped');
+    expect({ value: unheld.value, error: unheld.error instanceof IpsetError, text: String(unheld.error) })
+      .toMatchObject({ value: 'swapped', error: true, text: expect.stringContaining('IPSKX-HOLD 10.200.7.10,tcp:80') });
+    w.close();
   });
 });
