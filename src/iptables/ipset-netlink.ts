@@ -13,9 +13,9 @@ import {
 import { NetlinkError } from '../netlink/errors.js';
 import { type NlMessage, attrList, cstring, nla, parseAttrs } from '../netlink/framing.js';
 import { type IpPortMember, formatIPv4, formatIPv6, parseIPv4, parseIPv6 } from '../model/addr.js';
+import type { SavedSet, SavedSets } from './ipset-save.js';
 
 export type { IpPortMember };
-import type { SavedSet, SavedSets } from './ipset-save.js';
 
 /** An ipset netlink request that failed, or an ipset message that could not be read. */
 export class IpsetError extends NetlinkError {}

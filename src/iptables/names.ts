@@ -26,7 +26,7 @@ export type Table = 'nat' | 'filter' | 'mangle';
 export const CHAINS: Readonly<Record<Table, readonly string[]>> = {
   nat: ['SERVICES', 'CLUSTER', 'EXTERNAL', 'NODE-PORT', 'MARK-MASQ', 'POSTROUTING'],
   filter: ['INPUT', 'SOURCE-RANGES', 'FORWARD'],
-  // Before IPVS on both of its paths (mangle runs at -150, IPVS at -99 and +99): the SYN hold.
+  // Before IPVS on both of its paths (mangle runs at -150, IPVS at -98 on OUTPUT and +99 on INPUT): the SYN hold.
   mangle: ['HOLD'],
 };
 

@@ -1,11 +1,12 @@
 // Carries a SyncPlan out: first the ops that swap a scheduler, with their SYNs held (when the
 // iptables path can hold them); then the other IPVS ops (pipelined, one result each), the VIP binds
 // (one pipelined batch) and the iptables path at once, then the VIP unbinds (one batch), then the
-// plan's conntrack filters whose deletions the kernel accepted. It decides nothing: what to change, and what each
-// answer means, was decided by planSync. It reports the kernel's answer to each op by id (a refused
-// op is its Service's; the others are applied regardless) and what the conntrack step did; a VIP
-// or iptables failure, or an op sent to an IPVS family that is gone (ip_vs reloaded), rejects,
-// since it concerns the whole node, and then no conntrack entry is deleted.
+// plan's conntrack filters whose deletions the kernel accepted. It decides nothing: what to
+// change, and what each answer means, was decided by planSync. It reports the kernel's answer to
+// each op by id (a refused op is its Service's; the others are applied regardless) and what the
+// conntrack step did; a VIP or iptables failure, or an op sent to an IPVS family that is gone
+// (ip_vs reloaded), rejects, since it concerns the whole node, and then no conntrack entry is
+// deleted.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
@@ -47,7 +48,6 @@ export interface SyncResults {
   /** Why the plan's SYN hold could not be set (its swaps ran unheld); undefined when it was, or none was due. */
   holdError?: unknown;
 }
-
 
 /** The plan's scheduler swaps, done: their op ids (ascending), the kernel's answers, the hold's error. */
 interface Swapped {
