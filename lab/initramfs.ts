@@ -9,9 +9,10 @@
 //     dir is a tmpfs, so the guest may write anywhere without touching the host;
 //   - mounts proc, sys, dev, devpts, /run, /tmp (tmpfs) in it, the project (9p tag `work`,
 //     read-write, cache=none) at the same absolute path as on the host, and binds the cached
-//     kernel's lib/modules onto /lib/modules so `modprobe ip_vs` works; <project>/node_modules
-//     comes from the cached read-only host root (read-only in the guest: never `npm install`
-//     there) and <project>/.cache/lab/kernel is hidden by an empty tmpfs;
+//     kernel's lib/modules onto /lib/modules so `modprobe ip_vs` works; <project>/node_modules,
+//     .cache/node, .cache/image and dist come from the cached read-only host root (read-only in
+//     the guest: never `npm install` or build there), and <project>/.cache/lab/kernel is hidden
+//     by an empty tmpfs;
 //   - copies /etc/protocols and /etc/services into the upper dir (as on a node's own disk: ipset
 //     looks a protocol up per member, a 9p round trip each otherwise);
 //   - switch_root (not chroot: the kernel's module auto-loading must run the new root's modprobe)
@@ -73,12 +74,17 @@ mkdir -p "/newroot$WORK"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=1048576,cache=none work "/newroot$WORK" || fail "9p mount of the project failed"
 mkdir -p /newroot/lib/modules
 mount --bind "/lower$MODS" /newroot/lib/modules || fail "bind of $MODS onto /lib/modules failed"
-# Speed: node_modules read through the cached (cache=loose, read-only) host root rather than the
-# uncached project share (jest start-up 16 s -> 6 s), and the unpacked kernel hidden from the
-# project tree so jest's file crawl skips its ~5000 files.
-if [ -d "/lower$WORK/node_modules" ]; then
-  mount --bind "/lower$WORK/node_modules" "/newroot$WORK/node_modules" || fail "bind of node_modules failed"
-fi
+# Speed: what the guest only reads is read through the cached (cache=loose, read-only) host root
+# rather than the uncached project share: node_modules (jest start-up 16 s -> 6 s), the project's
+# Node.js under .cache/node (.ci/node.sh; exec'd from the share, every start read the binary over
+# 9p again: node -e 0 took 3.0-6.4 s, 0.3-0.6 s once cached), the built dist, and the image's
+# unpacked filesystem (.cache/image, a lab cluster node's operator runs from it). The unpacked
+# kernel is hidden from the project tree so jest's file crawl skips its ~5000 files.
+for d in node_modules .cache/node .cache/image dist; do
+  if [ -d "/lower$WORK/$d" ]; then
+    mount --bind "/lower$WORK/$d" "/newroot$WORK/$d" || fail "bind of $d failed"
+  fi
+done
 case "$MODS" in
   "$WORK"/.cache/lab/kernel/*) mount -t tmpfs -o ro,size=4k,mode=0555 lab-hidden "/newroot$WORK/.cache/lab/kernel" ;;
 esac

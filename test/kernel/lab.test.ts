@@ -49,6 +49,21 @@ lab('lab VM', () => {
     expect(ipvsadm('-Ln')).toMatch(/IP Virtual Server version \d+\.\d+\.\d+/);
   });
 
+  test('node, node_modules and dist are read through the cached host root, not the uncached project share', () => {
+    // /proc/mounts: "source mountpoint type options ..."; the mount holding a path is the longest
+    // mount point it starts with (later mounts over the same point win).
+    const mounts = readFileSync('/proc/mounts', 'utf8').trim().split('\n').map((l) => l.split(' '));
+    const holder = (path: string) => mounts
+      .filter(([, at]) => at !== undefined && (path === at || path.startsWith(at === '/' ? '/' : `${at}/`)))
+      .reduce((best, m) => (m[1]!.length >= best[1]!.length ? m : best));
+    for (const path of [process.execPath, `${process.cwd()}/node_modules/jest`, `${process.cwd()}/dist/src/cli/main.js`]) {
+      const [source, at, , options] = holder(path);
+      expect({ path, source, at }).not.toEqual(expect.objectContaining({ source: 'work' }));
+      if (source === 'hostroot') expect(options!.split(',')).toEqual(expect.arrayContaining(['ro', 'loose']));
+    }
+    expect(holder(`${process.cwd()}/dist/src/cli/main.js`)[0]).toBe('hostroot');
+  });
+
   test('rr over 3 pods: 30 sequential requests give 10/10/10, pods see the client address', async () => {
     ipvsadm('-A', '-t', `${VIP}:80`, '-s', 'rr');
     for (const p of PODS) ipvsadm('-a', '-t', `${VIP}:80`, '-r', `${p.ip}:80`, '-m');
