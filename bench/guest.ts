@@ -450,6 +450,17 @@ async function main(): Promise<void> {
       const e: SourceEvent = { kind: 'endpointslice', type: 'upsert', object: changed };
       const dumpsBefore = ipvs.dumps;
       w = status.next();
+      // The collections while the change waits: a major one of the heap under TCG is the one
+      // candidate for a second between the interrupted sync and the change's own (11-29: 1.05 s).
+      const gcs: Array<{ start: number; end: number; major: boolean }> = [];
+      const gcObserver = new PerformanceObserver((list) => {
+        for (const g of list.getEntries()) {
+          const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
+          gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
+        }
+      });
+      gcObserver.observe({ entryTypes: ['gc'] });
+      const pc = performance.now();
       const tc = process.hrtime.bigint();
       op.handle(e);
       let interrupted: Record<string, unknown> | undefined;
@@ -461,9 +472,19 @@ async function main(): Promise<void> {
         w = status.next();
       }
       const latencyMs = msSince(tc);
-      driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, checks, interrupted, change: { latencyMs, ops: op.last!.ops } };
+      const pEnd = performance.now();
+      await new Promise((r) => setImmediate(r)); // the observer's last entries
+      gcObserver.disconnect();
+      const during = gcs.filter((g) => g.end > pc && g.start < pEnd);
+      const gc = { ms: during.reduce((sum, g) => sum + Math.min(g.end, pEnd) - Math.max(g.start, pc), 0),
+        collections: during.length, major: during.filter((g) => g.major).length };
+      // The change's own sync (its duration), and so the time between the two syncs.
+      const syncMs = op.last!.durationMs;
+      const gapMs = latencyMs - syncMs - ((interrupted?.endedAfterTheChangeMs as number | undefined) ?? 0);
+      driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, checks, interrupted, change: { latencyMs, ops: op.last!.ops, syncMs, gapMs, gc } };
       progress(`a change during the runner's periodic sync: programmed after ${latencyMs.toFixed(1)} ms (${op.last!.ops} op); the check read ${String(interrupted?.dumpsAfterTheChange ?? '?')} dump(s) after the change arrived` +
-        (interrupted ? `; that sync ended ${(interrupted.endedAfterTheChangeMs as number).toFixed(1)} ms after it (its iptables check ${(interrupted.iptablesCheckMs as number).toFixed(0)} ms in all)` : ''));
+        (interrupted ? `; that sync ended ${(interrupted.endedAfterTheChangeMs as number).toFixed(1)} ms after it (its iptables check ${(interrupted.iptablesCheckMs as number).toFixed(0)} ms in all)` : '') +
+        `; the change's own sync took ${syncMs} ms, ${gapMs.toFixed(0)} ms went between the two; GC ${gc.ms.toFixed(1)} ms in ${gc.collections} collection(s), ${gc.major} major`);
     }
     await op.stop();
 

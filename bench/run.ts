@@ -225,7 +225,9 @@ function renderTable(r: any): string {
         `programmed after ${s(d.change.latencyMs)} (${d.change.ops} op; guest target <= 50 ms: ${verdict(d.change.latencyMs <= 50)}); the check read ` +
         `${d.interrupted?.dumpsAfterTheChange ?? '?'} dump(s) after it arrived, then stopped` +
         (d.interrupted?.endedAfterTheChangeMs === undefined ? '.'
-          : `; that sync ended ${s(d.interrupted.endedAfterTheChangeMs)} after the change arrived.`));
+          : `; that sync ended ${s(d.interrupted.endedAfterTheChangeMs)} after the change arrived.`) +
+        (d.change.syncMs === undefined ? '' : ` The change's own sync took ${s(d.change.syncMs)}; ${s(d.change.gapMs)} went ` +
+          `between the two syncs; GC while it waited: ${s(d.change.gc.ms)} in ${d.change.gc.collections} collection(s), ${d.change.gc.major} major.`));
     }
     if (big?.restart) {
       const share = big.restart.ms / big.full.totalMs;
