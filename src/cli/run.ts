@@ -104,7 +104,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
     ...(netlink ? { kernelHealth: () => netlink.health(), kernelGeneration: () => netlink.familyId } : {}),
     ...(netlink && !o.dryRun ? { onKernelReset: () => node.kernelReset() } : {}),
     record: o.dryRun ? new MemoryOwnershipRecord(undefined, fileRecord) : fileRecord,
-    ...(o.dryRun ? { onPlan: printPlan(print), writesAfterPlan: true } : { conntrack: new NetlinkConntrack() }),
+    ...(o.dryRun ? { onPlan: printPlan(print) } : { conntrack: new NetlinkConntrack() }),
     ...(o.dryRun ? {} : {
       afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }),
     }),

@@ -1,13 +1,12 @@
 // Carries a SyncPlan out: first the ops that swap a scheduler, with their SYNs held (when the
 // iptables path can hold them); then the other IPVS ops (pipelined, one result each), the VIP binds
 // (one pipelined batch) and the iptables path at once, then the VIP unbinds (one batch), then the
-// plan's conntrack filters whose deletions the kernel accepted. A full sync starts its iptables
-// path beside its read: the executor then waits for it before the swaps and does not run it again.
-// It decides nothing: what to change, and what each answer means, was decided by planSync. It
-// reports the kernel's answer to each op by id (a refused op is its Service's; the others are
-// applied regardless) and what the conntrack step did; a VIP or iptables failure, or an op sent to
-// an IPVS family that is gone (ip_vs reloaded), rejects, since it concerns the whole node, and then
-// no conntrack entry is deleted.
+// plan's conntrack filters whose deletions the kernel accepted. It decides nothing: what to
+// change, and what each answer means, was decided by planSync. It reports the kernel's answer to
+// each op by id (a refused op is its Service's; the others are applied regardless) and what the
+// conntrack step did; a VIP or iptables failure, or an op sent to an IPVS family that is gone
+// (ip_vs reloaded), rejects, since it concerns the whole node, and then no conntrack entry is
+// deleted.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
@@ -38,14 +37,6 @@ function keep(results: readonly VipResult[], ips: readonly string[], done: (ip: 
   results.forEach((e, i) => { if (!e) done(ips[i]!); });
   const refused = results.find((e) => e);
   if (refused) throw refused;
-}
-
-/** A step's outcome, kept rather than thrown: the executor waits for every step before it throws. */
-export type StepOutcome<T> = { ok: true; value: T } | { ok: false; reason: unknown };
-
-/** Resolves with `p`'s outcome; never rejects. */
-export function settleStep<T>(p: Promise<T>): Promise<StepOutcome<T>> {
-  return p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
 }
 
 /** What carrying out a plan did, item by item. */
@@ -102,29 +93,27 @@ async function applyRest(plan: SyncPlan, deps: ExecutorDeps, swapped: Swapped | 
 
 /**
  * Applies `plan`: records each accepted op in `cache` and keeps `vipsNow` (the link's addresses)
- * in step with each address added or removed. Resolves with each item's result. `iptablesStarted`:
- * the iptables path for this `desired` and `config`, already started by the sync (a full sync's,
- * beside its read); it stands for plan.iptables.
+ * in step with each address added or removed. Resolves with each item's result.
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
-  iptablesStarted?: Promise<StepOutcome<void>>,
 ): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
   // once. VIPs are unbound as soon as the IPVS batch (which deleted the virtual servers on them)
-  // and the binds are done; the iptables path may still run meanwhile.
-  // A SYN hold writes our HOLD set, which the iptables path reads and writes: never both at once.
-  if (iptablesStarted && plan.holds.length) await iptablesStarted;
+  // and the binds are done; the iptables path may still run meanwhile. (A full sync's iptables
+  // path started beside its read instead was measured three times and gained nothing in the lab
+  // VM: docs/performance.md, "Starting the iptables path beside the table read".)
+  const settle = <T>(p: Promise<T>) =>
+    p.then((value) => ({ ok: true as const, value }), (reason: unknown) => ({ ok: false as const, reason }));
   const swapped = await holdSwaps(plan, deps);
-  const ipvs = settleStep(applyRest(plan, deps, swapped));
-  const bound = settleStep((async () => {
+  const ipvs = settle(applyRest(plan, deps, swapped));
+  const bound = settle((async () => {
     if (!v) return;
     if (v.ensure) await deps.vips.ensure(v.link);
     if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
-  const iptables = iptablesStarted
-    ?? settleStep(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
+  const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {
@@ -136,7 +125,7 @@ export async function executeSyncPlan(
   const binds = await bound;
   let unbind: { ok: true } | { ok: false; reason: unknown } = { ok: true };
   if (applied.ok && binds.ok) {
-    unbind = await settleStep((async () => {
+    unbind = await settle((async () => {
       if (v?.remove.length) keep(await deps.vips.removeMany(v.link, v.remove), v.remove, (ip) => vipsNow.delete(ip));
     })());
   }

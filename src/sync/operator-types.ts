@@ -58,11 +58,6 @@ export interface OperatorDeps {
   /** Called with each plan before it is carried out: `--dry-run` prints it (formatSyncPlan). */
   onPlan?: (plan: SyncPlan) => void;
   /**
-   * Every write of a sync after its plan: a full sync's iptables path waits for the plan instead
-   * of running beside the read (`--dry-run` prints the plan, then the payloads it would write).
-   */
-  writesAfterPlan?: boolean;
-  /**
    * After each successful sync, before Events: edge work that follows the desired state (the
    * health-check servers, health-edge.ts). Its problems are reported with the others; a throw is
    * logged and keeps the previous problems.

@@ -12,7 +12,7 @@ import { type Settled, settleSync } from '../plan/settle.js';
 import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { SourceEvent } from '../source/types.js';
 import { reportCleanup } from './conntrack-cleanup.js';
-import { type StepOutcome, executeSyncPlan, settleStep } from './executor.js';
+import { executeSyncPlan } from './executor.js';
 import { logPlan, recordSyncEnd, reportHolds, reportProblems } from './outcome.js';
 import { type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord } from './record.js';
@@ -165,15 +165,12 @@ export class Operator {
     if (full) this.reader.openListing(); // its thread reads the kernel while the desired state is built
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
-    let rules: Promise<StepOutcome<void>> | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
       const weighted = this.weights.apply(built.table, changed, t0);
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
-      // A full sync applies the iptables path whatever it reads (planSync): it runs beside the read.
-      if (full && !this.deps.writesAfterPlan) rules = settleStep(this.deps.iptables.sync(desired, config));
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
       // A periodic sync re-applies the VIP link and, if it drifted, the iptables path: its check runs
       // beside the read of IPVS; a change that arrives puts either off (iptables-check.ts).
@@ -204,8 +201,7 @@ export class Operator {
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const { cache, vipsNow } = this.reader;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, rules);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       if (this.deps.iptables.holdSyns) reportHolds(plan, results.holdError, this.deps.log);
@@ -229,7 +225,6 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
-      await rules; // never rejects; the sync's own error is the one reported
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);

@@ -4,7 +4,7 @@ import { describe, expect, it } from '@jest/globals';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
 import type { IptablesSync } from '../../../src/iptables/sync.js';
 import { makeVirtualServer } from '../../../src/model/ipvs.js';
-import { executeSyncPlan, settleStep } from '../../../src/sync/executor.js';
+import { executeSyncPlan } from '../../../src/sync/executor.js';
 import { TableCache } from '../../../src/sync/table-cache.js';
 import { type SyncPlan } from '../../../src/plan/sync.js';
 import { FakeVipLink } from '../../../src/rtnl/vips.js';
@@ -157,40 +157,6 @@ describe('executeSyncPlan', () => {
     deps.iptables.holdSyns = async (_m, swap) => { await swap(); throw new Error('release refused'); };
     await expect(executeSyncPlan({ ...p, ops: [{ kind: 'update-service', vs: added }] }, desired, defaultProxyConfig,
       deps, new TableCache(), new Set())).rejects.toThrow('release refused');
-  });
-
-  it('an iptables path the sync started already is waited for, before the swaps, and not run again; its failure fails the sync after the rest', async () => {
-    const order: string[] = [];
-    const deps = parts(order);
-    await deps.ipvs.addVirtualServer(added);
-    const cache = new TableCache();
-    await cache.readAll(deps.ipvs);
-    order.length = 0;
-    deps.iptables.holdSyns = async (_m, swap) => { order.push('hold'); const value = await swap(); order.push('release'); return { value }; };
-    const swap = plan({
-      ops: [{ kind: 'update-service', vs: { ...added, scheduler: 'lc' } }], vips: undefined,
-      holds: [{ op: 0, member: { family: 'IPv4', address: '10.200.1.10', protocol: 'tcp', port: 80 } }],
-    });
-    // Started by the sync (as a full sync does beside its read): the executor's own call is not made.
-    const started = settleStep((async () => {
-      order.push('early:start');
-      await new Promise((r) => setTimeout(r, 20));
-      order.push('early:end');
-    })());
-    expect(await executeSyncPlan(swap, desired, defaultProxyConfig, deps, cache, new Set(), started)).toEqual({ ops: [undefined] });
-    expect(order).toEqual(['early:start', 'early:end', 'hold', 'ipvs:start', 'ipvs:end', 'release']);
-    // Without swaps nothing waits for it; a failure of it fails the sync once the ops are applied.
-    order.length = 0;
-    const failed = settleStep((async () => {
-      await new Promise((r) => setTimeout(r, 20));
-      order.push('early:failed');
-      throw new Error('iptables-restore: exit 4');
-    })());
-    const other = makeVirtualServer({ family: 'IPv4', address: '10.200.1.11', port: 80, scheduler: 'rr' });
-    await expect(executeSyncPlan(plan({ ops: [{ kind: 'add-service', vs: other }], vips: undefined }), desired, defaultProxyConfig,
-      deps, cache, new Set(), failed)).rejects.toThrow('exit 4');
-    expect(order).toEqual(['ipvs:start', 'ipvs:end', 'early:failed']);
-    expect(cache.view.has('TCP 10.200.1.11:80')).toBe(true);
   });
 
   it('holds at most 256 swaps at a time', async () => {

@@ -6,7 +6,7 @@ import { PluginRegistry } from '../../../plugins/index.js';
 import { type ProxyConfig, defaultProxyConfig } from '../../../src/config/types.js';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
 import { makeRealServer, makeVirtualServer } from '../../../src/model/ipvs.js';
-import { type IptablesSync, NoIptables } from '../../../src/iptables/sync.js';
+import { NoIptables } from '../../../src/iptables/sync.js';
 import { IptablesRestore } from '../../../src/iptables/restore.js';
 import { FakeHost } from '../../support/iptables-fake.js';
 import type { Runner } from '../../../src/iptables/exec.js';
@@ -602,80 +602,6 @@ describe('the periodic check of the iptables path', () => {
     expect([...host.sets.get('IPVSOP-CLUSTER-IP')!.members]).toEqual(['10.200.1.10,tcp:80']);
     expect(log.entries.filter((l) => l.message === 'iptables check put off: a change is waiting').map((l) => l.fields?.inARow))
       .toEqual([1, 2, 3, 1]);
-  });
-
-  it('a full sync runs its iptables path beside the read; a dry run (writesAfterPlan) after its plan; a failed read waits for it', async () => {
-    const order: string[] = [];
-    let ended: (() => void) | undefined;
-    const iptables: IptablesSync = {
-      sync: async () => {
-        order.push('iptables:start');
-        await new Promise((r) => setTimeout(r, 10));
-        order.push('iptables:end');
-        ended?.();
-      },
-      cleanup: async () => undefined,
-    };
-    let onDump: (() => Promise<void>) | undefined;
-    class GatedDump extends FakeIpvs {
-      override async listVirtualServers() {
-        await onDump?.();
-        order.push('read');
-        return super.listVirtualServers();
-      }
-    }
-    // The dump of the virtual servers waits for the iptables path to end: it ends in time only if
-    // the path runs beside the read (one run after the read would leave it waiting: 'after').
-    const gate = () => {
-      const done = new Promise<void>((r) => { ended = r; });
-      onDump = async () => {
-        onDump = undefined;
-        let timer: NodeJS.Timeout | undefined;
-        order.push(await Promise.race([
-          done.then(() => 'beside' as const), new Promise<'after'>((r) => { timer = setTimeout(() => r('after'), 2000); }),
-        ]));
-        clearTimeout(timer);
-      };
-    };
-    const feed = (op: Operator) => {
-      op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
-      op.handle({ kind: 'service', type: 'upsert', object: web() });
-      op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
-    };
-    const ipvs = new GatedDump();
-    const { op } = setup(ipvs, undefined, undefined, { iptables, onPlan: () => order.push('plan') });
-    feed(op);
-    gate();
-    await op.sync();
-    expect(order).toEqual(['iptables:start', 'iptables:end', 'beside', 'read', 'plan']);
-    expect(ipvs.dump()).toBe('add-service TCP 10.200.1.10:80 rr\nadd-dest TCP 10.200.1.10:80 -> 10.10.1.3:8080 w=1 masq');
-    // An incremental sync runs it after its plan, as before (here the sets changed: it runs).
-    order.length = 0;
-    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4'], '2') });
-    await op.sync();
-    expect(order).toEqual(['plan', 'iptables:start', 'iptables:end']);
-
-    // A dry run: the iptables path after the plan (it prints the plan, then the payloads).
-    order.length = 0;
-    const dry = setup(new GatedDump(), undefined, undefined, { iptables, onPlan: () => order.push('plan'), writesAfterPlan: true });
-    feed(dry.op);
-    gate();
-    await dry.op.sync();
-    expect(order).toEqual(['after', 'read', 'plan', 'iptables:start', 'iptables:end']);
-
-    // A read that fails: the sync fails only once the iptables path it started has ended.
-    order.length = 0;
-    class FailingDump extends FakeIpvs {
-      override async listVirtualServers(): Promise<never> {
-        order.push('read');
-        throw new Error('dump refused');
-      }
-    }
-    const failing = setup(new FailingDump(), undefined, undefined, { iptables });
-    feed(failing.op);
-    await expect(failing.op.sync()).rejects.toThrow('dump refused');
-    order.push('sync failed');
-    expect(order).toEqual(['iptables:start', 'read', 'iptables:end', 'sync failed']);
   });
 
   it('checks beside the read of IPVS; a change once the check is over does not put it off', async () => {
