@@ -136,6 +136,30 @@ class MeasuredIpvs implements IpvsClient {
   close() { this.inner.close(); }
 }
 
+/** The collections from now until stop(); within(): their time (ms), count and major ones in a window of performance.now(). */
+function watchCollections() {
+  const gcs: Array<{ start: number; end: number; major: boolean }> = [];
+  const observer = new PerformanceObserver((list) => {
+    for (const g of list.getEntries()) {
+      const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
+      gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
+    }
+  });
+  observer.observe({ entryTypes: ['gc'] });
+  return {
+    /** Stops watching, once the observer had its last entries (they come on a later turn). */
+    async stop(): Promise<void> {
+      await new Promise((r) => setImmediate(r));
+      observer.disconnect();
+    },
+    within(start: number, end: number): { ms: number; collections: number; major: number } {
+      const during = gcs.filter((g) => g.end > start && g.start < end);
+      return { ms: during.reduce((sum, g) => sum + Math.min(g.end, end) - Math.max(g.start, start), 0),
+        collections: during.length, major: during.filter((g) => g.major).length };
+    },
+  };
+}
+
 /**
  * A sync's phases from `t0` (ms), by the kernel calls: before the first read (the events and the
  * desired state), the reads (first start to last end), and the first write after t0.
@@ -330,14 +354,7 @@ async function main(): Promise<void> {
     // changes) or waited for the kernel.
     const runChanges = async (count: number, seedFrom: number) => {
       const changes: Array<{ kind: string; ops: number; virtualServers: number; latencyMs: number; ipvsMs: number; syncMs: number; iptablesMs: number; dumps: number }> = [];
-      const gcs: Array<{ start: number; end: number; major: boolean }> = [];
-      const gcObserver = new PerformanceObserver((list) => {
-        for (const g of list.getEntries()) {
-          const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
-          gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
-        }
-      });
-      gcObserver.observe({ entryTypes: ['gc'] });
+      const gcs = watchCollections();
       const windows: Array<{ start: number; end: number }> = [];
       for (let c = 0; c < count; c++) {
         const kind = (['add', 'remove', 'weight'] as const)[c % 3]!;
@@ -366,13 +383,10 @@ async function main(): Promise<void> {
         changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps });
         if ((c + 1) % 20 === 0 || c + 1 === count) progress(`  ${c + 1}/${count} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
       }
-      await new Promise((r) => setImmediate(r)); // the observer's last entries
-      gcObserver.disconnect();
+      await gcs.stop();
       const slowest = changes.map((x, i) => {
-        const w = windows[i]!;
-        const during = gcs.filter((g) => g.end > w.start && g.start < w.end);
-        const gcMs = during.reduce((sum, g) => sum + Math.min(g.end, w.end) - Math.max(g.start, w.start), 0);
-        return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs, collections: during.length, major: during.some((g) => g.major) };
+        const gc = gcs.within(windows[i]!.start, windows[i]!.end);
+        return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs: gc.ms, collections: gc.collections, major: gc.major > 0 };
       }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
       progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
       return { changes, slowest };
@@ -452,39 +466,35 @@ async function main(): Promise<void> {
       w = status.next();
       // The collections while the change waits: a major one of the heap under TCG is the one
       // candidate for a second between the interrupted sync and the change's own (11-29: 1.05 s).
-      const gcs: Array<{ start: number; end: number; major: boolean }> = [];
-      const gcObserver = new PerformanceObserver((list) => {
-        for (const g of list.getEntries()) {
-          const major = (g as { detail?: { kind?: number } }).detail?.kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR;
-          gcs.push({ start: g.startTime, end: g.startTime + g.duration, major });
-        }
-      });
-      gcObserver.observe({ entryTypes: ['gc'] });
+      const gcs = watchCollections();
       const pc = performance.now();
       const tc = process.hrtime.bigint();
       op.handle(e);
       let interrupted: Record<string, unknown> | undefined;
+      let eluFrom: ReturnType<typeof performance.eventLoopUtilization> | undefined;
       for (;;) {
         await w;
         if (op.last!.ops > 0) break;
         interrupted = { durationMs: op.last!.durationMs, dumps: ipvs.dumps, dumpsAfterTheChange: ipvs.dumps - dumpsBefore,
-          endedAfterTheChangeMs: msSince(tc), iptablesCheckMs: iptables.driftMs };
+          endedAfterTheChangeMs: msSince(tc), iptablesCheckMs: iptables.driftMs, full: op.last!.full,
+          syncs: ((interrupted?.syncs as number | undefined) ?? 0) + 1, ...(op.last!.error ? { error: op.last!.error } : {}) };
+        // Whether the operator's thread was busy between this sync and the change's own.
+        eluFrom = performance.eventLoopUtilization();
         w = status.next();
       }
       const latencyMs = msSince(tc);
       const pEnd = performance.now();
-      await new Promise((r) => setImmediate(r)); // the observer's last entries
-      gcObserver.disconnect();
-      const during = gcs.filter((g) => g.end > pc && g.start < pEnd);
-      const gc = { ms: during.reduce((sum, g) => sum + Math.min(g.end, pEnd) - Math.max(g.start, pc), 0),
-        collections: during.length, major: during.filter((g) => g.major).length };
+      const elu = eluFrom ? performance.eventLoopUtilization(eluFrom).utilization : undefined;
+      await gcs.stop();
+      const gc = gcs.within(pc, pEnd);
       // The change's own sync (its duration), and so the time between the two syncs.
       const syncMs = op.last!.durationMs;
       const gapMs = latencyMs - syncMs - ((interrupted?.endedAfterTheChangeMs as number | undefined) ?? 0);
-      driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, checks, interrupted, change: { latencyMs, ops: op.last!.ops, syncMs, gapMs, gc } };
+      driftCheck = { syncPeriodS: syncPeriod, budgetMs: 0.1 * syncPeriod * 1000, quiet, checks, interrupted, change: { latencyMs, ops: op.last!.ops, syncMs, gapMs, gc, ...(elu === undefined ? {} : { busyAfterTheCheck: elu }) } };
       progress(`a change during the runner's periodic sync: programmed after ${latencyMs.toFixed(1)} ms (${op.last!.ops} op); the check read ${String(interrupted?.dumpsAfterTheChange ?? '?')} dump(s) after the change arrived` +
         (interrupted ? `; that sync ended ${(interrupted.endedAfterTheChangeMs as number).toFixed(1)} ms after it (its iptables check ${(interrupted.iptablesCheckMs as number).toFixed(0)} ms in all)` : '') +
-        `; the change's own sync took ${syncMs} ms, ${gapMs.toFixed(0)} ms went between the two; GC ${gc.ms.toFixed(1)} ms in ${gc.collections} collection(s), ${gc.major} major`);
+        `; the change's own sync took ${syncMs} ms, ${gapMs.toFixed(0)} ms went between the two; GC ${gc.ms.toFixed(1)} ms in ${gc.collections} collection(s), ${gc.major} major` +
+        (elu === undefined ? '' : `; the thread busy ${(100 * elu).toFixed(0)}% from the check's end to the change's programming`));
     }
     await op.stop();
 
