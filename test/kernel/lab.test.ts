@@ -25,11 +25,15 @@ function ipvsadm(...args: string[]): string {
   return execFileSync('ipvsadm', args, { encoding: 'utf8' });
 }
 
-/** The guest root netns's ICMP counters (/proc/net/snmp, "Icmp:" header and value lines). */
-function icmpCounts(): Record<string, number> {
-  const [names, values] = readFileSync('/proc/net/snmp', 'utf8').split('\n').filter((l) => l.startsWith('Icmp:'))
-    .map((l) => l.split(' ').slice(1));
+/** One group of /proc/net/snmp or /proc/net/netstat ("Icmp:", "TcpExt:"): a line of names, then one of values. */
+function counters(text: string, group: string): Record<string, number> {
+  const [names, values] = text.split('\n').filter((l) => l.startsWith(`${group}:`)).map((l) => l.split(' ').slice(1));
   return Object.fromEntries((names ?? []).map((n, i) => [n, Number(values?.[i])]));
+}
+
+/** The guest root netns's ICMP counters. */
+function icmpCounts(): Record<string, number> {
+  return counters(readFileSync('/proc/net/snmp', 'utf8'), 'Icmp');
 }
 
 function icmpDelta(before: Record<string, number>): Record<string, number> {
@@ -134,9 +138,7 @@ lab('lab VM', () => {
     try {
       const scheduled = () => Number(/^TCP\s+\S+\s+(\d+)/m.exec(ipvsadm('-Ln', '--stats', '--exact', '-t', `${vip}:80`))?.[1]);
       const pawsRejected = async () => (await Promise.all(PODS.map(async (p) => {
-        const lines = (await netnsExec(p.name, ['cat', '/proc/net/netstat'])).stdout.split('\n').filter((l) => l.startsWith('TcpExt:'));
-        const [names, values] = lines.map((l) => l.split(' '));
-        return Number(values?.[names?.indexOf('PAWSEstab') ?? -1]);
+        return Number(counters((await netnsExec(p.name, ['cat', '/proc/net/netstat'])).stdout, 'TcpExt').PAWSEstab);
       }))).reduce((a, b) => a + b, 0);
       const pawsBefore = await pawsRejected();
       const r = await netnsExec(CLIENT.name, ['python3', '-c', TIME_WAIT_CLIENT, PODS.slice(0, 2).map((p) => p.ip).join(','), vip,
