@@ -1,16 +1,16 @@
 // What the process does with an error nothing caught (an uncaught exception, or a rejection no one
-// handled): print it, end the address thread (src/rtnl/address-batches.ts), then exit 1. Left to
+// handled): print it, end the helper thread (src/util/helper-thread.ts), then exit 1. Left to
 // Node, the exit ended the thread while its `netlink` socket was open mid-batch, and the package's
 // poll handler aborted the process ("FATAL ERROR: Error::Error napi_define_properties", exit 134)
 // instead of exit 1. The thread is ended by closing its socket first; EXIT_BOUND_MS at most.
-import { AddressBatches } from '../rtnl/address-batches.js';
+import { HelperThread } from '../util/helper-thread.js';
 
 export const EXIT_BOUND_MS = 2000;
 
-/** Ends the address threads (bounded), then exits with `code`. */
+/** Ends the helper threads (bounded), then exits with `code`. */
 export function exitAfterThreads(code: number): void {
   process.exitCode = code;
-  void AddressBatches.closeAll(EXIT_BOUND_MS).finally(() => process.exit(code));
+  void HelperThread.closeAll(EXIT_BOUND_MS).finally(() => process.exit(code));
 }
 
 /** Installs the handler; an error while it waits is printed and changes nothing. */

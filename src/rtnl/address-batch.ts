@@ -1,14 +1,14 @@
-// What the operator's event loop and the address thread (address-thread.ts) post each other, which
-// batches the thread sends, and the numbering of a batch's messages: pure, no I/O.
+// What the operator's event loop and the address job (address-thread.ts, on the helper thread)
+// post each other, which batches the thread sends, and the numbering of a batch's messages: pure.
 import { NLMSG_HDRLEN } from '../netlink/constants.js';
 import type { RouteRequest } from './socket.js';
 
 /**
- * Batches of at least this many addresses are sent from the address thread, which is started by
- * the first of them and then kept (ended, it did not give its memory back: 73 MB of RSS after
- * against 76 with it, on the host). Smaller ones, a change's few VIPs, are sent from the event
- * loop: the thread costs about 15 MB of RSS (the lab VM's operator at 10 000 Services, 186 MB
- * against 170) and a hop each way, and at 30 000 VIPs a few adds cost the kernel milliseconds.
+ * Batches of at least this many addresses are sent from the helper thread (src/util/
+ * helper-thread.ts, kept once started). Smaller ones, a change's few VIPs, are sent from the
+ * event loop, where a few adds cost less than a hop each way. The thread's memory (about 15 MB of
+ * RSS: the lab VM's operator at 10 000 Services, 186 MB against 170 when it had no thread) is paid
+ * anyway once a full sync has read the kernel's listing through it.
  */
 export const THREAD_MIN_ADDRESSES = 1024;
 

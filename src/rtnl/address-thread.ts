@@ -1,11 +1,12 @@
-// The address batches' thread, started by address-batches.ts: it sends each batch it is posted, in
-// turn, on a route-netlink socket (socket.ts) of the batch's own, so the kernel's work for each
-// address (done inside sendmsg()) runs on this thread, not on the operator's event loop. It numbers
-// the messages itself (nlmsg_seq and nlmsg_pid are its socket's) and posts back each one's errno,
-// or the error that failed the socket. With `record`, it also posts back the messages as sent (the
-// bench's kernel floor, bench/replay.ts). 'close' closes the socket in use and lets the thread end.
+// The address batches' job, run on the helper thread (src/util/helper-thread.ts) by
+// address-batches.ts: it sends each batch it is given, in turn, on a route-netlink socket
+// (socket.ts) of the batch's own, so the kernel's work for each address (done inside sendmsg())
+// runs on that thread, not on the operator's event loop. It numbers the messages itself
+// (nlmsg_seq and nlmsg_pid are its socket's) and posts back each one's errno, or the error that
+// failed the socket. With `record`, it also posts back the messages as sent (the bench's kernel
+// floor, bench/replay.ts). A batch cancelled while sent has its socket closed; close() closes the
+// socket in use before the thread ends.
 import { setTimeout as delay } from 'node:timers/promises';
-import { parentPort } from 'node:worker_threads';
 import { NetlinkError } from '../netlink/errors.js';
 import { NetlinkSocket } from '../netlink/socket.js';
 import { Serial } from '../util/serial.js';
@@ -22,10 +23,13 @@ const turns = new Serial();
  * whole process down (SIGSEGV, or an abort on a Napi::Error, seen on the host with Node 24); with
  * every socket closed it ends cleanly. A socket costs one socket() and bind() beside the sendmsg()s.
  */
-async function send(batch: AddressBatch): Promise<BatchAnswer> {
+async function send(batch: AddressBatch, signal: AbortSignal): Promise<BatchAnswer> {
   const sent: Buffer[] = [];
+  const cancel = () => inUse?.close();
   try {
+    if (signal.aborted) throw new NetlinkError('address-batch', 0, 'ECANCELED', 'cancelled');
     const s = (inUse = new RouteSocket(false));
+    signal.addEventListener('abort', cancel, { once: true });
     const out = numberMessages(unpackMessages(Buffer.from(batch.bytes), batch.lengths), () => s.nextSeq(), s.port);
     NetlinkSocket.recorder = batch.record
       ? (_protocol, chunk) => { for (const o of chunk) if (!o.dump) sent.push(Buffer.from(o.bytes)); }
@@ -37,24 +41,26 @@ async function send(batch: AddressBatch): Promise<BatchAnswer> {
     const err = e instanceof NetlinkError ? e : NetlinkError.fromPackageError('address-batch', e);
     return { id: batch.id, error: { op: err.op, errno: err.errno, code: err.code, message: err.message } };
   } finally {
+    signal.removeEventListener('abort', cancel);
     NetlinkSocket.recorder = undefined;
     inUse?.close();
     inUse = undefined;
   }
 }
 
-parentPort!.on('message', (m: AddressBatch | 'close') => {
-  if (m === 'close') {
-    inUse?.close();
-    parentPort!.close();
-    return;
-  }
-  void turns.run(async () => {
-    const answer = await send(m);
+/** The helper thread's job: one batch, sent after the ones before it; posts its answer. */
+export function run(batch: AddressBatch, post: (answer: BatchAnswer) => void, signal: AbortSignal): Promise<void> {
+  return turns.run(async () => {
+    const answer = await send(batch, signal);
     // The closed socket's handles are let go in the close phase of this turn of the loop; a timer
     // fires in a later turn, after it. Posted at once, the answer let a process that exited on it
     // end this thread first (an abort, seen on the host); after the timer, it ended cleanly.
     await delay(0);
-    parentPort!.postMessage(answer);
+    post(answer);
   });
-});
+}
+
+/** Closes the socket in use: the helper thread is about to end. */
+export function close(): void {
+  inUse?.close();
+}

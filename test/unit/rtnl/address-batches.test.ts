@@ -1,7 +1,8 @@
-// The address thread (src/rtnl/address-batches.ts, address-thread.ts): the packing and numbering of
-// a batch, the real thread against the host kernel on a link index that does not exist (every
-// request is refused, nothing changes on the host), and, with a stand-in thread, what a failed
-// socket, a thread that dies and the bench's recorder get. The real link: test/kernel/rtnl.test.ts.
+// The address batches (src/rtnl/address-batches.ts; their job on the helper thread,
+// address-thread.ts): the packing and numbering of a batch, the real job against the host kernel on
+// a link index that does not exist (every request is refused, nothing changes on the host), and,
+// with a stand-in job, what a failed socket, a thread that dies and the bench's recorder get. The
+// real link: test/kernel/rtnl.test.ts.
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,7 @@ import { AddressBatches } from '../../../src/rtnl/address-batches.js';
 import { RtnlError } from '../../../src/rtnl/errors.js';
 import { encodeAddrRequest, parseHostAddress } from '../../../src/rtnl/messages.js';
 import { CHUNK } from '../../../src/rtnl/socket.js';
+import { HelperThread } from '../../../src/util/helper-thread.js';
 
 const STANDIN = new URL('../../support/address-thread-standin.js', import.meta.url);
 const NO_LINK = 0x7ffffff0;
@@ -80,15 +82,25 @@ describe('AddressBatches, the real thread on the host kernel', () => {
     expect(b.failed).toBeUndefined();
   });
 
-  it('rejects the batch being sent when closed; the thread closes its socket and ends', async () => {
+  it('rejects the batch being sent when closed; the thread closes its socket and serves the next', async () => {
     const b = start();
     const ms = Array.from({ length: CHUNK * 20 }, (_, i) =>
       encodeAddrRequest('add', NO_LINK, parseHostAddress('t', `192.0.2.${i % 250}`), 0, 0));
     const sent = b.exchange(ms);
     b.close();
     await expect(sent).rejects.toThrow('socket closed');
-    // A thread that ended with its socket open would have taken this process down (see address-thread.ts).
     await expect(b.exchange(ms)).rejects.toThrow('socket closed');
+    // The same thread answers the next batches, whole: the cancelled one let its socket go.
+    const again = await start().exchange(ms);
+    expect(again).toHaveLength(ms.length);
+    expect([Errno.ENODEV, Errno.EPERM]).toContain(again[0]);
+    expect(HelperThread.shared().failed).toBeUndefined();
+    // Closed with its socket open, the thread would have taken this process down (address-thread.ts).
+    const thread = HelperThread.shared();
+    const last = start().exchange(ms);
+    thread.close();
+    await expect(last).rejects.toThrow('closed');
+    expect(HelperThread.shared()).not.toBe(thread);
   });
 
   it("hands the bench's recorder the messages as the thread numbered and sent them", async () => {
