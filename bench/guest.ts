@@ -186,6 +186,7 @@ class MeasuredVips implements VipLink {
   remove(name: string, a: string) { return this.timed(() => this.inner.remove(name, a)); }
   addMany(name: string, as: readonly string[]) { this.added += as.length; return this.timed(() => this.inner.addMany(name, as)); }
   removeMany(name: string, as: readonly string[]) { return this.timed(() => this.inner.removeMany(name, as)); }
+  prepare(count: number) { this.inner.prepare(count); }
 }
 
 class MeasuredIptables implements IptablesSync {

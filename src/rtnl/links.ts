@@ -72,7 +72,7 @@ export class Rtnl {
   private dumps: RouteSocket | undefined;
   /** The pipelined socket for small batches of address adds and deletes, opened on first use. */
   private requests: RouteSocket | undefined;
-  /** The thread that sends large ones (THREAD_MIN_ADDRESSES), started by the first. */
+  /** What sends large ones (THREAD_MIN_ADDRESSES) from the helper thread, made by the first. */
   private batches: AddressBatches | undefined;
   private pkg = new PackageSocket();
   private readonly queue = new Serial();
@@ -264,12 +264,20 @@ export class Rtnl {
     return sock.exchange(numberMessages(out, () => sock.nextSeq(), sock.port));
   }
 
+  /**
+   * Gets the helper thread's address job ready (imported, its thread started) when a batch of
+   * `count` addresses would go through it, so that the batch does not wait for that.
+   */
+  prepareBatches(count: number): void {
+    if (count >= THREAD_MIN_ADDRESSES && !this.batches) this.batches = new AddressBatches(this.threadScript);
+  }
+
   /** The dump socket, opened on first use and again after it failed. */
   private routeSocket(): RouteSocket {
     return (this.dumps = usable(this.dumps, true));
   }
 
-  /** Closes the sockets and ends the address thread. */
+  /** Closes the sockets; a batch on the helper thread is rejected and its socket closed. */
   close(): void {
     this.pkg.sock.socket.close();
     this.dumps?.close();

@@ -26,6 +26,12 @@ export interface VipLink {
   addMany(name: string, addresses: readonly string[]): Promise<VipResult[]>;
   /** remove() for each address, all sent at once: one result per address (EADDRNOTAVAIL when absent). */
   removeMany(name: string, addresses: readonly string[]): Promise<VipResult[]>;
+  /**
+   * A batch of about `count` addresses may follow (a full sync's desired VIPs): start now what
+   * sending it takes, so that it does not wait for it then. Changes nothing on the link; not
+   * optional, so that a wrapper cannot drop it unnoticed.
+   */
+  prepare(count: number): void;
 }
 
 /**
@@ -56,6 +62,9 @@ export class RtnlVipLink implements VipLink {
   }
   removeMany(name: string, addresses: readonly string[]): Promise<Array<RtnlError | undefined>> {
     return this.rtnl.deleteAddresses(name, addresses);
+  }
+  prepare(count: number): void {
+    this.rtnl.prepareBatches(count);
   }
   /** Deletes the link (cleanup); false when it did not exist. Refuses a link that is not a dummy. */
   async deleteLink(name: string): Promise<boolean> {
@@ -88,6 +97,8 @@ export class FakeVipLink implements VipLink {
     this.refuseForeign(`ensure-link ${name}`, name);
     if (!this.links.has(name)) this.links.set(name, new Set());
   }
+  /** The fake sends nothing: nothing to get ready. */
+  prepare(_count: number): void {}
   async list(name: string): Promise<string[]> {
     this.refuseForeign(`list-addresses ${name}`, name);
     // The real list leaves out link-local addresses (the kernel's own fe80::/64 on an up link).

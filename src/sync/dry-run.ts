@@ -134,6 +134,9 @@ export class DryRunVipLink implements VipLink {
     await this.addresses(name);
   }
 
+  /** Nothing is sent: nothing to get ready. */
+  prepare(_count: number): void {}
+
   async list(name: string): Promise<string[]> {
     return [...(await this.addresses(name))];
   }

@@ -168,6 +168,7 @@ export class Operator {
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
+      if (full) this.deps.vips.prepare(built.vips.size); // the binds' thread, readied beside the read
       const weighted = this.weights.apply(built.table, changed, t0);
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;

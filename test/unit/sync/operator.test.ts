@@ -482,6 +482,29 @@ describe('the kernel\'s listing opened ahead of a full read', () => {
   });
 });
 
+describe('the VIP link readied for a full sync\'s binds', () => {
+  it('is told how many VIPs a full sync wants, before its read; a sync that is not full tells it nothing', async () => {
+    const order: string[] = [];
+    class Told extends FakeVipLink {
+      override prepare(count: number): void { order.push(`prepare ${count}`); }
+      override async list(name: string): Promise<string[]> { order.push('list'); return super.list(name); }
+    }
+    const { op } = setup(undefined, new Told());
+    op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+    op.handle({ kind: 'service', type: 'upsert', object: web() });
+    op.handle({ kind: 'service', type: 'upsert', object: makeService('default', 'api', (s) => { s.spec!.clusterIP = '10.200.1.11'; s.spec!.clusterIPs = ['10.200.1.11']; }) });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3']) });
+    await op.sync();
+    expect(order[0]).toBe('prepare 2');
+    expect(order.filter((o) => o.startsWith('prepare'))).toEqual(['prepare 2']);
+    order.length = 0;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(['10.10.1.3', '10.10.1.4'], '2') });
+    await op.sync();
+    expect(op.last?.full).toBe(false);
+    expect(order.filter((o) => o.startsWith('prepare'))).toEqual([]);
+  });
+});
+
 describe('a configuration change during a sync', () => {
   it('makes the next sync full: the request is not cleared by the sync it arrived under', async () => {
     // A kernel that lets the test deliver an event in the middle of a sync, as the source can.
