@@ -7,10 +7,11 @@
 // restart. ipvsadm, sysctl and real traffic are the oracles.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { cleanupTopology, runLoad } from '../../lab/topology.js';
 import { setUpLabNode } from '../support/lab-node.js';
 import { ipvsadmLines } from '../support/ipvsadm.js';
+import { netlinkRows, socketInodes } from '../support/netlink-sockets.js';
 import { ManifestDir, OperatorProcess, service, slice, waitFor } from '../support/operator-process.js';
 import { cleanupNode } from '../../src/cli/status.js';
 
@@ -32,21 +33,17 @@ const timeouts = () => /Timeout \(tcp tcpfin udp\): (\d+ \d+ \d+)/.exec(execFile
  * (netlink_dump_start), so ip_vs cannot be unloaded under a process stopped in one.
  */
 function runningDumps(): Array<{ family: string; inode: string; pid?: string; comm?: string }> {
-  const rows = readFileSync('/proc/net/netlink', 'utf8').split('\n').slice(1).map((l) => l.trim().split(/\s+/))
-    .filter((f) => f.length >= 10 && f[6] !== '0');
   const owners = new Map<string, { pid: string; comm: string }>();
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let comm: string;
     try {
-      const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
-      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
-        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-        if (m) owners.set(m[1]!, { pid, comm });
-      }
+      comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
     } catch {
-      // a process or an fd gone meanwhile
+      continue; // gone meanwhile
     }
+    for (const inode of socketInodes(pid)) owners.set(inode, { pid, comm });
   }
-  return rows.map((f) => ({ family: f[1]!, inode: f[9]!, ...owners.get(f[9]!) }));
+  return netlinkRows().filter((r) => r.dump).map((r) => ({ family: r.family, inode: r.inode, ...owners.get(r.inode) }));
 }
 
 /**

@@ -3,40 +3,26 @@
 // 60 000 adds on a link index that does not exist (the host kernel refuses each one; nothing
 // changes), and throws once the thread's socket (one more socket among its fds) has answers queued
 // (Rmem in /proc/self/net/netlink): the kernel is answering and the thread reading.
-import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { exitOnUncaught } from '../../src/cli/fatal.js';
 import { AddressBatches } from '../../src/rtnl/address-batches.js';
 import { encodeAddrRequest, parseHostAddress } from '../../src/rtnl/messages.js';
+import { netlinkRows, socketInodes } from './netlink-sockets.js';
 
 const NO_LINK = 0x7ffffff0;
 
-/** The inodes of this process's sockets. */
-function sockets(): string[] {
-  return readdirSync('/proc/self/fd').flatMap((fd) => {
-    try {
-      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
-      return m ? [m[1]!] : [];
-    } catch {
-      return []; // the fd of the directory read itself, closed by now
-    }
-  });
-}
-
 /** Bytes queued on the netlink socket of `inode` (Rmem), 0 when it is not listed. */
 function queued(inode: string): number {
-  const row = readFileSync('/proc/self/net/netlink', 'utf8').split('\n').map((l) => l.trim().split(/\s+/))
-    .find((f) => f[9] === inode);
-  return row ? Number(row[4]) : 0;
+  return netlinkRows().find((r) => r.inode === inode)?.rmem ?? 0;
 }
 
 exitOnUncaught();
-const before = sockets();
+const before = socketInodes();
 const batches = new AddressBatches();
 const adds = Array.from({ length: 60_000 }, (_, i) =>
   encodeAddrRequest('add', NO_LINK, parseHostAddress('add', `10.200.${i >> 8}.${i & 255}`), 0, 0));
 void batches.exchange(adds).then(() => process.stdout.write('answered before the throw\n'), () => undefined);
 const poll = setInterval(() => {
-  const thread = sockets().find((s) => !before.includes(s));
+  const thread = socketInodes().find((s) => !before.includes(s));
   if (thread === undefined || queued(thread) === 0) return;
   clearInterval(poll);
   throw new Error('boom mid-batch');
