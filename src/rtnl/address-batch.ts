@@ -5,10 +5,10 @@ import type { RouteRequest } from './socket.js';
 
 /**
  * Batches of at least this many addresses are sent from the helper thread (src/util/
- * helper-thread.ts, kept once started). Smaller ones, a change's few VIPs, are sent from the
+ * helper-thread.ts, ended when idle). Smaller ones, a change's few VIPs, are sent from the
  * event loop, where a few adds cost less than a hop each way. The thread's memory (about 15 MB of
  * RSS: the lab VM's operator at 10 000 Services, 186 MB against 170 when it had no thread) is paid
- * anyway once a full sync has read the kernel's listing through it.
+ * during a full sync anyway, which reads the kernel's listing through it.
  */
 export const THREAD_MIN_ADDRESSES = 1024;
 

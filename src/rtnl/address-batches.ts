@@ -28,13 +28,26 @@ export class AddressBatches {
   private readonly waiting = new Map<number, Waiting>();
   private lastId = 0;
   private failure: RtnlError | undefined;
+  private thread: HelperThread;
+  /** Whether the thread is the process's shared one, which is followed when it ends idle. */
+  private readonly follows: boolean;
 
-  /** `job`: the job's module (tests run a stand-in); `thread`: the thread that runs it. */
-  constructor(
-    private readonly job: URL = ADDRESS_JOB,
-    private readonly thread: HelperThread = HelperThread.shared(),
-  ) {
-    thread.load(job);
+  /** `job`: the job's module (tests run a stand-in); `thread`: the thread that runs it (the shared one). */
+  constructor(private readonly job: URL = ADDRESS_JOB, thread?: HelperThread) {
+    this.follows = !thread;
+    this.thread = thread ?? HelperThread.shared();
+    this.prepare();
+  }
+
+  /** Has the thread import the job now (the thread then running, for a shared one that ended idle). */
+  prepare(): void {
+    this.follow();
+    if (!this.failure) this.thread.load(this.job);
+  }
+
+  /** A shared thread that ended with no job left nothing behind: the batches go to the next one. */
+  private follow(): void {
+    if (this.follows && this.thread.retired && !this.failure) this.thread = HelperThread.shared();
   }
 
   /** Why the batches failed (they are then never sent again), or undefined while they work. */
@@ -48,6 +61,7 @@ export class AddressBatches {
    * the job or the thread fails.
    */
   exchange(messages: readonly Buffer[]): Promise<number[]> {
+    this.follow();
     const dead = this.thread.failed;
     if (!this.failure && dead) this.fail(RtnlError.malformed('address-thread', dead.message));
     if (this.failure) return Promise.reject(this.failure);

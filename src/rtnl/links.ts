@@ -269,7 +269,7 @@ export class Rtnl {
    * `count` addresses would go through it, so that the batch does not wait for that.
    */
   prepareBatches(count: number): void {
-    if (count >= THREAD_MIN_ADDRESSES && !this.batches) this.batches = new AddressBatches(this.threadScript);
+    if (count >= THREAD_MIN_ADDRESSES) (this.batches ??= new AddressBatches(this.threadScript)).prepare();
   }
 
   /** The dump socket, opened on first use and again after it failed. */

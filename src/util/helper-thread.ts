@@ -1,16 +1,24 @@
 // The process's one helper thread (helper-main.ts): it runs jobs whose work would stall the event
 // loop, each a function of a job module named by its URL (the kernel's listing read in turn,
 // ipvs/proc-thread.ts; the large VIP batches, rtnl/address-thread.ts). One thread for all, started
-// on first use and kept: under TCG a new worker took 1.6-2.5 s from its start to its first
+// on first use and kept while used: under TCG a new worker took 1.6-2.5 s from its start to its first
 // answer, which the first large VIP batch of a first sync paid after the listing's own worker had
-// paid it once (docs/performance.md, "One helper thread"). A thread that ends keeps little of its
-// memory in RSS, so this is about the start, not the memory.
+// paid it once (docs/performance.md, "One helper thread"). A thread left with no job for IDLE_MS
+// ends, and the next job starts another: its heap and its modules are not kept for the hours
+// between two full syncs (docs/performance.md, "The helper thread ends when idle").
 import { setTimeout as delay } from 'node:timers/promises';
 import { Worker } from 'node:worker_threads';
 
 const MAIN = new URL('./helper-main.js', import.meta.url);
 /** The thread's name, as `top -H` and /proc/PID/task/TID/comm show it. */
 export const THREAD_NAME = 'ipvsop-helper';
+/**
+ * How long a thread with no job lives on. Longer than the gaps inside one full sync (its listing
+ * is read while the desired state is built; its VIP batch starts after the plan), so that a sync
+ * starts one thread; short beside the time between two full syncs (start, a configuration
+ * change, a failed sync).
+ */
+export const IDLE_MS = 30_000;
 
 /** What the event loop posts the thread. */
 export type ToHelper =
@@ -44,9 +52,13 @@ export class HelperThread {
   private readonly jobs = new Map<number, JobHandlers>();
   private lastId = 0;
   private failure: Error | undefined;
+  private idle: NodeJS.Timeout | undefined;
+  private idleEnded = false;
+  /** How long threads started from now on live with no job (IDLE_MS; tests shorten it). */
+  static idleMs = IDLE_MS;
 
-  /** `script`: the thread's entry (tests start a stand-in). */
-  constructor(script: URL = MAIN) {
+  /** `script`: the thread's entry (tests start a stand-in); `idleMs`: how long it lives with no job. */
+  constructor(script: URL = MAIN, private readonly idleMs = HelperThread.idleMs) {
     this.thread = new Worker(script, { name: THREAD_NAME });
     this.thread.on('message', (m: FromHelper) => this.received(m));
     this.thread.on('error', (e) => this.fail(e instanceof Error ? e : new Error(String(e))));
@@ -58,6 +70,7 @@ export class HelperThread {
     // After the listeners: a 'message' listener refs the thread again.
     this.thread.unref();
     live.add(this);
+    this.armIdle();
   }
 
   /** The process's helper thread: the one running, else a new one. */
@@ -89,9 +102,16 @@ export class HelperThread {
     return this.failure;
   }
 
+  /** Whether the thread ended for want of jobs (then failed too): an owner takes shared() again. */
+  get retired(): boolean {
+    return this.idleEnded;
+  }
+
   /** Has the thread import `module` now, so that its first job does not wait for it. */
   load(module: URL): void {
-    if (!this.failure) this.post({ load: module.href });
+    if (this.failure) return;
+    this.post({ load: module.href });
+    if (!this.jobs.size) this.armIdle(); // the job it readies is on its way
   }
 
   /**
@@ -105,6 +125,7 @@ export class HelperThread {
       return id;
     }
     this.jobs.set(id, handlers);
+    clearTimeout(this.idle);
     this.thread.ref();
     this.post({ job: id, module: module.href, data }, transfer);
     return id;
@@ -142,10 +163,27 @@ export class HelperThread {
 
   private settled(id: number): void {
     this.jobs.delete(id);
-    if (!this.jobs.size) this.thread.unref();
+    if (this.jobs.size) return;
+    this.thread.unref();
+    this.armIdle();
+  }
+
+  /** (Re)starts the idle timer; it keeps no process alive. */
+  private armIdle(): void {
+    clearTimeout(this.idle);
+    if (this.failure) return;
+    this.idle = setTimeout(() => {
+      if (this.jobs.size || this.failure) return;
+      this.idleEnded = true;
+      if (shared === this) shared = undefined;
+      this.fail(new Error(`ended after ${this.idleMs} ms with no job`));
+      this.post('close');
+    }, this.idleMs);
+    this.idle.unref();
   }
 
   private fail(err: Error): void {
+    clearTimeout(this.idle);
     this.failure ??= err;
     for (const [id, h] of [...this.jobs]) {
       this.settled(id);

@@ -13,7 +13,7 @@ import { AddressBatches } from '../../../src/rtnl/address-batches.js';
 import { RtnlError } from '../../../src/rtnl/errors.js';
 import { encodeAddrRequest, parseHostAddress } from '../../../src/rtnl/messages.js';
 import { CHUNK } from '../../../src/rtnl/socket.js';
-import { HelperThread } from '../../../src/util/helper-thread.js';
+import { HelperThread, IDLE_MS } from '../../../src/util/helper-thread.js';
 
 const STANDIN = new URL('../../support/address-thread-standin.js', import.meta.url);
 const NO_LINK = 0x7ffffff0;
@@ -101,6 +101,22 @@ describe('AddressBatches, the real thread on the host kernel', () => {
     thread.close();
     await expect(last).rejects.toThrow('closed');
     expect(HelperThread.shared()).not.toBe(thread);
+  });
+
+  it('follows the shared thread: after it ended with no job, the next batch goes to a new one, whole', async () => {
+    HelperThread.idleMs = 100;
+    HelperThread.shared().close(); // the next shared thread is started with that idle time
+    try {
+      const b = start(STANDIN);
+      const thread = HelperThread.shared();
+      expect(await b.exchange([message(20)])).toEqual([0]);
+      while (!thread.retired) await new Promise((r) => setTimeout(r, 10));
+      expect(await b.exchange([message(20), message(20)])).toEqual([0, 0]);
+      expect(b.failed).toBeUndefined();
+      expect(HelperThread.shared()).not.toBe(thread);
+    } finally {
+      HelperThread.idleMs = IDLE_MS;
+    }
   });
 
   it("hands the bench's recorder the messages as the thread numbered and sent them", async () => {

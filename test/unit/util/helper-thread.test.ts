@@ -4,12 +4,12 @@
 // and an address batch, at once on one thread.
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openProcListing } from '../../../src/ipvs/proc-read.js';
 import { AddressBatches } from '../../../src/rtnl/address-batches.js';
-import { HelperThread } from '../../../src/util/helper-thread.js';
+import { HelperThread, THREAD_NAME } from '../../../src/util/helper-thread.js';
 
 const JOB = new URL('../../support/helper-job-standin.js', import.meta.url);
 const ADDRESS_STANDIN = new URL('../../support/address-thread-standin.js', import.meta.url);
@@ -23,6 +23,11 @@ function startJob(thread: HelperThread, data: unknown): { id: number; messages: 
   });
   return { id, messages, ended };
 }
+
+/** This process's OS threads named as the helper thread (its worker's name). */
+const helperThreads = () => readdirSync('/proc/self/task')
+  .filter((tid) => { try { return readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim() === THREAD_NAME; } catch { return false; } })
+  .length;
 
 const started: HelperThread[] = [];
 const own = () => {
@@ -75,6 +80,28 @@ describe('HelperThread', () => {
       HelperThread.shared().load(new URL(${JSON.stringify(JOB.href)})); console.log('started');`;
     const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 20_000 });
     expect({ status: r.status, signal: r.signal, out: r.stdout.trim() }).toEqual({ status: 0, signal: null, out: 'started' });
+  });
+
+  it('ends once it had no job for its idle time, never while a job runs; shared() then starts another', async () => {
+    const before = helperThreads();
+    const t = new HelperThread(undefined, 150);
+    started.push(t);
+    const waiting = startJob(t, { do: 'wait' });
+    while (!waiting.messages.length) await new Promise((r) => setTimeout(r, 5));
+    expect(helperThreads()).toBe(before + 1);
+    // Four idle times with a job running: the job holds it.
+    await new Promise((r) => setTimeout(r, 600));
+    expect(t.retired).toBe(false);
+    t.cancel(waiting.id);
+    expect(await waiting.ended).toBeUndefined();
+    // With no job left, it ends by itself: the OS thread goes.
+    while (!t.retired) await new Promise((r) => setTimeout(r, 10));
+    expect(t.failed?.message).toBe('ended after 150 ms with no job');
+    while (helperThreads() > before) await new Promise((r) => setTimeout(r, 10));
+    expect((await startJob(t, { do: 'echo' }).ended)?.message).toBe('ended after 150 ms with no job');
+    const next = HelperThread.shared();
+    expect(next).not.toBe(t);
+    expect(await startJob(next, { do: 'echo', value: 1 }).ended).toBeUndefined();
   });
 
   it('a job whose module cannot load ends with why; the thread goes on', async () => {
