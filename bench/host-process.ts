@@ -8,7 +8,8 @@
 // table, as the kernel would hold it), printing the ops to stdout (discarded here). iptables is off
 // (--no-iptables): the dry run would run iptables-save on the host. Once /readyz answers (the first
 // sync ended), SIGUSR2 makes bench/mem-probe.js (preloaded) collect garbage and write
-// process.memoryUsage() + v8.getHeapStatistics(); VmRSS and VmHWM (peak) come from /proc.
+// process.memoryUsage() + v8.getHeapStatistics(); VmRSS and VmHWM (peak) come from /proc. Three
+// minutes later, past its periodic syncs and its helper thread's end (idle), the same again: `idle`.
 // With --real (in the lab VM, as root: `node dist/lab/cli.js run -- node dist/bench/host-process.js
 // kube 10000 10 --real`) the operator programs the kernel as a node does (no dry run, the iptables
 // path on): the process a node runs, without the dry run's table.
@@ -18,13 +19,14 @@
 // Run: node dist/bench/host-process.js kube|files [services] [endpoints] [--snapshot FILE] [--real] [--restart]
 //        [--node-flags '--max-semi-space-size=2 ...': given to the operator's node]
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { FakeApiServer } from '../test/support/fake-apiserver.js';
+import { IDLE_MS, THREAD_NAME } from '../src/util/helper-thread.js';
 import { NODE_NAME, makeCluster, msSince, progress } from './fixtures.js';
 
 const kind = process.argv[2];
@@ -113,22 +115,56 @@ const status = () => {
   const kb = (k: string) => Number(/(\d+) kB/.exec(text.split('\n').find((l) => l.startsWith(`${k}:`)) ?? '')?.[1] ?? NaN) * 1024;
   return { rss: kb('VmRSS'), hwm: kb('VmHWM'), anon: kb('RssAnon'), file: kb('RssFile') };
 };
-try {
-  const readyMs = await ready(child, t0);
-  progress(`${kind}: ready after ${(readyMs / 1000).toFixed(1)} s`);
-  const rssReady = status();
+/** How long after the first probe the second is taken (`idle`): two and a half minutes past IDLE_MS. */
+const SETTLE_MS = IDLE_MS + 150_000;
+/** The probe's figures: it collects garbage and writes them on SIGUSR2 (bench/mem-probe.ts). */
+const memoryProbe = async () => {
+  rmSync(probeOut, { force: true });
   child.kill('SIGUSR2');
   for (let i = 0; !existsSync(probeOut); i++) {
     if (i > 3000) throw new Error('no answer from the memory probe');
     await new Promise((r) => setTimeout(r, 100));
   }
   await new Promise((r) => setTimeout(r, 200)); // the file is written in one call; let it land
-  const probe = JSON.parse(readFileSync(probeOut, 'utf8')) as {
+  return JSON.parse(readFileSync(probeOut, 'utf8')) as {
     memory: NodeJS.MemoryUsage; heap: { used_heap_size: number; total_heap_size: number };
     spaces: Record<string, { size: number; used: number }>;
   };
+};
+/** The operator's OS threads named as its helper thread. */
+const helperThreads = () => readdirSync(`/proc/${child.pid}/task`).filter((tid) => {
+  try {
+    return readFileSync(`/proc/${child.pid}/task/${tid}/comm`, 'utf8').trim() === THREAD_NAME;
+  } catch {
+    return false; // a thread that ended meanwhile
+  }
+}).length;
+try {
+  const readyMs = await ready(child, t0);
+  progress(`${kind}: ready after ${(readyMs / 1000).toFixed(1)} s`);
+  const rssReady = status();
+  const probe = await memoryProbe();
   const after = status();
   const mb = (b: number) => Math.round((b / 2 ** 20) * 10) / 10;
+  // The process as it runs between full syncs, SETTLE_MS after the first probe: its periodic syncs
+  // ran meanwhile, and its helper thread (the listing, the VIP batches) ended once it had had no
+  // job for IDLE_MS (src/util/helper-thread.ts); when that happened is noted.
+  const helperSeen = helperThreads() > 0;
+  const tHelper = process.hrtime.bigint();
+  let helperEndedMs: number | undefined;
+  // Its RSS as it runs (no collection forced), every 2 s of the last two minutes: a single figure
+  // lands in a sync or between two, whose live data differ by 10-25 MB at 10 000 Services.
+  const rssSamples: number[] = [];
+  for (let at = 0; msSince(tHelper) < SETTLE_MS; await new Promise((r) => setTimeout(r, 250))) {
+    if (helperEndedMs === undefined && helperThreads() === 0) helperEndedMs = msSince(tHelper);
+    if (msSince(tHelper) >= SETTLE_MS - 120_000 && msSince(tHelper) >= at) {
+      rssSamples.push(status().rss);
+      at = msSince(tHelper) + 2000;
+    }
+  }
+  rssSamples.sort((a, b) => a - b);
+  const idleProbe = await memoryProbe();
+  const idle = status();
   const rs = N * E;
   console.log(JSON.stringify({
     source: kind, mode: real ? 'real kernel' : 'dry run', ...(restart ? { restartOf: { firstReadyMs } } : {}), nodeFlags: nodeFlags.join(' '), services: N, endpointsPerService: E, readyMs,
@@ -142,6 +178,13 @@ try {
     // Whole-process figures divided out (the ~50 MB of an idle node process included).
     rssBytesPerService: Math.round(after.rss / N), heapBytesPerService: Math.round(probe.memory.heapUsed / N),
     rssBytesPerEndpoint: Math.round(after.rss / rs), heapBytesPerEndpoint: Math.round(probe.memory.heapUsed / rs),
+    // SETTLE_MS later (helperEndedAfterMs: when its helper thread was first seen gone, if it was);
+    // rssMedianMb etc.: VmRSS every 2 s over the two minutes before, as it ran.
+    settleMs: SETTLE_MS, helperThreadSeen: helperSeen, ...(helperEndedMs === undefined ? {} : { helperEndedAfterMs: Math.round(helperEndedMs) }),
+    idle: { rssMb: mb(idle.rss), rssAnonMb: mb(idle.anon), rssFileMb: mb(idle.file),
+      rssMedianMb: mb(rssSamples[rssSamples.length >> 1]!), rssMinMb: mb(rssSamples[0]!),
+      rssMaxMb: mb(rssSamples[rssSamples.length - 1]!), rssSamples: rssSamples.length,
+      heapUsedMb: mb(idleProbe.memory.heapUsed), heapTotalMb: mb(idleProbe.memory.heapTotal) },
   }));
 } finally {
   child.kill('SIGTERM');
