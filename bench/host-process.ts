@@ -156,7 +156,7 @@ try {
   // lands in a sync or between two, whose live data differ by 10-25 MB at 10 000 Services.
   const rssSamples: number[] = [];
   for (let at = 0; msSince(tHelper) < SETTLE_MS; await new Promise((r) => setTimeout(r, 250))) {
-    if (helperEndedMs === undefined && helperThreads() === 0) helperEndedMs = msSince(tHelper);
+    if (helperSeen && helperEndedMs === undefined && helperThreads() === 0) helperEndedMs = msSince(tHelper);
     if (msSince(tHelper) >= SETTLE_MS - 120_000 && msSince(tHelper) >= at) {
       rssSamples.push(status().rss);
       at = msSince(tHelper) + 2000;

@@ -269,7 +269,7 @@ function renderTable(r: any): string {
     later ? '' : `${t.text}: ${verdict(p.rssMb < t.mb)}`);
     if (later) {
       const helper = p.helperEndedAfterMs !== undefined ? `its helper thread ended (no job for ${s(IDLE_MS)}) ${s(p.helperEndedAfterMs)} in`
-        : p.helperThreadSeen ? 'its helper thread still running' : 'no helper thread';
+        : p.helperThreadSeen ? 'its helper thread still running' : 'no helper thread since the first probe';
       const { rssMedianMb: med, rssMinMb: lo, rssMaxMb: hi, rssSamples: n } = p.idle;
       row(`  then, its periodic syncs running (${helper}): RSS every 2 s for the two minutes before ` +
         `${s(p.settleMs)} past ready, median (min-max of ${n})`, `${med.toFixed(0)} MB (${lo.toFixed(0)}-${hi.toFixed(0)})`,
