@@ -139,10 +139,10 @@ export class HelperThread {
   /**
    * Ends the thread once its jobs have let go (each module's close() runs first: see
    * rtnl/address-thread.ts for why a socket must not be open when it ends); every job still
-   * running ends with "closed" now.
+   * running ends with `why` ("closed") now.
    */
-  close(): void {
-    this.fail(new Error('closed'));
+  close(why = 'closed'): void {
+    this.fail(new Error(why));
     this.post('close');
   }
 
@@ -176,8 +176,7 @@ export class HelperThread {
       if (this.jobs.size || this.failure) return;
       this.idleEnded = true;
       if (shared === this) shared = undefined;
-      this.fail(new Error(`ended after ${this.idleMs} ms with no job`));
-      this.post('close');
+      this.close(`ended after ${this.idleMs} ms with no job`);
     }, this.idleMs);
     this.idle.unref();
   }
