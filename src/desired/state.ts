@@ -118,6 +118,18 @@ export class DesiredState {
   }
 
   /**
+   * Rebuilds one Service from the objects held, as an update of it that changes nothing it is built
+   * from would (a new resourceVersion, the same spec): no key changes, and one that did would go
+   * to the next sync(). The loop runs it once, to compile a change's code before the first change
+   * (sync/rehearsal.ts); it counts in no sync's rebuilt Services.
+   */
+  rebuildOne(id: string): void {
+    if (!this.objects.services.has(id)) return;
+    this.objects.dirty.add(id);
+    this.rebuild(this.prepared.changed, (x) => x === id);
+  }
+
+  /**
    * Rebuilds the dirty Services (those `only` accepts, else all), adding the keys that changed to
    * `changed`; how many were rebuilt.
    */

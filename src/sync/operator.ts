@@ -20,17 +20,12 @@ import { type SyncReason, realClock } from './runner.js';
 import { KernelReader } from './kernel-read.js';
 import type { OperatorDeps, SyncReport } from './operator-types.js';
 import { SyncCarry, SyncProgress } from './loop-state.js';
-import { SyncTimers } from './timers.js';
+import { SyncTimers, intervals } from './timers.js';
+import { rehearseChange } from './rehearsal.js';
 import { Weighting } from './weighting.js';
 import { KernelGeneration } from './kernel-generation.js';
 
 export type { AfterSyncView, KernelInfo, OperatorDeps, SyncReport } from './operator-types.js';
-
-/** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
-function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
-  const min = c.minSyncPeriod * 1000;
-  return { minIntervalMs: min, maxIntervalMs: c.syncPeriod * 1000, retryIntervalMs: Math.max(1000, min) };
-}
 
 /** Programs IPVS (and through its seams, VIPs and iptables) from source events. */
 export class Operator {
@@ -221,6 +216,10 @@ export class Operator {
       }
       const { events, metrics, log } = this.deps;
       await reportProblems(this.problems(), (s) => this.state.serviceRef(s), events, metrics, log);
+      if (!progress.everSynced) {
+        const { state, reader, deps } = this;
+        await rehearseChange({ state, reader, desired, config, carry, clock, deps });
+      }
       if (periodic) this.reader.periodicTailMs = clock.now() - readEnd;
       progress.failingSince = undefined;
       progress.everSynced = true;

@@ -1,6 +1,13 @@
 // The sync loop's clock, runner and the two timers that ask it for a sync: a drain's deadline and
 // the next retry of refused ops.
+import type { ProxyConfig } from '../config/types.js';
 import { BoundedFrequencyRunner, type Clock, type RunnerOptions, type SyncReason } from './runner.js';
+
+/** The runner's intervals for a configuration (a failed sync is retried after minSyncPeriod, at least 1 s). */
+export function intervals(c: ProxyConfig): { minIntervalMs: number; maxIntervalMs: number; retryIntervalMs: number } {
+  const min = c.minSyncPeriod * 1000;
+  return { minIntervalMs: min, maxIntervalMs: c.syncPeriod * 1000, retryIntervalMs: Math.max(1000, min) };
+}
 
 /** The runner and the timers that poke it. */
 export class SyncTimers {

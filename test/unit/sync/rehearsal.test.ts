@@ -1,0 +1,124 @@
+// After its first sync the loop runs a change's code once (src/sync/rehearsal.ts): one Service
+// rebuilt from its own objects, one virtual server's real servers read back, that virtual server
+// planned and the plan dropped. These tests hold it to "nothing written, nothing changed": the
+// kernel holds what the first sync wrote, the next change plans exactly its own op, and a read
+// that fails there leaves the sync a success.
+import { describe, expect, it } from '@jest/globals';
+import { PluginRegistry } from '../../../plugins/index.js';
+import { defaultProxyConfig } from '../../../src/config/types.js';
+import { IpvsError } from '../../../src/ipvs/errors.js';
+import { FakeIpvs } from '../../../src/ipvs/fake.js';
+import { NoIptables } from '../../../src/iptables/sync.js';
+import { type RealServer, type VirtualServer, formatOp, virtualServerKey } from '../../../src/model/ipvs.js';
+import type { SyncPlan } from '../../../src/plan/sync.js';
+import { FakeVipLink } from '../../../src/rtnl/vips.js';
+import { rehearsalKey } from '../../../src/sync/rehearsal.js';
+import { Operator } from '../../../src/sync/operator.js';
+import { memoryLog } from '../../../src/util/log.js';
+import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
+
+const config = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' };
+const kernel = { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr']) };
+
+/** FakeIpvs that records each batched real server read, and refuses them (EIO per dump, as the kernel answers) when told. */
+class ReadRecordingIpvs extends FakeIpvs {
+  readonly reads: string[][] = [];
+  refuseReads = false;
+  override async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
+    this.reads.push(vss.map(virtualServerKey));
+    if (this.refuseReads) return vss.map(() => new IpvsError('GET_DEST', 5, 'EIO'));
+    return super.listRealServersMany(vss);
+  }
+}
+
+const service = (i: number, version = '1') => makeService('default', `svc${i}`, (s) => {
+  s.spec!.clusterIP = `10.200.1.${i + 1}`;
+  s.spec!.clusterIPs = [`10.200.1.${i + 1}`];
+  s.metadata!.resourceVersion = version;
+});
+const slice = (i: number, n: number, version = '1') => makeSlice('default', `svc${i}`, `svc${i}-a`,
+  Array.from({ length: n }, (_, j) => ({ ip: `10.10.${i}.${j + 1}` })), (s) => { s.metadata!.resourceVersion = version; });
+
+function setup(endpoints = 2) {
+  const ipvs = new ReadRecordingIpvs();
+  const plans: SyncPlan[] = [];
+  const log = memoryLog();
+  const op = new Operator(config, {
+    ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), events: { report: async () => undefined },
+    status: { write: async () => undefined }, log, registry: new PluginRegistry(), nodeName: NODE, kernel,
+    onPlan: (p) => plans.push(p),
+  });
+  op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
+  for (let i = 0; i < 4; i++) {
+    op.handle({ kind: 'service', type: 'upsert', object: service(i) });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(i, endpoints) });
+  }
+  return { ipvs, plans, log, op };
+}
+
+describe('running a change\'s code once after the first sync', () => {
+  it('reads one virtual server back, plans nothing it hands on and writes nothing', async () => {
+    const { ipvs, plans, log, op } = setup();
+    await op.sync();
+    // The first sync started from an empty table: the only real server read is the rehearsal's.
+    expect(ipvs.reads).toEqual([['TCP 10.200.1.1:80']]);
+    expect(plans).toHaveLength(1);
+    const written = new FakeIpvs();
+    await written.apply(plans[0]!.ops);
+    expect(ipvs.dump()).toBe(written.dump());
+    expect(op.last).toMatchObject({ ops: 12, full: true });
+    expect(op.last!.error).toBeUndefined();
+    expect(log.entries.filter((e) => e.message.startsWith('ran a change\'s code once'))).toHaveLength(1);
+
+    // Not again after a later sync.
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(2, 3, '2') });
+    await op.sync();
+    expect(log.entries.filter((e) => e.message.startsWith('ran a change\'s code once'))).toHaveLength(1);
+  });
+
+  it('leaves the desired state as it was: the next change on the rehearsed Service plans exactly its op', async () => {
+    const { plans, op } = setup();
+    await op.sync();
+    // An update that changes nothing the Service's virtual servers are built from: nothing to do.
+    op.handle({ kind: 'service', type: 'upsert', object: service(0, '2') });
+    await op.sync();
+    expect(plans[1]!.ops).toEqual([]);
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(0, 3, '2') });
+    await op.sync();
+    expect(plans[2]!.ops.map(formatOp)).toEqual([
+      expect.stringMatching(/^add-dest .*10\.200\.1\.1:80 .*10\.10\.0\.3:8080/),
+    ]);
+  });
+
+  it('a read refused there is logged; the first sync is still a success, the next change syncs', async () => {
+    const { ipvs, plans, log, op } = setup();
+    ipvs.refuseReads = true;
+    await op.sync();
+    expect(op.last!.error).toBeUndefined();
+    expect(op.ready).toBe(true);
+    expect(ipvs.reads).toEqual([['TCP 10.200.1.1:80']]);
+    const warned = log.entries.filter((e) => e.level === 'warn' && e.message.includes('change\'s code once'));
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.fields).toMatchObject({ virtualServer: 'TCP 10.200.1.1:80', error: expect.stringContaining('EIO') });
+    ipvs.refuseReads = false;
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(1, 1, '2') });
+    await op.sync();
+    expect(plans[1]!.ops.map(formatOp)).toEqual([expect.stringMatching(/^delete-dest .*10\.200\.1\.2:80 .*10\.10\.1\.2:8080/)]);
+  });
+
+  it('reads nothing when no virtual server has real servers', async () => {
+    const { ipvs, op } = setup(0);
+    await op.sync();
+    expect(op.last!.error).toBeUndefined();
+    expect(ipvs.reads).toEqual([]);
+  });
+
+  it('picks a virtual server the copy holds with real servers', () => {
+    const copy = (entries: Array<[string, number]>) => new Map(entries.map(([k, n]) => [k, {
+      vs: {}, dests: new Map(Array.from({ length: n }, (_, j) => [`rs${j}`, {}])),
+    }])) as never;
+    const desired = new Map([['a', { dests: [{}] }], ['b', { dests: [{}] }], ['c', { dests: [] }]]) as never;
+    expect(rehearsalKey(desired, copy([['a', 0], ['b', 2]]))).toBe('b');
+    expect(rehearsalKey(desired, copy([['c', 1]]))).toBeUndefined();
+  });
+});
