@@ -13,6 +13,7 @@
 // which is where this bench feeds the events, one per changed object, as an informer does.
 // Latency is from handle() to the end of the sync (status written), with minSyncPeriod 0: the
 // runner's minimum interval (the "debounce", default 1 s) is excluded and reported separately.
+import type { Log } from '../src/util/log.js';
 import type { ListingReader } from '../src/ipvs/proc.js';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -254,7 +255,10 @@ async function freshIpvs(ipvs: MeasuredIpvs, schedulerNames: readonly string[]):
 }
 
 const registry = new PluginRegistry();
-const quiet = () => undefined;
+/** The operator's log: only the line on the first sync's run of a change's code (src/sync/rehearsal.ts), printed. */
+const rehearsalLog: Log = (_level, message, fields) => {
+  if (message.includes('change\'s code once')) progress(`operator: ${message} ${JSON.stringify(fields)}`);
+};
 
 async function main(): Promise<void> {
   // The operator's timers and the netlink socket are unref'd (a daemon keeps itself alive with its
@@ -303,7 +307,7 @@ async function main(): Promise<void> {
     // ---- full sync from empty
     const status = new StatusWaiter();
     const deps = {
-      ipvs, vips, iptables, events: { report: async () => undefined }, status: status.sink, log: quiet, kernel, registry,
+      ipvs, vips, iptables, events: { report: async () => undefined }, status: status.sink, log: rehearsalLog, kernel, registry,
       nodeName: NODE_NAME, metrics: new Metrics(),
     };
     ipvs.reset(); vips.ms = 0; vips.added = 0; iptables.ms = 0; iptables.calls = 0;
@@ -387,9 +391,12 @@ async function main(): Promise<void> {
       await gcs.stop();
       const slowest = changes.map((x, i) => {
         const gc = gcs.within(windows[i]!.start, windows[i]!.end);
-        return { index: i, kind: x.kind, latencyMs: x.latencyMs, gcMs: gc.ms, collections: gc.collections, major: gc.major > 0 };
+        return { index: i, kind: x.kind, latencyMs: x.latencyMs, syncMs: x.syncMs, ipvsMs: x.ipvsMs, iptablesMs: x.iptablesMs,
+          gcMs: gc.ms, collections: gc.collections, major: gc.major > 0 };
       }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
-      progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
+      // The sync's own duration (from its start: the time before it is the event's and the runner's),
+      // the last IPVS write's end and the iptables path's time, to tell where a slow change waited.
+      progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (sync ${x.syncMs.toFixed(1)}, IPVS done ${x.ipvsMs.toFixed(1)}, iptables ${x.iptablesMs.toFixed(1)}, GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
       return { changes, slowest };
     };
     progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);
