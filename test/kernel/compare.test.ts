@@ -31,6 +31,12 @@ const runOf = (res: CompareResults, mode: string, profile: string) => {
 };
 const log = (s: string) => process.stdout.write(`${s}\n`);
 const steady = (delayMs: number) => ({ delayMs, stallEveryMs: 0, stallMs: 0 });
+/**
+ * Each request's timeout. It bounds a stalled request, not the machine's speed: the assertions
+ * count errors exactly, and in a busy CI run (CI 85: four TCG VMs on two cores) one sequential
+ * request of 150 took over 5 s, the run 43 s against 5-10 s.
+ */
+const TIMEOUT_MS = 30_000;
 const oneSlow: Profile = { name: 'one-slow', summary: 'last backend 1000 ms, others 0 ms', backends: [steady(0), steady(0), steady(1000)] };
 
 lab('lab compare', () => {
@@ -43,7 +49,7 @@ lab('lab compare', () => {
     // and narrow enough to catch wrong probabilities (0.5 / 0.25 / 0.25 would give 75 / 38 / 38).
     sequential = await runCompare({
       backends: 3, profiles: [buildProfile('equal', 3)], modes: parseModes('iptables,nftables,rr,sh,mh'), baseline: false,
-      load: { requests: 150, concurrency: 1, keepAlive: false, timeoutMs: 5000 },
+      load: { requests: 150, concurrency: 1, keepAlive: false, timeoutMs: TIMEOUT_MS },
       onProgress: (p) => { if (p.run) log(`${p.mode}: ${JSON.stringify(p.run.byPod)} errors ${p.run.errors} in ${p.run.durationMs} ms`); },
     });
     for (const r of sequential.runs) expect({ mode: r.mode, errors: r.errors, ok: r.ok }).toEqual({ mode: r.mode, errors: 0, ok: 150 });
@@ -65,7 +71,7 @@ lab('lab compare', () => {
   test('8 concurrent, one slow backend: lc and sed send it clearly less traffic than rr', async () => {
     concurrent = await runCompare({
       backends: 3, profiles: [oneSlow], modes: parseModes('rr,lc,sed'), baseline: false,
-      load: { requests: 150, concurrency: 8, keepAlive: false, timeoutMs: 5000 },
+      load: { requests: 150, concurrency: 8, keepAlive: false, timeoutMs: TIMEOUT_MS },
       onProgress: (p) => { if (p.run) log(`${p.mode}: ${JSON.stringify(p.run.byPod)} p99 ${p.run.latencyMs.p99} ms in ${p.run.durationMs} ms`); },
     });
     for (const r of concurrent.runs) expect({ mode: r.mode, errors: r.errors }).toEqual({ mode: r.mode, errors: 0 });
@@ -82,7 +88,7 @@ lab('lab compare', () => {
   test('affinity modes after a baseline, 2 runs interleaved: every run sticks to one pod', async () => {
     const res = await runCompare({
       backends: 3, profiles: (unit) => [buildProfile('equal', 3, unit)], modes: parseModes('iptables-affinity,nftables-affinity,rr-affinity'),
-      load: { requests: 20, concurrency: 1, keepAlive: false, timeoutMs: 5000 }, reps: 2,
+      load: { requests: 20, concurrency: 1, keepAlive: false, timeoutMs: TIMEOUT_MS }, reps: 2,
       onProgress: (p) => { if (p.run) log(`${p.profile} ${p.mode} #${p.run.rep}: ${JSON.stringify(p.run.byPod)} p50 ${p.run.latencyMs.p50} ms`); },
     });
     expect(res.baseline?.runs).toHaveLength(2);
