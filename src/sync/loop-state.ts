@@ -7,6 +7,8 @@ import type { OwnershipRecord } from './record.js';
 import { RecordKeeper } from './record-keeper.js';
 import { PeriodicIptablesCheck, PeriodicVipCheck } from './iptables-check.js';
 import type { Applied, SyncReport } from './operator-types.js';
+import type { KernelReader } from './kernel-read.js';
+import type { SyncInput } from '../plan/sync.js';
 import type { Log } from '../util/log.js';
 
 /** What one sync hands the next: drains, applied paths, retries, the record, edge problems. */
@@ -38,4 +40,19 @@ export class SyncProgress {
   failedInARow = 0;
   /** Report of the last sync; undefined before the first. */
   last: SyncReport | undefined;
+}
+
+/**
+ * planSync's input: what the caller says this plan is for, the rest from what the loop carries
+ * and its copy of the kernel. One builder for the sync and its rehearsal (rehearsal.ts), so a
+ * field added to the carry reaches both.
+ */
+export function syncInput(
+  carry: SyncCarry, copy: Pick<KernelReader, 'cache' | 'vipsNow'>,
+  what: Pick<SyncInput, 'now' | 'full' | 'changed' | 'reread' | 'desired' | 'versions' | 'config'>,
+): SyncInput {
+  return {
+    ...what, actual: copy.cache.view, vipsNow: copy.vipsNow!, draining: carry.draining, applied: carry.applied,
+    ...(carry.record.keys ? { recorded: carry.record.keys } : {}), retries: carry.retries,
+  };
 }

@@ -19,7 +19,7 @@ import { MemoryOwnershipRecord } from './record.js';
 import { type SyncReason, realClock } from './runner.js';
 import { KernelReader } from './kernel-read.js';
 import type { OperatorDeps, SyncReport } from './operator-types.js';
-import { SyncCarry, SyncProgress } from './loop-state.js';
+import { SyncCarry, SyncProgress, syncInput } from './loop-state.js';
 import { SyncTimers, intervals } from './timers.js';
 import { rehearseChange } from './rehearsal.js';
 import { Weighting } from './weighting.js';
@@ -187,11 +187,9 @@ export class Operator {
       if ((await this.kernel.reset()) && !full) {
         throw new Error('ip_vs was loaded again during the read; syncing in full');
       }
-      plan = planSync({
+      plan = planSync(syncInput(carry, this.reader, {
         now: t0, full, changed, reread, desired, versions: this.state.versions, config,
-        actual: this.reader.cache.view, vipsNow: this.reader.vipsNow!, draining: carry.draining, applied: carry.applied,
-        ...(carry.record.keys ? { recorded: carry.record.keys } : {}), retries: carry.retries,
-      });
+      }));
       logPlan(this.deps.log, plan);
       this.deps.onPlan?.(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.

@@ -12,7 +12,7 @@ import type { DesiredState } from '../desired/state.js';
 import type { Desired } from '../desired/types.js';
 import { planSync } from '../plan/sync.js';
 import type { KernelReader } from './kernel-read.js';
-import type { SyncCarry } from './loop-state.js';
+import { type SyncCarry, syncInput } from './loop-state.js';
 import type { OperatorDeps } from './operator-types.js';
 import type { Clock } from './runner.js';
 
@@ -57,11 +57,9 @@ export async function rehearseChange(r: RehearsalInput): Promise<void> {
       link: config.interfaceName, syncPeriodMs: config.syncPeriod * 1000, changeWaiting: () => false,
     });
     await reader.cache.readSome(ipvs, changed);
-    planSync({
+    planSync(syncInput(carry, reader, {
       now: clock.now(), full: false, changed, reread: new Set(), desired, config, versions: r.state.versions,
-      actual: reader.cache.view, vipsNow: reader.vipsNow!, draining: carry.draining, applied: carry.applied,
-      ...(carry.record.keys ? { recorded: carry.record.keys } : {}), retries: carry.retries,
-    });
+    }));
     log('debug', 'ran a change\'s code once after the first sync', { virtualServer: key, ms: clock.now() - t0 });
   } catch (e) {
     log('warn', 'running a change\'s code once after the first sync failed', {
