@@ -11,8 +11,11 @@ export interface Clock {
 /**
  * The process's clock. A timer due now runs on the loop's next turn (setImmediate), not after
  * setTimeout's 1 ms floor: every sync a change asks for outside minSyncPeriod is due now, and in
- * the lab VM a 0 ms setTimeout took 2.4 ms, a turn 0.3 ms (docs/performance.md). The handle is its
- * own cancel.
+ * the lab VM a 0 ms setTimeout took 2.4 ms, a turn 0.3 ms (docs/performance.md). That immediate
+ * stays ref'd: an unref'd one does not keep the loop's poll from blocking, so a sync asked for from
+ * a timer's callback (a drain's deadline, a retry, a ramp) waited for whatever woke the loop next.
+ * It holds the process for one turn at most. Later timers are unref'd (the daemon's servers keep
+ * it alive) and still wake the loop when due. The handle is its own cancel.
  */
 export const realClock: Clock = {
   now: () => Date.now(),
@@ -21,7 +24,7 @@ export const realClock: Clock = {
       const t = setTimeout(fn, ms).unref();
       return () => clearTimeout(t);
     }
-    const i = setImmediate(fn).unref();
+    const i = setImmediate(fn);
     return () => clearImmediate(i);
   },
   clearTimeout: (h) => (h as () => void)(),

@@ -1,4 +1,5 @@
 // The bounded-frequency runner's numbered contract, driven by a fake clock.
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from '@jest/globals';
 import { BoundedFrequencyRunner, type Clock, type SyncReason, realClock } from '../../../src/sync/runner.js';
 import { SyncTimers } from '../../../src/sync/timers.js';
@@ -162,6 +163,36 @@ describe('realClock', () => {
     realClock.setTimeout(() => { fired = true; }, 0);
     await turn(); // an immediate queued after the clock's: the clock's has run by then
     expect(fired).toBe(true);
+  });
+
+  // A sync asked for from a timer's callback (a drain's deadline, a retry, a ramp's step) or from
+  // a top-level await: an unref'd immediate does not keep the loop's poll from blocking, so it ran
+  // only when something else woke the loop (the bench saw 0.8-1.3 s; an idle node, its next
+  // periodic sync). Run in a process of its own: jest's own handles wake the loop and hide it.
+  it.each([
+    ['a timer\'s callback', 'setTimeout(ask, 1);'],
+    ['the module\'s top level', 'ask();'],
+  ])('runs a timer due now, asked for from %s, before a later timer wakes the loop', (_where, how) => {
+    const runner = JSON.stringify(new URL('../../../src/sync/runner.js', import.meta.url).href);
+    const code = `import { BoundedFrequencyRunner, realClock } from ${runner};
+      const order = [];
+      const end = () => { console.log(JSON.stringify(order)); process.exit(0); };
+      // The loop's only other work, as on an idle node: a timer far off (its next periodic sync).
+      // When the loop wakes for it, the immediates run before the timer: so the sync says whether
+      // that time had come.
+      const farAt = Date.now() + 20_000;
+      const later = setTimeout(() => { order.push('the far timer'); end(); }, 20_000);
+      const sync = async () => {
+        order.push(Date.now() < farAt ? 'sync' : 'sync, once the far timer was due');
+        clearTimeout(later); end();
+      };
+      const r = new BoundedFrequencyRunner(sync,
+        { minIntervalMs: 0, maxIntervalMs: 3_600_000, retryIntervalMs: 1000, clock: realClock });
+      const ask = () => { order.push('asked'); r.start(); };
+      ${how}`;
+    const out = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', timeout: 60_000 });
+    expect(out.stderr).toBe('');
+    expect(JSON.parse(out.stdout)).toEqual(['asked', 'sync']);
   });
 
   it('cancels a timer due now and a later one', async () => {
