@@ -290,4 +290,17 @@ describe('FilesSource against a careless or hostile editor (issue "Never wedged"
     await expect(readRegularFile(join(dir, 'fifo.yaml'), 100, true)).rejects.toMatchObject({ code: 'ENOENT' });
     await expect(readRegularFile(dir, 100, false)).rejects.toMatchObject({ code: 'ENOTREG' });
   });
+
+  it('reads the whole text past the size fstat gave, within the bound', async () => {
+    // Multi-byte characters across the old 1 MiB chunk edge, in a file of fstat's size.
+    const text = 'é€'.repeat(300_000);
+    const path = join(dir, 'big.yaml');
+    await writeFile(path, text);
+    expect(await readRegularFile(path, 1_500_000, true)).toBe(text);
+    // /proc files are regular with a size of 0: all of their text is past fstat's size.
+    const status = await readRegularFile('/proc/self/status', 1 << 20, true);
+    expect(status).toMatch(/^Name:/);
+    expect(status).toMatch(/\nVmRSS:/);
+    await expect(readRegularFile('/proc/self/status', 100, true)).rejects.toThrow(/larger than 100 bytes/);
+  });
 });
