@@ -48,8 +48,11 @@ export interface ParsedEntries {
   skipped: string[];
 }
 
-/** A digest of a text (SHA-1, base64): identity of file and document texts. */
-export const digestOf = (text: string): string => createHash('sha1').update(text).digest('base64');
+/**
+ * A digest of a text or of bytes (SHA-1, base64): identity of file and document texts. A text is
+ * hashed as its UTF-8 bytes, so a file's digest is the same from its text or from its bytes.
+ */
+export const digestOf = (text: string | Uint8Array): string => createHash('sha1').update(text).digest('base64');
 
 /**
  * A copy of a JSON value that shares no string with the original. V8 keeps a string cut from a

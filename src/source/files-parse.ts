@@ -29,20 +29,22 @@ export const hasObjects = (f: FileEntry | undefined): boolean => f?.docs.some((d
 export const isManifestName = (name: string): boolean => !name.startsWith('.') && /\.ya?ml$/.test(name);
 
 /**
- * What a file's text gives against its last good objects `last`: the same objects (the same
- * bytes), new ones (with `Kind/name` of the objects of kinds not read), or a problem, and then
- * its last good objects stay: an empty file that had objects (a save in two steps is never a
- * delete) or one that does not parse.
+ * What a file's content (its bytes, or its text) gives against its last good objects `last`: the
+ * same objects (the same bytes: nothing is decoded), new ones (with `Kind/name` of the objects
+ * of kinds not read), or a problem, and then its last good objects stay: an empty file that had
+ * objects (a save in two steps is never a delete) or one that does not parse. Bytes are read
+ * here only: the caller may reuse their buffer once this returns.
  */
-export function parseFile(name: string, text: string, last: FileEntry | undefined):
+export function parseFile(name: string, content: string | Buffer, last: FileEntry | undefined):
   { same: true } | { entry: FileEntry; skipped: string[] } | { problem: Problem } {
+  const digest = digestOf(content);
+  if (last?.digest === digest) return { same: true }; // the same bytes: the same objects
+  const text = typeof content === 'string' ? content : content.toString('utf8');
   if (text.trim() === '' && hasObjects(last)) {
     // An editor's save in two steps, or `cmd > file.yaml` before cmd wrote: never a delete.
     return { problem: { service: '', reason: 'EmptyManifestFile',
       message: `${name}: is empty (keeping its last good objects; delete the file to delete them)` } };
   }
-  const digest = digestOf(text);
-  if (last?.digest === digest) return { same: true }; // the same bytes: the same objects
   const parsed = parseEntries(text, last?.docs);
   if (parsed.errors.length) {
     return { problem: { service: '', reason: 'InvalidManifestFile',

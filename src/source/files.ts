@@ -16,7 +16,7 @@ import {
   type FileEntry, type SentState, diffObjects, isManifestName, parseFile, selectObjects, unreadableFile,
 } from './files-parse.js';
 import type { Source, SourceEvent, SourceHealth } from './types.js';
-import { MAX_FILE_BYTES, dirId, readRegularFile, yamlFiles } from './manifest-dir.js';
+import { MAX_FILE_BYTES, ReadBuffer, dirId, readRegularBytes, yamlFiles } from './manifest-dir.js';
 import { DirWatch } from './dir-watch.js';
 
 export interface FilesSourceOptions {
@@ -51,10 +51,16 @@ export class FilesSource implements Source {
   };
   /** When the directory is read again. */
   private readonly dirWatch: DirWatch;
-  /** The event handler, the queue of reads, the stop flag and the last event version. */
+  /**
+   * The event handler, the queue of reads, the stop flag, the last event version, and the one
+   * buffer files are read into while no other read holds it (reads are queued one at a time; the
+   * first scan runs before anything is queued): a rescan that finds every file as it was
+   * allocates nothing per file and decodes none (parseFile compares bytes).
+   */
   private readonly run: {
     onEvent: ((e: SourceEvent) => void) | undefined; queue: Promise<void>; stopped: boolean; version: number;
-  } = { onEvent: undefined, queue: Promise.resolve(), stopped: false, version: 0 };
+    buffer: ReadBuffer;
+  } = { onEvent: undefined, queue: Promise.resolve(), stopped: false, version: 0, buffer: new ReadBuffer() };
   /** Whether the directory could be read, its last error, and since when healthy() says what it says. */
   private readonly dirHealth: { ok: boolean; lastError: string | undefined; seen: { ok: boolean; since: number } } = {
     ok: false, lastError: undefined, seen: { ok: false, since: Date.now() },
@@ -153,9 +159,26 @@ export class FilesSource implements Source {
 
   /** Reads `names`, keeps each file's last good objects, then sends what changed. */
   private async readFiles(names: readonly string[], checkType: boolean): Promise<void> {
+    const kept = this.run.buffer.held ? undefined : this.run.buffer;
+    if (kept) kept.held = true;
+    try {
+      await this.readEach(names, checkType, kept);
+    } finally {
+      if (kept) kept.held = false;
+    }
+    this.setOk(true);
+    if (this.run.stopped) return;
+    const problems = [...this.problemState.byFile.keys()].sort().map((n) => this.problemState.byFile.get(n)!);
+    const events = diffObjects(selectObjects(this.files, this.opts.nodeName, problems), this.sentState, problems);
+    for (const e of events) this.emit(e);
+    this.setProblems(problems);
+  }
+
+  /** Reads each of `names` (into `buffer` when given) and keeps its last good objects or its problem. */
+  private async readEach(names: readonly string[], checkType: boolean, buffer: ReadBuffer | undefined): Promise<void> {
     const seam = this.opts.readFile;
     for (const name of names) {
-      let text: string;
+      let content: string | Buffer;
       try {
         const path = join(this.opts.dir, name);
         if (seam) {
@@ -163,10 +186,10 @@ export class FilesSource implements Source {
           if (!st.isFile()) {
             throw Object.assign(new Error('not a regular file'), { code: checkType ? 'ENOENT' : 'ENOTREG' });
           }
-          text = await seam(path);
+          content = await seam(path);
         } else {
           // The full scan lists regular files (symlinks followed); a named change may be anything.
-          text = await readRegularFile(path, MAX_FILE_BYTES, false);
+          content = await readRegularBytes(path, MAX_FILE_BYTES, false, buffer);
         }
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
@@ -177,7 +200,7 @@ export class FilesSource implements Source {
         this.problemState.byFile.set(name, unreadableFile(name, (e as Error).message, this.files.has(name)));
         continue;
       }
-      const r = parseFile(name, text, this.files.get(name));
+      const r = parseFile(name, content, this.files.get(name));
       if ('problem' in r) {
         this.problemState.byFile.set(name, r.problem);
         continue;
@@ -190,12 +213,6 @@ export class FilesSource implements Source {
       }
       this.problemState.byFile.delete(name);
     }
-    this.setOk(true);
-    if (this.run.stopped) return;
-    const problems = [...this.problemState.byFile.keys()].sort().map((n) => this.problemState.byFile.get(n)!);
-    const events = diffObjects(selectObjects(this.files, this.opts.nodeName, problems), this.sentState, problems);
-    for (const e of events) this.emit(e);
-    this.setProblems(problems);
   }
 
   private emit(e: SourceEvent): void {

@@ -11,6 +11,20 @@ export const MAX_FILE_BYTES = 16 << 20;
 /** Bytes read at a time past the size fstat gave (a file that grew since). */
 const GROWTH_CHUNK = 64 << 10;
 
+/** Files up to this size are read into a ReadBuffer's one buffer; a larger one gets its own each read. */
+const KEPT_BUFFER_BYTES = 1 << 20;
+
+/**
+ * One buffer kept across the reads of one reader that reads a file at a time (the files source:
+ * its reads are queued), so that its rescans allocate nothing per file. What readRegularBytes
+ * returns from it is valid until the next read through it.
+ */
+export class ReadBuffer {
+  buf: Buffer = Buffer.alloc(0);
+  /** Whether a read of its owner holds it (the owner's to set: a second reader reads without it). */
+  held = false;
+}
+
 /**
  * Reads a regular file through one descriptor, opened non-blocking (a FIFO put in its place
  * never blocks the process), checked with fstat on that descriptor (no stat-then-open race) and
@@ -21,24 +35,33 @@ const GROWTH_CHUNK = 64 << 10;
  * reads every file again at each rescan (every 30 s), and the 1 MiB buffers read into before,
  * freed by the collector, stayed in malloc's arenas: 100 files of 270 KB read 20 times left the
  * process 30-40 MB larger outside the V8 heap (docs/performance.md, "The files source's rescans").
- * Only a file that grew since its fstat (or a size-0 file with content) is read on in chunks.
+ * With `kept`, that buffer is the ReadBuffer's (grown to the largest file up to
+ * KEPT_BUFFER_BYTES), and the bytes returned are a view of it. Only a file that grew since its
+ * fstat (or a size-0 file with content) is read on in chunks, into a buffer of its own.
  */
-export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
+export async function readRegularBytes(
+  path: string, max: number, skipOthers: boolean, kept?: ReadBuffer,
+): Promise<Buffer> {
   const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
   try {
     const st = await fh.stat();
     if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: skipOthers ? 'ENOENT' : 'ENOTREG' });
     if (st.size > max) throw new Error(`larger than ${max} bytes`);
-    const first = Buffer.allocUnsafe(st.size + 1);
+    let first: Buffer;
+    if (kept && st.size < KEPT_BUFFER_BYTES) {
+      if (kept.buf.length < st.size + 1) kept.buf = Buffer.allocUnsafe(st.size + 1);
+      first = kept.buf;
+    } else first = Buffer.allocUnsafe(st.size + 1);
+    const end = Math.min(first.length, st.size + 1);
     let total = 0;
     for (;;) {
-      const { bytesRead } = await fh.read(first, total, first.length - total, null);
-      if (bytesRead === 0) return first.toString('utf8', 0, total);
+      const { bytesRead } = await fh.read(first, total, end - total, null);
+      if (bytesRead === 0) return first.subarray(0, total);
       total += bytesRead;
       if (total > max) throw new Error(`larger than ${max} bytes`);
-      if (total === first.length) break; // more than fstat said: read on
+      if (total === end) break; // more than fstat said: read on
     }
-    const chunks: Buffer[] = [first];
+    const chunks: Buffer[] = [first.subarray(0, total)];
     for (;;) {
       const buf = Buffer.allocUnsafe(Math.min(GROWTH_CHUNK, max + 1 - total));
       const { bytesRead } = await fh.read(buf, 0, buf.length, null);
@@ -47,10 +70,15 @@ export async function readRegularFile(path: string, max: number, skipOthers: boo
       if (total > max) throw new Error(`larger than ${max} bytes`);
       chunks.push(buf.subarray(0, bytesRead));
     }
-    return Buffer.concat(chunks, total).toString('utf8');
+    return Buffer.concat(chunks, total);
   } finally {
     await fh.close();
   }
+}
+
+/** readRegularBytes, decoded as UTF-8. */
+export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
+  return (await readRegularBytes(path, max, skipOthers)).toString('utf8');
 }
 
 /**

@@ -32,6 +32,17 @@ describe('parseFile', () => {
     expect(parseFile('a.yaml', service('svc1', '10.200.1.10'), entry(service('svc1', '10.200.1.10')))).toEqual({ same: true });
   });
 
+  it('takes bytes as their text: the same digest, decoded only when they differ', () => {
+    const text = `# é€\n${service('svc1', '10.200.1.10')}`;
+    const fromText = entry(text);
+    // The same bytes as the text's UTF-8: the same file, nothing parsed again.
+    expect(parseFile('a.yaml', Buffer.from(text), fromText)).toEqual({ same: true });
+    const r = parseFile('a.yaml', Buffer.from(service('svc2', '10.200.1.11')), fromText);
+    expect('entry' in r && r.entry.docs.flatMap(docObjects).map((o) => o.key)).toEqual(['Service/ns1/svc2']);
+    // Blank bytes after objects: a problem, as blank text is.
+    expect(parseFile('a.yaml', Buffer.from(' \n\t\n'), fromText)).toMatchObject({ problem: { reason: 'EmptyManifestFile' } });
+  });
+
   it('is a problem, never a delete, for an empty file that had objects and for a file that does not parse', () => {
     const last = entry(service('svc1', '10.200.1.10'));
     expect(parseFile('a.yaml', '  \n', last)).toEqual({ problem: { service: '', reason: 'EmptyManifestFile',

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Problem } from '../../../src/desired/types.js';
 import { FilesSource, type FilesSourceOptions } from '../../../src/source/files.js';
-import { readRegularFile } from '../../../src/source/manifest-dir.js';
+import { ReadBuffer, readRegularBytes, readRegularFile } from '../../../src/source/manifest-dir.js';
 import type { LogLevel } from '../../../src/util/log.js';
 import { parseManifests } from '../../../src/source/manifests.js';
 import type { SourceEvent } from '../../../src/source/types.js';
@@ -242,6 +242,24 @@ describe('FilesSource on a real node\'s layouts and faults', () => {
     expect(rescans).toBeGreaterThan(1);
   });
 
+  it('files of other sizes read in turn through one buffer: each its own objects, a rescan sees only what changed', async () => {
+    // A big file first (the buffer grows to it), then smaller ones read into the same buffer.
+    const long = (name: string, ip: string) => service(name, ip).replace('namespace: ns1}', `namespace: ns1, annotations: {note: "${'x'.repeat(50_000)}"}}`);
+    await writeFile(join(dir, 'a.yaml'), long('svc1', '10.200.1.10'));
+    await writeFile(join(dir, 'b.yaml'), service('svc2', '10.200.1.11'));
+    await writeFile(join(dir, 'c.yaml'), service('svc3', '10.200.1.12'));
+    await startSource({ debounceMs: 3_600_000 });
+    expect(lines().sort()).toEqual(['upsert service svc1', 'upsert service svc2', 'upsert service svc3']);
+    // The same size, another address: only c.yaml's Service changes; a.yaml and b.yaml are the same bytes.
+    await writeFile(join(dir, 'c.yaml'), service('svc3', '10.200.1.13'));
+    await source!.rescan();
+    expect(lines().slice(3)).toEqual(['upsert service svc3']);
+    const e = events[3]!;
+    expect(e.kind === 'service' && e.object.spec?.clusterIP).toBe('10.200.1.13');
+    await source!.rescan();
+    expect(lines()).toHaveLength(4);
+  });
+
   it('each warning is logged once (without an onProblems sink), however often the directory is read', async () => {
     await writeFile(join(dir, 'bad.yaml'), 'kind: [\n');
     await startSource({ onProblems: undefined });
@@ -289,6 +307,35 @@ describe('FilesSource against a careless or hostile editor (issue "Never wedged"
     await expect(readRegularFile(join(dir, 'fifo.yaml'), 100, false)).rejects.toMatchObject({ code: 'ENOTREG' });
     await expect(readRegularFile(join(dir, 'fifo.yaml'), 100, true)).rejects.toMatchObject({ code: 'ENOENT' });
     await expect(readRegularFile(dir, 100, false)).rejects.toMatchObject({ code: 'ENOTREG' });
+  });
+
+  it('reads file after file into one kept buffer, each read its own bytes', async () => {
+    const kept = new ReadBuffer();
+    const [big, small, huge] = [join(dir, 'big.yaml'), join(dir, 'small.yaml'), join(dir, 'huge.yaml')];
+    await writeFile(big, 'b'.repeat(5000));
+    await writeFile(small, 'é'.repeat(10));
+    await writeFile(huge, 'h'.repeat(1 << 20));
+    const first = await readRegularBytes(big, 1 << 21, true, kept);
+    expect(first.toString()).toBe('b'.repeat(5000));
+    const buffer = kept.buf;
+    expect(buffer.length).toBe(5001); // the file's size and one byte to see its end
+    // A smaller file goes into the same buffer; the view returned is its bytes only.
+    const second = await readRegularBytes(small, 1 << 21, true, kept);
+    expect(second.toString()).toBe('é'.repeat(10));
+    expect([second.buffer, second.byteOffset]).toEqual([buffer.buffer, buffer.byteOffset]);
+    expect(kept.buf).toBe(buffer);
+    // A file of 1 MiB or more gets a buffer of its own: the kept one does not grow to it.
+    expect((await readRegularBytes(huge, 1 << 21, true, kept)).toString()).toBe('h'.repeat(1 << 20));
+    expect(kept.buf).toBe(buffer);
+    // Past the size fstat gave (a /proc file), read on into a buffer of its own, within the bound.
+    const status = await readRegularBytes('/proc/self/status', 1 << 20, true, kept);
+    const text = status.toString();
+    expect(text).toMatch(/^Name:[^]*\nVmRSS:/);
+    await expect(readRegularBytes('/proc/self/status', 100, true, kept)).rejects.toThrow(/larger than 100 bytes/);
+    // The kept buffer's next reads leave those bytes as they were: they are not a view of it.
+    expect((await readRegularBytes(big, 1 << 21, true, kept)).toString()).toBe('b'.repeat(5000));
+    expect(status.toString()).toBe(text);
+    expect((await readRegularBytes(small, 1 << 21, true, kept)).toString()).toBe('é'.repeat(10));
   });
 
   it('reads the whole text past the size fstat gave, within the bound', async () => {
