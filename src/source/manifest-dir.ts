@@ -52,7 +52,7 @@ export async function readRegularBytes(
       if (kept.buf.length < st.size + 1) kept.buf = Buffer.allocUnsafe(st.size + 1);
       first = kept.buf;
     } else first = Buffer.allocUnsafe(st.size + 1);
-    const end = Math.min(first.length, st.size + 1);
+    const end = st.size + 1; // the buffer may be longer (kept): read no more than fstat's size and a byte
     let total = 0;
     for (;;) {
       const { bytesRead } = await fh.read(first, total, end - total, null);
@@ -74,11 +74,6 @@ export async function readRegularBytes(
   } finally {
     await fh.close();
   }
-}
-
-/** readRegularBytes, decoded as UTF-8. */
-export async function readRegularFile(path: string, max: number, skipOthers: boolean): Promise<string> {
-  return (await readRegularBytes(path, max, skipOthers)).toString('utf8');
 }
 
 /**
