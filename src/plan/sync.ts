@@ -30,11 +30,6 @@ export interface SyncInput {
   actual: IpvsTable;
   /** Addresses on the VIP link now (as last read or written). */
   vipsNow: ReadonlySet<string>;
-  /**
-   * The VIP plan already made from `vipsNow` and `desired.vips` (planVips; a full sync's early
-   * binds, src/sync/early-binds.ts): the plan takes it as it is when the link is due.
-   */
-  vips?: VipPlan | undefined;
   /** From the previous plan; empty at start. */
   draining: DrainState;
   /** The ownership record (ownership.ts); undefined when there is none yet. */
@@ -127,8 +122,7 @@ export function planSync(input: SyncInput): SyncPlan {
     full: input.full,
     planned: keys.size,
     ops: plan.ops,
-    vips: vipsDue
-      ? input.vips ?? planVips(desired.vips, input.vipsNow, config.interfaceName, input.versions.vips) : undefined,
+    vips: vipsDue ? planVips(desired.vips, input.vipsNow, config.interfaceName, input.versions.vips) : undefined,
     iptables: iptablesDue ? { sets: input.versions.sets, config, entries: desired.sets.length } : undefined,
     draining: plan.draining,
     ...(plan.nextDeadline === undefined ? {} : { nextDeadline: plan.nextDeadline }),

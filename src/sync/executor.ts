@@ -1,12 +1,12 @@
 // Carries a SyncPlan out: first the ops that swap a scheduler, with their SYNs held (when the
 // iptables path can hold them); then the other IPVS ops (pipelined, one result each), the VIP binds
-// (one pipelined batch; a full sync's started before its read, early-binds.ts) and the iptables
-// path at once, then the VIP unbinds (one batch), then the plan's conntrack filters whose deletions
-// the kernel accepted. It decides nothing: what to change, and what each answer means, was decided
-// by planSync. It reports the kernel's answer to each op by id (a refused op is its Service's; the
-// others are applied regardless) and what the conntrack step did; a VIP or iptables failure, or an
-// op sent to an IPVS family that is gone (ip_vs reloaded), rejects, since it concerns the whole
-// node, and then no conntrack entry is deleted.
+// (one pipelined batch) and the iptables path at once, then the VIP unbinds (one batch), then the
+// plan's conntrack filters whose deletions the kernel accepted. It decides nothing: what to
+// change, and what each answer means, was decided by planSync. It reports the kernel's answer to
+// each op by id (a refused op is its Service's; the others are applied regardless) and what the
+// conntrack step did; a VIP or iptables failure, or an op sent to an IPVS family that is gone
+// (ip_vs reloaded), rejects, since it concerns the whole node, and then no conntrack entry is
+// deleted.
 import type { Desired } from '../desired/types.js';
 import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
@@ -18,7 +18,6 @@ import type { SyncPlan } from '../plan/sync.js';
 import { type CleanupResult, cleanStaleFlows } from './conntrack-cleanup.js';
 import type { VipLink, VipResult } from '../rtnl/vips.js';
 import type { TableCache } from './table-cache.js';
-import type { EarlyBinds } from './early-binds.js';
 
 /** The kernel interfaces a plan is applied through (real ones, fakes, or dry-run wrappers). */
 export interface ExecutorDeps {
@@ -98,7 +97,6 @@ async function applyRest(plan: SyncPlan, deps: ExecutorDeps, swapped: Swapped | 
  */
 export async function executeSyncPlan(
   plan: SyncPlan, desired: Desired, config: ProxyConfig, deps: ExecutorDeps, cache: TableCache, vipsNow: Set<string>,
-  early?: EarlyBinds,
 ): Promise<SyncResults> {
   const v = plan.vips;
   // The IPVS batch, the VIP binds and the iptables path do not depend on each other: they start at
@@ -111,13 +109,9 @@ export async function executeSyncPlan(
   const swapped = await holdSwaps(plan, deps);
   const ipvs = settle(applyRest(plan, deps, swapped));
   const bound = settle((async () => {
-    // A full sync's binds started before its read when this is the plan they were started for
-    // (early-binds.ts); any others end before this plan's own start.
-    const started = v && early?.binding(v);
-    if (!started) await early?.settled();
     if (!v) return;
-    if (!started && v.ensure) await deps.vips.ensure(v.link);
-    if (v.add.length) keep(await (started ?? deps.vips.addMany(v.link, v.add)), v.add, (ip) => vipsNow.add(ip));
+    if (v.ensure) await deps.vips.ensure(v.link);
+    if (v.add.length) keep(await deps.vips.addMany(v.link, v.add), v.add, (ip) => vipsNow.add(ip));
   })());
   const iptables = settle(plan.iptables ? deps.iptables.sync(desired, config) : Promise.resolve());
   let nodeFault: IpvsError | undefined;

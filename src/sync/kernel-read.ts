@@ -41,8 +41,6 @@ export interface ReadRequest {
   syncPeriodMs: number;
   /** Whether a change is waiting: a drift check then stops reading real servers in turn. */
   changeWaiting: () => boolean;
-  /** A full read's VIP listing, already under way (EarlyBinds.listed); else the read lists the link. */
-  vipsListed?: Promise<string[]>;
 }
 
 /** The loop's copy of the kernel and the reading that keeps it (see the file comment). */
@@ -85,8 +83,7 @@ export class KernelReader {
     if (r.full) {
       // The link's addresses are listed while the table is read (another socket, another family).
       const [, vips] = await settledAll([
-        this.cache.readAll(this.ipvs, () => this.clock.now(), r.table, this.takeListing()),
-        r.vipsListed ?? this.vips.list(r.link),
+        this.cache.readAll(this.ipvs, () => this.clock.now(), r.table, this.takeListing()), this.vips.list(r.link),
       ]);
       this.vipsNow = new Set(vips);
       const how = this.cache.lastFullRead;

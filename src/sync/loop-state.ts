@@ -49,7 +49,7 @@ export class SyncProgress {
  */
 export function syncInput(
   carry: SyncCarry, copy: Pick<KernelReader, 'cache' | 'vipsNow'>,
-  what: Pick<SyncInput, 'now' | 'full' | 'changed' | 'reread' | 'desired' | 'versions' | 'config' | 'vips'>,
+  what: Pick<SyncInput, 'now' | 'full' | 'changed' | 'reread' | 'desired' | 'versions' | 'config'>,
 ): SyncInput {
   return {
     ...what, actual: copy.cache.view, vipsNow: copy.vipsNow!, draining: carry.draining, applied: carry.applied,

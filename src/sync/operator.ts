@@ -24,7 +24,6 @@ import { SyncTimers, intervals } from './timers.js';
 import { rehearseChange } from './rehearsal.js';
 import { Weighting } from './weighting.js';
 import { KernelGeneration } from './kernel-generation.js';
-import { EarlyBinds } from './early-binds.js';
 
 export type { AfterSyncView, KernelInfo, OperatorDeps, SyncReport } from './operator-types.js';
 
@@ -161,15 +160,13 @@ export class Operator {
     if (full) this.reader.openListing(); // its thread reads the kernel while the desired state is built
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
-    let early: EarlyBinds | undefined;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
-      const config = this.state.currentConfig;
-      // A full sync binds its VIPs from here on, beside its read and its plan (early-binds.ts).
-      if (full) early = EarlyBinds.start(this.deps.vips, built.vips, config.interfaceName, this.state.versions.vips);
+      if (full) this.deps.vips.prepare(built.vips.size); // the binds' thread, readied beside the read
       const weighted = this.weights.apply(built.table, changed, t0);
       const desired = { ...built, table: weighted.table };
+      const config = this.state.currentConfig;
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
       // A periodic sync re-applies the VIP link and, if it drifted, the iptables path: its check runs
       // beside the read of IPVS; a change that arrives puts either off (iptables-check.ts).
@@ -179,7 +176,6 @@ export class Operator {
       const read = carry.record.load().then(() => this.reader.read({
         full, periodic, changed, due, draining: carry.draining, table: desired.table, t0, link: config.interfaceName,
         syncPeriodMs: config.syncPeriod * 1000, changeWaiting: () => progress.pendingSince !== undefined,
-        ...(early ? { vipsListed: early.listed } : {}),
       }));
       // Both end before the sync goes on or fails: the check never outlives its sync.
       const reread = await read.finally(() => checked);
@@ -192,15 +188,14 @@ export class Operator {
         throw new Error('ip_vs was loaded again during the read; syncing in full');
       }
       plan = planSync(syncInput(carry, this.reader, {
-        now: t0, full, changed, reread, desired, versions: this.state.versions, config, vips: early?.plan,
+        now: t0, full, changed, reread, desired, versions: this.state.versions, config,
       }));
       logPlan(this.deps.log, plan);
       this.deps.onPlan?.(plan);
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
-      const { cache, vipsNow } = this.reader;
-      const results = await executeSyncPlan(plan, desired, config, this.deps, cache, vipsNow!, early);
+      const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       if (this.deps.iptables.holdSyns) reportHolds(plan, results.holdError, this.deps.log);
@@ -228,7 +223,6 @@ export class Operator {
       progress.everSynced = true;
       this.finish(t0, plan, settled, full, pendingSince);
     } catch (e) {
-      await early?.settled(); // a failed sync's binds end before the next sync starts
       progress.needFull = true;
       progress.failingSince ??= t0;
       this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
