@@ -10,15 +10,15 @@ import { join } from 'node:path';
 import type { Problem } from '../../../src/desired/types.js';
 import { FilesSource, type FilesSourceOptions } from '../../../src/source/files.js';
 import { ReadBuffer, readRegularBytes } from '../../../src/source/manifest-dir.js';
-
-/** A file read as the source reads it, decoded. */
-const readRegularFile = async (path: string, max: number, skipOthers: boolean) =>
-  (await readRegularBytes(path, max, skipOthers)).toString('utf8');
 import type { LogLevel } from '../../../src/util/log.js';
 import { parseManifests } from '../../../src/source/manifests.js';
 import type { SourceEvent } from '../../../src/source/types.js';
 import { waitFor } from '../../support/wait.js';
 import { prng } from '../../support/fixtures.js';
+
+/** A file read as the source reads it, decoded. */
+const readRegularFile = async (path: string, max: number, skipOthers: boolean) =>
+  (await readRegularBytes(path, max, skipOthers)).toString('utf8');
 
 const service = (name: string, ip: string) =>
   `apiVersion: v1\nkind: Service\nmetadata: {name: ${name}, namespace: ns1}\nspec: {clusterIP: ${ip}, ports: [{port: 80, protocol: TCP}]}\n`;
