@@ -1,10 +1,14 @@
 // Host preparation for the lab VM: Debian packages the harness needs, and Debian's generic kernel
 // unpacked into the gitignored cache (never installed on the host).
 //
+// LAB_KERNEL_SUITE=<suite> (say trixie) takes the kernel from that Debian suite instead of the
+// host's own package lists, through package lists of its own in the cache, signed as the host's.
+//
 // Cache layout under <project>/.cache/lab/:
 //   kernel/<package>/            `dpkg -x` of linux-image-<abi>-amd64 (+ depmod), re-used across runs
 //   kernel/<package>/.complete   written last: the unpack finished
 //   kernel.json                  { package, kver, dir } of the kernel in use
+//   kernel-<suite>/, kernel-<suite>.json, apt-<suite>/   the same for LAB_KERNEL_SUITE's kernel
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { labCacheDir } from './paths.js';
@@ -15,6 +19,8 @@ export const HOST_PACKAGES = [
   'qemu-system-x86', 'busybox-static', 'cpio', 'kmod', 'ipvsadm', 'ipset', 'iptables', 'iproute2', 'curl', 'conntrack', 'iputils-arping', 'wrk', 'nftables',
   // the lab cluster's Prometheus (lab/cluster/prometheus.ts) and its API server's store (lab/cluster/etcd.ts)
   'prometheus', 'etcd-server',
+  // another suite's compressed modules (LAB_KERNEL_SUITE; trixie ships .ko.xz), and the unit test of it
+  'xz-utils',
 ] as const;
 
 const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -73,15 +79,53 @@ export async function ensureHostPackages(): Promise<void> {
   if (code !== 0) throw new LabSetupError(`apt-get install ${missing.join(' ')} failed (exit ${code})`);
 }
 
-async function resolveKernelPackageOnce(): Promise<string | undefined> {
-  const r = await run('apt-cache', ['depends', 'linux-image-amd64']);
+/** The Debian suite LAB_KERNEL_SUITE names, or undefined for the host's own package lists. */
+export function kernelSuite(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const suite = env.LAB_KERNEL_SUITE?.trim();
+  if (!suite) return undefined;
+  if (!/^[a-z][a-z0-9-]{1,30}$/.test(suite)) throw new LabSetupError(`LAB_KERNEL_SUITE=${suite}: not a Debian suite name`);
+  return suite;
+}
+
+/** apt options that read and keep a suite's package lists in the cache, apart from the host's. */
+export function suiteAptOptions(suite: string, root = join(labCacheDir, `apt-${suite}`)): string[] {
+  return ['-o', 'Dir::Etc::SourceList=/dev/null', '-o', `Dir::Etc::SourceParts=${join(root, 'sources')}`,
+    '-o', `Dir::State::Lists=${join(root, 'lists')}`, '-o', `Dir::Cache=${join(root, 'cache')}`,
+    '-o', 'Dir::State::status=/dev/null'];
+}
+
+const suiteUpdated = new Set<string>();
+
+/** Fetches a suite's package lists into the cache, once a process; apt checks their signature. */
+async function suiteUpdateOnce(suite: string): Promise<void> {
+  if (suiteUpdated.has(suite)) return;
+  const root = join(labCacheDir, `apt-${suite}`);
+  for (const d of ['sources', 'lists/partial', 'cache/archives/partial']) mkdirSync(join(root, d), { recursive: true });
+  writeFileSync(join(root, 'sources', `${suite}.sources`), `Types: deb\nURIs: http://deb.debian.org/debian\n` +
+    `Suites: ${suite}\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n`);
+  log(`apt-get update (${suite}'s lists, in ${root})`);
+  const code = await runInherit('apt-get', [...suiteAptOptions(suite), '-o', 'APT::Sandbox::User=root', 'update', '-qq'], { env: aptEnv });
+  if (code !== 0) throw new LabSetupError(`apt-get update of ${suite}'s lists failed (exit ${code})`);
+  suiteUpdated.add(suite);
+}
+
+async function resolveKernelPackageOnce(suite?: string): Promise<string | undefined> {
+  const r = await run('apt-cache', [...(suite ? suiteAptOptions(suite) : []), 'depends', 'linux-image-amd64']);
   if (r.code !== 0) return undefined;
   const m = /Depends: (linux-image-[0-9][^\s]*)/.exec(r.stdout);
   return m?.[1];
 }
 
 /** The current ABI-numbered kernel package, e.g. linux-image-6.1.0-56-amd64 (never -cloud: no 9p). */
-export async function resolveKernelPackage(): Promise<string | undefined> {
+export async function resolveKernelPackage(suite = kernelSuite()): Promise<string | undefined> {
+  if (suite) {
+    try {
+      await suiteUpdateOnce(suite);
+    } catch (e) {
+      log(`${(e as Error).message}; resolving from ${suite}'s lists already in the cache, if any`);
+    }
+    return resolveKernelPackageOnce(suite);
+  }
   let pkg = await resolveKernelPackageOnce();
   if (!pkg && isRoot() && isDebian()) {
     await aptUpdateOnce();
@@ -107,21 +151,22 @@ function kernelInfo(pkg: string, dir: string): KernelInfo {
   return { package: pkg, kver, dir, vmlinuz: join(dir, 'boot', `vmlinuz-${kver}`), modulesDir: join(modRoot, kver) };
 }
 
-function readState(): { package: string } | undefined {
+function readState(stateFile: string): { package: string } | undefined {
   try {
-    return JSON.parse(readFileSync(join(labCacheDir, 'kernel.json'), 'utf8')) as { package: string };
+    return JSON.parse(readFileSync(stateFile, 'utf8')) as { package: string };
   } catch {
     return undefined;
   }
 }
 
 /** Downloads and unpacks Debian's current generic kernel into the cache, unless already there. */
-export async function ensureKernel(): Promise<KernelInfo> {
-  const kernelsDir = join(labCacheDir, 'kernel');
+export async function ensureKernel(suite = kernelSuite()): Promise<KernelInfo> {
+  const kernelsDir = join(labCacheDir, suite ? `kernel-${suite}` : 'kernel');
+  const stateFile = join(labCacheDir, suite ? `kernel-${suite}.json` : 'kernel.json');
   mkdirSync(kernelsDir, { recursive: true });
-  let pkg = await resolveKernelPackage();
+  let pkg = await resolveKernelPackage(suite);
   if (!pkg) {
-    const state = readState();
+    const state = readState(stateFile);
     if (state && existsSync(join(kernelsDir, state.package, '.complete'))) {
       log(`cannot resolve linux-image-amd64 with apt-cache; using the cached ${state.package}`);
       pkg = state.package;
@@ -137,12 +182,13 @@ export async function ensureKernel(): Promise<KernelInfo> {
     try {
       log(`downloading ${pkg} (~70 MB, once)`);
       // Sandbox user root: the cache dir may not be readable by _apt.
-      const download = (name: string) => runOk('apt-get', ['download', '-q', '-o', 'APT::Sandbox::User=root', name], { cwd: tmp, env: aptEnv });
+      const download = (name: string) => runOk('apt-get',
+        [...(suite ? suiteAptOptions(suite) : []), 'download', '-q', '-o', 'APT::Sandbox::User=root', name], { cwd: tmp, env: aptEnv });
       try {
         await download(pkg);
       } catch (e) {
         // Stale package lists name a kernel that left the archive: refresh once and re-resolve.
-        if (aptUpdated || !isRoot()) throw e;
+        if (suite || aptUpdated || !isRoot()) throw e;
         await aptUpdateOnce();
         const fresh = await resolveKernelPackageOnce();
         if (fresh !== pkg) throw new LabSetupError(`the current kernel package changed to ${fresh ?? 'nothing'} while fetching ${pkg}: run again`);
@@ -153,6 +199,11 @@ export async function ensureKernel(): Promise<KernelInfo> {
       log(`unpacking ${deb}`);
       const tree = join(tmp, 'tree');
       await runOk('dpkg', ['-x', join(tmp, deb), tree]);
+      // Packages of merged-/usr suites (trixie on) ship usr/lib/modules; depmod -b and the VM read lib/modules.
+      if (!existsSync(join(tree, 'lib', 'modules')) && existsSync(join(tree, 'usr', 'lib', 'modules'))) {
+        mkdirSync(join(tree, 'lib'), { recursive: true });
+        renameSync(join(tree, 'usr', 'lib', 'modules'), join(tree, 'lib', 'modules'));
+      }
       const info = kernelInfo(pkg, tree);
       await runOk('depmod', ['-b', tree, info.kver]);
       rmSync(dir, { recursive: true, force: true });
@@ -170,6 +221,6 @@ export async function ensureKernel(): Promise<KernelInfo> {
     }
   }
   const info = kernelInfo(pkg, dir);
-  writeFileSync(join(labCacheDir, 'kernel.json'), `${JSON.stringify({ package: pkg, kver: info.kver, dir }, null, 2)}\n`);
+  writeFileSync(stateFile, `${JSON.stringify({ package: pkg, kver: info.kver, dir }, null, 2)}\n`);
   return info;
 }

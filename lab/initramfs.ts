@@ -11,8 +11,8 @@
 //     read-write, cache=none) at the same absolute path as on the host, and binds the cached
 //     kernel's lib/modules onto /lib/modules so `modprobe ip_vs` works; <project>/node_modules,
 //     .cache/node, .cache/image and dist come from the cached read-only host root (read-only in
-//     the guest: never `npm install` or build there), and <project>/.cache/lab/kernel is hidden
-//     by an empty tmpfs;
+//     the guest: never `npm install` or build there), and <project>/.cache/lab/kernel (or
+//     kernel-<suite>) is hidden by an empty tmpfs;
 //   - copies /etc/protocols and /etc/services into the upper dir (as on a node's own disk: ipset
 //     looks a protocol up per member, a 9p round trip each otherwise);
 //   - switch_root (not chroot: the kernel's module auto-loading must run the new root's modprobe)
@@ -20,17 +20,22 @@
 // Parameters come from the kernel command line: lab.work=<project> lab.run=<run dir> lab.mods=<dir>.
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { basename, extname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import type { KernelInfo } from './host.js';
 import { labCacheDir } from './paths.js';
-import { runOk } from './proc.js';
+import { run } from './proc.js';
 
 /** Modules inserted by /init, in an order that works (each one's dependencies come first). */
 export const INITRAMFS_MODULES = [
   'virtio_ring', 'virtio', 'virtio_pci_modern_dev', 'virtio_pci_legacy_dev', 'virtio_pci',
   'netfs', 'fscache', '9pnet', '9pnet_virtio', '9p', 'overlay',
 ] as const;
+/** Modules some kernels do not have as modules: fscache is part of netfs since 6.4. */
+const OPTIONAL_MODULES: ReadonlySet<string> = new Set(['fscache']);
+/** How a compressed module's file ends, and the tool that writes it out plain. */
+const DECOMPRESS: Readonly<Record<string, string>> = { '.xz': 'xz', '.zst': 'zstd', '.gz': 'gzip' };
 
 const BUSYBOX = '/bin/busybox';
 
@@ -86,7 +91,7 @@ for d in node_modules .cache/node .cache/image dist; do
   fi
 done
 case "$MODS" in
-  "$WORK"/.cache/lab/kernel/*) mount -t tmpfs -o ro,size=4k,mode=0555 lab-hidden "/newroot$WORK/.cache/lab/kernel" ;;
+  "$WORK"/.cache/lab/kernel*/*/lib/modules) mount -t tmpfs -o ro,size=4k,mode=0555 lab-hidden "/newroot\${MODS%/*/lib/modules}" ;;
 esac
 # A node reads /etc/protocols and /etc/services from its own disk; here each lookup would be a 9p
 # round trip, and ipset resolves every hash:ip,port member's protocol (about 4 ms each under TCG:
@@ -135,23 +140,46 @@ export function cpioNewc(entries: readonly CpioEntry[]): Buffer {
 async function moduleFiles(kernel: KernelInfo): Promise<string[]> {
   const files: string[] = [];
   for (const m of INITRAMFS_MODULES) {
-    const out = await runOk('modprobe', ['-d', kernel.dir, '-S', kernel.kver, '--show-depends', m]);
-    for (const line of out.split('\n')) {
+    const r = await run('modprobe', ['-d', kernel.dir, '-S', kernel.kver, '--show-depends', m]);
+    if (r.code !== 0) {
+      if (OPTIONAL_MODULES.has(m) && /not found/.test(r.stderr)) continue;
+      throw new Error(`modprobe --show-depends ${m} failed (exit ${r.code}): ${r.stderr.trim()}`);
+    }
+    for (const line of r.stdout.split('\n')) {
       const match = /^insmod (\S+\.ko(?:\.[a-z]+)?)/.exec(line.trim());
       if (match?.[1] && !files.includes(match[1])) files.push(match[1]);
     }
   }
-  if (files.some((f) => !f.endsWith('.ko'))) {
-    throw new Error(`compressed kernel modules are not supported by the lab initramfs yet: ${files.join(' ')}`);
-  }
   return files;
+}
+
+/** The module's name: its file's, without .ko and any compression's ending. */
+export const moduleName = (file: string): string => basename(file).replace(/\.ko(?:\.[a-z]+)?$/, '');
+
+/** A program's standard output, as bytes; throws with its stderr when it fails. */
+function runBytes(cmd: string, args: readonly string[]): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { encoding: 'buffer', maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`${cmd} ${args.join(' ')}: ${error.message} ${stderr.toString().trim()}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** A module file's bytes, plain: busybox's insmod takes no compressed module. */
+export async function plainModule(file: string): Promise<Buffer> {
+  const ext = extname(file);
+  if (ext === '.ko') return readFileSync(file);
+  const tool = DECOMPRESS[ext];
+  if (!tool) throw new Error(`kernel module ${file}: no way to decompress ${ext}`);
+  return runBytes(tool, ['-dc', file]);
 }
 
 /** Builds (or re-uses) the initramfs for this kernel; returns its path. */
 export async function ensureInitramfs(kernel: KernelInfo): Promise<string> {
   if (!existsSync(BUSYBOX)) throw new Error(`${BUSYBOX} is missing (package busybox-static)`);
   const files = await moduleFiles(kernel);
-  const names = files.map((f) => basename(f, '.ko'));
+  const names = files.map(moduleName);
   const script = initScript(names);
   const bb = statSync(BUSYBOX);
   const hash = createHash('sha256')
@@ -169,8 +197,8 @@ export async function ensureInitramfs(kernel: KernelInfo): Promise<string> {
     { name: 'bin/busybox', mode: 0o100755, data: readFileSync(BUSYBOX) },
     { name: 'bin/sh', mode: 0o120777, data: Buffer.from('busybox') },
     { name: 'init', mode: 0o100755, data: Buffer.from(script) },
-    ...files.map((f) => ({ name: `modules/${basename(f)}`, mode: 0o100644, data: readFileSync(f) })),
   ];
+  for (const f of files) entries.push({ name: `modules/${moduleName(f)}.ko`, mode: 0o100644, data: await plainModule(f) });
   mkdirSync(labCacheDir, { recursive: true });
   const tmp = `${out}.tmp-${process.pid}`;
   writeFileSync(tmp, gzipSync(cpioNewc(entries), { level: 6 }));
