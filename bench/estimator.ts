@@ -105,13 +105,17 @@ export interface EstimatorRun {
  * node runs, and without each kind's first change (the series with it off comes after, warm).
  */
 export function estimatorParagraph(
-  services: number, e: EstimatorRun | undefined, on: { p99: number; warmP99?: number },
+  services: number, e: EstimatorRun | undefined, on: { p99: number; warmP99?: number }, kernel = '',
 ): string[] {
   if (!e) return [];
   const ms = (x: number): string => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
   const c = e.changesOff;
-  return ['', `The kernel's rate estimator at ${services} Services (kernels before 6.2 walk every server's estimator ` +
-    'each 2 s in a timer, under the lock a server\'s add or remove takes; bench/estimator.ts): a busy loop on each CPU ' +
+  const [major = 0, minor = 0] = kernel.split(/[.-]/).map(Number);
+  const how = major > 6 || (major === 6 && minor >= 2)
+    ? `kernel ${kernel}: since 6.2 kernel threads estimate, a share of the servers each 40 ms`
+    : `kernel ${kernel || 'unknown'}: kernels before 6.2 walk every server's estimator each 2 s in a timer, ` +
+      'under the lock a server\'s add or remove takes';
+  return ['', `The kernel's rate estimator at ${services} Services (${how}; bench/estimator.ts): a busy loop on each CPU ` +
     `(bench/stall-probe.c) saw ${describeStalls(e.probeOn)} with it on, as a node runs; ${describeStalls(e.probeOff)} ` +
     `with net.ipv4.vs.run_estimation = 0. The same kind of changes again with it off: ${c.count} changes, ` +
     `ops ${c.exactlyOneOp ? 'exactly 1 per virtual server' : 'NOT 1 per virtual server'}, p50 ${ms(c.p50)}, ` +

@@ -207,7 +207,7 @@ function renderTable(r: any): string {
       lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection): ` +
         `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''})`).join('; ')}.`);
     }
-    if (big) lines.push(...estimatorParagraph(big.services, big.estimator, big.changes));
+    if (big) lines.push(...estimatorParagraph(big.services, big.estimator, big.changes, String(r.vm.kernel ?? '')));
     if (big?.driftCheck) {
       const d = big.driftCheck;
       // Looked up in turn (GET_SERVICE, TableCache.verify) when the one dump of them all is past

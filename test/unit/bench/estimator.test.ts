@@ -57,6 +57,17 @@ describe('the stall probe', () => {
       probeOn: probe, probeOff: probe, changesOff: { count: 100, exactlyOneOp: true, p50: 6.2, p99: 31, max: 40 },
     }, { p99: 71, warmP99: 20 });
     expect(line).toContain('p99 31 ms (meets the guest\'s 50 ms), against 71 ms with it on (20 ms without each kind\'s first');
+    expect(line).toContain('kernel unknown: kernels before 6.2 walk');
     expect(estimatorParagraph(30000, undefined, { p99: 71 })).toEqual([]);
+  });
+
+  it('names the kernel, and how it estimates by its version', () => {
+    const probe = summarizeStalls([{ cpu: 0, totalMs: 0, stalls: [] }], 8, 10);
+    const run = { probeOn: probe, probeOff: probe, changesOff: { count: 30, exactlyOneOp: true, p50: 8, p99: 25, max: 26 } };
+    const para = (k: string) => estimatorParagraph(10000, run, { p99: 88 }, k)[1]!;
+    expect(para('6.1.0-57-amd64')).toContain('kernel 6.1.0-57-amd64: kernels before 6.2 walk');
+    expect(para('6.12.117+deb13-amd64')).toContain('kernel 6.12.117+deb13-amd64: since 6.2 kernel threads estimate');
+    expect(para('7.0.1')).toContain('since 6.2 kernel threads');
+    expect(para('5.15.0')).toContain('before 6.2');
   });
 });
