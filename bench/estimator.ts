@@ -8,6 +8,7 @@
 // slow change is the kernel's timer and not ours.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { run } from '../src/util/proc.js';
+import { compareKernel } from '../plugins/availability.js';
 
 export const RUN_ESTIMATION = '/proc/sys/net/ipv4/vs/run_estimation';
 
@@ -110,8 +111,7 @@ export function estimatorParagraph(
   if (!e) return [];
   const ms = (x: number): string => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
   const c = e.changesOff;
-  const [major = 0, minor = 0] = kernel.split(/[.-]/).map(Number);
-  const how = major > 6 || (major === 6 && minor >= 2)
+  const how = compareKernel(kernel, '6.2') >= 0
     ? `kernel ${kernel}: since 6.2 kernel threads estimate, a share of the servers each 40 ms`
     : `kernel ${kernel || 'unknown'}: kernels before 6.2 walk every server's estimator each 2 s in a timer, ` +
       'under the lock a server\'s add or remove takes';
