@@ -159,7 +159,7 @@ export const moduleName = (file: string): string => basename(file).replace(/\.ko
 /** A program's standard output, as bytes; throws with its stderr when it fails. */
 function runBytes(cmd: string, args: readonly string[]): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { encoding: 'buffer', maxBuffer: 64 << 20 }, (error, stdout, stderr) => {
+    execFile(cmd, args, { encoding: 'buffer', maxBuffer: 64 << 20, timeout: 120_000 }, (error, stdout, stderr) => {
       if (error) reject(new Error(`${cmd} ${args.join(' ')}: ${error.message} ${stderr.toString().trim()}`));
       else resolve(stdout);
     });
