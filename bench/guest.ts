@@ -41,6 +41,7 @@ import { CHUNK } from '../src/netlink/socket.js';
 import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily, toolPath } from './replay.js';
 import { describeStalls, estimationOn, probeStalls, setEstimation } from './estimator.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
+import type { SyncPhases } from '../src/sync/outcome.js';
 
 const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
 const SIZES = sizesArg.split(',').map(Number);
@@ -222,6 +223,11 @@ class StatusWaiter {
   }
 }
 
+/** A sync's phases (src/sync/outcome.ts), as `build 3 read 20 plan 2 write 10 after 3`. */
+function formatPhases(p: SyncPhases): string {
+  return Object.entries(p).map(([k, ms]) => `${k} ${String(ms)}`).join(' ');
+}
+
 function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 30, ...(input !== undefined ? { input } : {}) });
 }
@@ -358,7 +364,7 @@ async function main(): Promise<void> {
     // changes, to tell a slow change that waited for one from one that ran cold code (the first
     // changes) or waited for the kernel.
     const runChanges = async (count: number, seedFrom: number) => {
-      const changes: Array<{ kind: string; ops: number; virtualServers: number; latencyMs: number; ipvsMs: number; syncMs: number; iptablesMs: number; dumps: number; busyMs: number }> = [];
+      const changes: Array<{ kind: string; ops: number; virtualServers: number; latencyMs: number; ipvsMs: number; syncMs: number; phasesMs: SyncPhases; iptablesMs: number; dumps: number; busyMs: number }> = [];
       const gcs = watchCollections();
       const windows: Array<{ start: number; end: number }> = [];
       for (let c = 0; c < count; c++) {
@@ -389,18 +395,18 @@ async function main(): Promise<void> {
         // a timer or the kernel, one that waited with it busy for this thread.
         const busyMs = performance.eventLoopUtilization(loop).active;
         windows.push({ start: pc, end: performance.now() });
-        changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, iptablesMs: iptables.ms, dumps: ipvs.dumps, busyMs });
+        changes.push({ kind, ops: op.last!.ops, virtualServers: kind !== 'weight' && isNodePort(i) ? 2 : 1, latencyMs, ipvsMs: Number(ipvs.lastApplyEnd - tc) / 1e6, syncMs: op.last!.durationMs, phasesMs: op.last!.phasesMs, iptablesMs: iptables.ms, dumps: ipvs.dumps, busyMs });
         if ((c + 1) % 20 === 0 || c + 1 === count) progress(`  ${c + 1}/${count} changes, last: ${kind} ${op.last!.ops} op(s) in ${latencyMs.toFixed(1)} ms`);
       }
       await gcs.stop();
       const slowest = changes.map((x, i) => {
         const gc = gcs.within(windows[i]!.start, windows[i]!.end);
-        return { index: i, kind: x.kind, latencyMs: x.latencyMs, syncMs: x.syncMs, ipvsMs: x.ipvsMs, iptablesMs: x.iptablesMs, busyMs: x.busyMs,
+        return { index: i, kind: x.kind, latencyMs: x.latencyMs, syncMs: x.syncMs, phasesMs: x.phasesMs, ipvsMs: x.ipvsMs, iptablesMs: x.iptablesMs, busyMs: x.busyMs,
           gcMs: gc.ms, collections: gc.collections, major: gc.major > 0 };
       }).sort((a, b) => b.latencyMs - a.latencyMs).slice(0, 5);
       // The sync's own duration (from its start: the time before it is the event's and the runner's),
       // the last IPVS write's end and the iptables path's time, to tell where a slow change waited.
-      progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (sync ${x.syncMs.toFixed(1)}, IPVS done ${x.ipvsMs.toFixed(1)}, iptables ${x.iptablesMs.toFixed(1)}, loop busy ${x.busyMs.toFixed(1)}, GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
+      progress(`slowest changes: ${slowest.map((x) => `#${x.index} ${x.kind} ${x.latencyMs.toFixed(1)} ms (sync ${x.syncMs.toFixed(1)}: ${formatPhases(x.phasesMs)}, IPVS done ${x.ipvsMs.toFixed(1)}, iptables ${x.iptablesMs.toFixed(1)}, loop busy ${x.busyMs.toFixed(1)}, GC ${x.gcMs.toFixed(1)} ms${x.major ? ', major' : ''})`).join('; ')}`);
       return { changes, slowest };
     };
     progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);

@@ -202,10 +202,12 @@ function renderTable(r: any): string {
         s(c.iptablesPerChangeMs), String(c.dumpsPerChange), `${s(z.periodic.ms)}, ${z.periodic.ops} ops, ${z.periodic.dumps} dumps`);
     }
     const big = r.vm.sizes[r.vm.sizes.length - 1];
-    const slow = big?.changes.slowest as Array<{ index: number; kind: string; latencyMs: number; gcMs: number; major: boolean }> | undefined;
+    const slow = big?.changes.slowest as Array<{ index: number; kind: string; latencyMs: number; gcMs: number; major: boolean; phasesMs?: Record<string, number> }> | undefined;
     if (slow?.length) {
-      lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection): ` +
-        `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''})`).join('; ')}.`);
+      // phasesMs: the change's sync, phase by phase (src/sync/outcome.ts); absent in older reports.
+      const phases = (p: Record<string, number> | undefined) => (p ? `; sync ${Object.entries(p).map(([k, ms]) => `${k} ${ms}`).join(', ')} ms` : '');
+      lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection; the sync's phases): ` +
+        `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''}${phases(x.phasesMs)})`).join('; ')}.`);
     }
     if (big) lines.push(...estimatorParagraph(big.services, big.estimator, big.changes, String(r.vm.kernel ?? '')));
     if (big?.driftCheck) {

@@ -12,6 +12,7 @@ import type { IptablesSync } from '../iptables/sync.js';
 import type { ConntrackClient } from '../conntrack/client.js';
 import type { ComponentHealth } from '../healthcheck/health.js';
 import type { OwnershipRecord } from './record.js';
+import type { SyncPhases } from './outcome.js';
 import type { Log } from '../util/log.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Clock } from './runner.js';
@@ -81,6 +82,8 @@ export interface AfterSyncView {
 export interface SyncReport {
   at: number;
   durationMs: number;
+  /** Where durationMs went (outcome.ts, syncPhases). */
+  phasesMs: SyncPhases;
   ops: number;
   /** Ops the kernel refused (each a Problem of its Service). */
   failed: number;

@@ -13,7 +13,7 @@ import { type SyncPlan, planSync } from '../plan/sync.js';
 import type { SourceEvent } from '../source/types.js';
 import { reportCleanup } from './conntrack-cleanup.js';
 import { executeSyncPlan } from './executor.js';
-import { logPlan, recordSyncEnd, reportHolds, reportProblems } from './outcome.js';
+import { type SyncMarks, logPlan, recordSyncEnd, reportHolds, reportProblems, syncPhases } from './outcome.js';
 import { type HealthVerdict, evaluateHealth } from '../healthcheck/health.js';
 import { MemoryOwnershipRecord } from './record.js';
 import { type SyncReason, realClock } from './runner.js';
@@ -160,6 +160,7 @@ export class Operator {
     if (full) this.reader.openListing(); // its thread reads the kernel while the desired state is built
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
+    const marks: SyncMarks = {};
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -167,6 +168,7 @@ export class Operator {
       const weighted = this.weights.apply(built.table, changed, t0);
       const desired = { ...built, table: weighted.table };
       const config = this.state.currentConfig;
+      marks.built = clock.now();
       const due = full ? new Set<string>() : dueRetries(carry.retries, t0);
       // A periodic sync re-applies the VIP link and, if it drifted, the iptables path: its check runs
       // beside the read of IPVS; a change that arrives puts either off (iptables-check.ts).
@@ -182,6 +184,7 @@ export class Operator {
       if (full) carry.applied = {};
       else if (periodic && carry.vipCheck.due(progress.pendingSince !== undefined)) delete carry.applied.vips;
       const readEnd = clock.now();
+      marks.read = readEnd;
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
       if ((await this.kernel.reset()) && !full) {
@@ -192,10 +195,12 @@ export class Operator {
       }));
       logPlan(this.deps.log, plan);
       this.deps.onPlan?.(plan);
+      marks.planned = clock.now();
       // The link and the iptables path count as done only once applied: a failure re-applies them.
       if (plan.vips) delete carry.applied.vips;
       if (plan.iptables) delete carry.applied.iptables;
       const results = await executeSyncPlan(plan, desired, config, this.deps, this.reader.cache, this.reader.vipsNow!);
+      marks.written = clock.now();
       settled = settleSync(plan, results.ops, { retries: carry.retries, record: carry.record.keys });
       if (results.conntrack) reportCleanup(results.conntrack, this.deps.log, this.deps.metrics);
       if (this.deps.iptables.holdSyns) reportHolds(plan, results.holdError, this.deps.log);
@@ -221,11 +226,11 @@ export class Operator {
       if (periodic) this.reader.periodicTailMs = clock.now() - readEnd;
       progress.failingSince = undefined;
       progress.everSynced = true;
-      this.finish(t0, plan, settled, full, pendingSince);
+      this.finish(t0, marks, plan, settled, full, pendingSince);
     } catch (e) {
       progress.needFull = true;
       progress.failingSince ??= t0;
-      this.finish(t0, plan, settled, full, pendingSince, (e as Error).message);
+      this.finish(t0, marks, plan, settled, full, pendingSince, (e as Error).message);
       throw e;
     }
   }
@@ -249,15 +254,16 @@ export class Operator {
 
   /** The sync's metrics, the node's status and its log line (outcome.ts). */
   private finish(
-    t0: number, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean,
+    t0: number, marks: SyncMarks, plan: SyncPlan | undefined, settled: Settled | undefined, full: boolean,
     pendingSince: number | undefined, error?: string,
   ): void {
     const [p, now, ops] = [this.progress, this.timers.clock.now(), plan?.ops.length ?? 0];
     const failed = settled?.refused.length ?? 0;
-    p.last = { at: now, durationMs: now - t0, ops, failed, full, ...(error ? { error } : {}) };
+    const phasesMs = syncPhases(t0, marks, now);
+    p.last = { at: now, durationMs: now - t0, phasesMs, ops, failed, full, ...(error ? { error } : {}) };
     p.failedInARow = error ? p.failedInARow + 1 : 0;
     const health = this.health();
-    recordSyncEnd({ t0, now, full, ops, settled, pendingSince, error }, {
+    recordSyncEnd({ t0, now, phasesMs, full, ops, settled, pendingSince, error }, {
       kernelIPVSVersion: this.deps.kernel.ipvsVersion,
       schedulersAvailable: [...this.deps.kernel.schedulers].sort(),
       virtualServers: this.state.desiredTable.size,

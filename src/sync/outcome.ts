@@ -64,9 +64,46 @@ export async function reportProblems(
 }
 
 /** One sync's end, as the loop saw it. */
+/** Where a sync's time went, in ms: each phase it reached; a failed sync's last is the one it failed in. */
+export interface SyncPhases {
+  /** The desired state (the Services changed since the last sync rebuilt) and the weights. */
+  build?: number;
+  /** The kernel's table read: all of it (full), the changed virtual servers, or the drift check's share. */
+  read?: number;
+  plan?: number;
+  /** IPVS, the VIPs, the iptables path and conntrack, written. */
+  write?: number;
+  /** Settling the results, the record, the health-check edge, problems (the first sync: its rehearsal too). */
+  after?: number;
+}
+
+/** The clock when each phase of a sync ended (Operator.sync marks them as it goes). */
+export type SyncMarks = Partial<Record<'built' | 'read' | 'planned' | 'written', number>>;
+
+const PHASE_ENDS = [['build', 'built'], ['read', 'read'], ['plan', 'planned'], ['write', 'written']] as const;
+
+/** The phases between `t0`, the marks and `end`; the first phase with no mark ran until `end`. */
+export function syncPhases(t0: number, marks: SyncMarks, end: number): SyncPhases {
+  const phases: SyncPhases = {};
+  let from = t0;
+  for (const [phase, mark] of PHASE_ENDS) {
+    const at = marks[mark];
+    if (at === undefined) {
+      phases[phase] = end - from;
+      return phases;
+    }
+    phases[phase] = at - from;
+    from = at;
+  }
+  phases.after = end - from;
+  return phases;
+}
+
 export interface SyncEnd {
   t0: number;
   now: number;
+  /** Where its time went (syncPhases). */
+  phasesMs: SyncPhases;
   full: boolean;
   /** Ops planned (0 when planning failed). */
   ops: number;
@@ -98,7 +135,7 @@ export function recordSyncEnd(
   sinks.status.write(status).catch((e: unknown) =>
     sinks.log('warn', 'writing node status failed', { error: (e as Error).message }));
   sinks.log(error ? 'error' : 'info', error ? 'sync failed' : 'synced', {
-    ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0,
+    ops: end.ops, failed: settled?.refused.length ?? 0, full: end.full, durationMs: now - t0, phasesMs: end.phasesMs,
     virtualServers: status.virtualServers, ...(error ? { error } : {}),
   });
 }
