@@ -42,6 +42,8 @@ import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSen
 import { describeStalls, estimationOn, probeStalls, setEstimation } from './estimator.js';
 import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 import type { SyncPhases } from '../src/sync/outcome.js';
+import { exposedCollector } from '../src/util/gc.js';
+import { getHeapSpaceStatistics } from 'node:v8';
 
 const [out = '.cache/bench/guest.json', sizesArg = '1000,5000,10000', changesArg = '200', eArg = '10'] = process.argv.slice(2);
 const SIZES = sizesArg.split(',').map(Number);
@@ -261,9 +263,14 @@ async function freshIpvs(ipvs: MeasuredIpvs, schedulerNames: readonly string[]):
 }
 
 const registry = new PluginRegistry();
-/** The operator's log: only the line on the first sync's run of a change's code (src/sync/rehearsal.ts), printed. */
+/**
+ * V8's collector, as the run wires it (src/cli/run.ts): the young generation emptied at the end of
+ * each first sync. BENCH_COLLECT=0 leaves it out (to measure what it does).
+ */
+const collect = process.env.BENCH_COLLECT === '0' ? undefined : exposedCollector();
+/** The operator's log: only the lines on the first sync's run of a change's code and its collection (src/sync/rehearsal.ts), printed. */
 const rehearsalLog: Log = (_level, message, fields) => {
-  if (message.includes('change\'s code once')) progress(`operator: ${message} ${JSON.stringify(fields)}`);
+  if (message.includes('change\'s code once') || message.includes('young generation')) progress(`operator: ${message} ${JSON.stringify(fields)}`);
 };
 
 async function main(): Promise<void> {
@@ -314,7 +321,7 @@ async function main(): Promise<void> {
     const status = new StatusWaiter();
     const deps = {
       ipvs, vips, iptables, events: { report: async () => undefined }, status: status.sink, log: rehearsalLog, kernel, registry,
-      nodeName: NODE_NAME, metrics: new Metrics(),
+      nodeName: NODE_NAME, metrics: new Metrics(), ...(collect ? { collect } : {}),
     };
     ipvs.reset(); vips.ms = 0; vips.added = 0; iptables.ms = 0; iptables.calls = 0;
     progress(`full sync of ${n} Services from empty (operator)`);
@@ -410,6 +417,9 @@ async function main(): Promise<void> {
       return { changes, slowest };
     };
     progress(`${k} single-endpoint changes (add, remove, weight) through Operator.handle`);
+    // What the next scavenge would copy from: the first changes' collections depend on it.
+    const young = getHeapSpaceStatistics().find((x) => x.space_name === 'new_space');
+    if (young) progress(`young generation before the first change: ${(young.space_used_size / 2 ** 20).toFixed(2)} MB used of ${(young.space_size / 2 ** 20).toFixed(1)} MB`);
     const { changes, slowest } = await runChanges(k, 1);
     const lat = changes.map((x) => x.latencyMs);
 

@@ -24,6 +24,7 @@ import type { SourceEvent } from '../source/types.js';
 import { ClusterWeights } from '../balance/cluster-view.js';
 import { ServiceNotFoundError, renderExplain } from './explain.js';
 import { type SourceSpec, iptablesPath, logSinks, wire } from './wiring.js';
+import { exposedCollector } from '../util/gc.js';
 
 export interface RunOptions {
   source: SourceSpec;
@@ -95,6 +96,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const proxierHealth = new ProxierHealth(2 * config.syncPeriod * 1000);
   const proxierServer = new ProxierHealthServer(proxierHealth, log);
   const serviceHealth = new ServiceHealthServers(() => proxierHealth.isHealthy(), log, o.nodeName);
+  // One collection at the end of the first sync (sync/rehearsal.ts): its garbage is not the first change's.
+  const collect = exposedCollector();
   const operator = new Operator(config, {
     ipvs, vips, iptables, events, status, log,
     kernel: { release: kernelRelease, ipvsVersion: info.version, schedulers },
@@ -109,6 +112,7 @@ export async function runOperator(o: RunOptions): Promise<number> {
       afterSync: healthEdge({ health: proxierHealth, proxier: proxierServer, services: serviceHealth }),
     }),
     ...(clusterWeights ? { clusterWeights } : {}),
+    ...(collect ? { collect } : {}),
   });
   const view = clusterWeights && wired.client
     ? new (await import('../kube/cluster-view.js')).ClusterView({

@@ -14,6 +14,7 @@ import type { ComponentHealth } from '../healthcheck/health.js';
 import type { OwnershipRecord } from './record.js';
 import type { SyncPhases } from './outcome.js';
 import type { Log } from '../util/log.js';
+import type { Collect } from '../util/gc.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { Clock } from './runner.js';
 
@@ -69,6 +70,11 @@ export interface OperatorDeps {
    * weights only.
    */
   clusterWeights?: ClusterWeights;
+  /**
+   * V8's young generation emptied (util/gc.ts), once at the end of the first sync (rehearsal.ts,
+   * collectAfterFirstSync); none: no collection asked for (tests, hosts without it).
+   */
+  collect?: Collect;
 }
 
 /** What afterSync sees: the desired state just programmed and the configuration in force. */

@@ -21,7 +21,7 @@ import { KernelReader } from './kernel-read.js';
 import type { OperatorDeps, SyncReport } from './operator-types.js';
 import { SyncCarry, SyncProgress, syncInput } from './loop-state.js';
 import { SyncTimers, intervals } from './timers.js';
-import { rehearseChange } from './rehearsal.js';
+import { collectAfterFirstSync, rehearseChange } from './rehearsal.js';
 import { Weighting } from './weighting.js';
 import { KernelGeneration } from './kernel-generation.js';
 
@@ -222,6 +222,7 @@ export class Operator {
       if (!progress.everSynced) {
         const { state, reader, deps } = this;
         await rehearseChange({ state, reader, desired, config, carry, clock, deps });
+        collectAfterFirstSync(deps.collect, clock, deps.log);
       }
       if (periodic) this.reader.periodicTailMs = clock.now() - readEnd;
       progress.failingSince = undefined;

@@ -39,14 +39,14 @@ const service = (i: number, version = '1') => makeService('default', `svc${i}`, 
 const slice = (i: number, n: number, version = '1') => makeSlice('default', `svc${i}`, `svc${i}-a`,
   Array.from({ length: n }, (_, j) => ({ ip: `10.10.${i}.${j + 1}` })), (s) => { s.metadata!.resourceVersion = version; });
 
-function setup(endpoints = 2) {
+function setup(endpoints = 2, collect?: () => void) {
   const ipvs = new ReadRecordingIpvs();
   const plans: SyncPlan[] = [];
   const log = memoryLog();
   const op = new Operator(config, {
     ipvs, vips: new FakeVipLink(), iptables: new NoIptables(), events: { report: async () => undefined },
     status: { write: async () => undefined }, log, registry: new PluginRegistry(), nodeName: NODE, kernel,
-    onPlan: (p) => plans.push(p),
+    onPlan: (p) => plans.push(p), ...(collect ? { collect } : {}),
   });
   op.handle({ kind: 'node', type: 'upsert', object: makeNode() });
   for (let i = 0; i < 4; i++) {
@@ -120,5 +120,34 @@ describe('running a change\'s code once after the first sync', () => {
     const desired = new Map([['a', { dests: [{}] }], ['b', { dests: [{}] }], ['c', { dests: [] }]]) as never;
     expect(rehearsalKey(desired, copy([['a', 0], ['b', 2]]))).toBe('b');
     expect(rehearsalKey(desired, copy([['c', 1]]))).toBeUndefined();
+  });
+});
+
+describe('one collection at the end of the first sync', () => {
+  it('runs once, after the rehearsal, and not after later syncs', async () => {
+    const calls: number[] = [];
+    let reads = () => -1;
+    const { ipvs, log, op } = setup(2, () => calls.push(reads()));
+    reads = () => ipvs.reads.length;
+    await op.sync();
+    // After the rehearsal's read, before the sync is reported done.
+    expect(calls).toEqual([1]);
+    expect(op.last!.error).toBeUndefined();
+    const logged = log.entries.filter((e) => e.message === 'emptied the young generation after the first sync');
+    expect(logged).toHaveLength(1);
+    expect(logged[0]!.fields).toEqual({ ms: expect.any(Number) });
+    op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(2, 3, '2') });
+    await op.sync();
+    await op.sync({ periodic: true, retry: false });
+    expect(calls).toEqual([1]);
+  });
+
+  it('a collector that throws is logged; the first sync is still a success', async () => {
+    const { log, op } = setup(2, () => { throw new Error('no heap today'); });
+    await op.sync();
+    expect(op.last!.error).toBeUndefined();
+    expect(op.ready).toBe(true);
+    expect(log.entries.filter((e) => e.level === 'warn' && e.message.startsWith('emptying the young generation'))
+      .map((e) => e.fields)).toEqual([{ error: 'no heap today' }]);
   });
 });
