@@ -161,6 +161,7 @@ export class Operator {
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
     const marks: SyncMarks = {};
+    let rehearsed = false;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -222,12 +223,18 @@ export class Operator {
       if (!progress.everSynced) {
         const { state, reader, deps } = this;
         await rehearseChange({ state, reader, desired, config, carry, clock, deps });
-        collectAfterFirstSync(deps.collect, clock, deps.log);
+        rehearsed = true;
       }
       if (periodic) this.reader.periodicTailMs = clock.now() - readEnd;
       progress.failingSince = undefined;
       progress.everSynced = true;
       this.finish(t0, marks, plan, settled, full, pendingSince);
+      // On the loop's next turn: once this sync's frame is gone, its plan and messages are garbage
+      // and only what lives on is promoted.
+      if (rehearsed && this.deps.collect) {
+        const { collect, log } = this.deps;
+        clock.setTimeout(() => collectAfterFirstSync(collect, clock, log), 0);
+      }
     } catch (e) {
       progress.needFull = true;
       progress.failingSince ??= t0;

@@ -71,12 +71,13 @@ export async function rehearseChange(r: RehearsalInput): Promise<void> {
 }
 
 /**
- * The young generation emptied after the first sync and its rehearsal (util/gc.ts). The first
- * sync allocates its whole desired state, plan and messages at once; what of it is still in V8's
- * young generation when it ends is copied out by the next scavenge, which then falls in a change
- * (at 10 000 Services in the lab VM, one first add held an 80 ms scavenge: docs/performance.md,
- * "The lab on Debian 13's kernel (6.12)"). Collected here, that cost is the first sync's, where
- * nobody waits for one change. A collector that throws is logged; the sync has succeeded anyway.
+ * The young generation emptied after the first sync (util/gc.ts), on the loop's turn after it
+ * ended. The first sync allocates its whole desired state, plan and messages at once; what of it
+ * is still in V8's young generation then is copied out by the next scavenge, which falls in a
+ * change (at 10 000 Services in the lab VM, 29-36 ms in one of the first 40 changes, the first add
+ * once 80 ms: docs/performance.md, "The first sync's young generation"). Collected here, that
+ * cost comes before any change. Run after the sync's frame is gone, so its plan and messages are
+ * garbage by then and not promoted. A collector that throws is logged; the sync succeeded anyway.
  */
 export function collectAfterFirstSync(collect: Collect | undefined, clock: Clock, log: Log): void {
   if (!collect) return;
