@@ -161,7 +161,6 @@ export class Operator {
     let plan: SyncPlan | undefined;
     let settled: Settled | undefined;
     const marks: SyncMarks = {};
-    let rehearsed = false;
     try {
       const { changed } = this.state.sync();
       const built = this.state.desired();
@@ -184,8 +183,7 @@ export class Operator {
       const reread = await read.finally(() => checked);
       if (full) carry.applied = {};
       else if (periodic && carry.vipCheck.due(progress.pendingSince !== undefined)) delete carry.applied.vips;
-      const readEnd = clock.now();
-      marks.read = readEnd;
+      const readEnd = (marks.read = clock.now());
       // The client connected to a new IPVS during the read: a full read was all on it, a partial
       // one describes a table that is gone.
       if ((await this.kernel.reset()) && !full) {
@@ -220,21 +218,16 @@ export class Operator {
       }
       const { events, metrics, log } = this.deps;
       await reportProblems(this.problems(), (s) => this.state.serviceRef(s), events, metrics, log);
-      if (!progress.everSynced) {
+      const first = !progress.everSynced;
+      if (first) {
         const { state, reader, deps } = this;
         await rehearseChange({ state, reader, desired, config, carry, clock, deps });
-        rehearsed = true;
       }
       if (periodic) this.reader.periodicTailMs = clock.now() - readEnd;
       progress.failingSince = undefined;
       progress.everSynced = true;
       this.finish(t0, marks, plan, settled, full, pendingSince);
-      // On the loop's next turn: once this sync's frame is gone, its plan and messages are garbage
-      // and only what lives on is promoted.
-      if (rehearsed && this.deps.collect) {
-        const { collect, log } = this.deps;
-        clock.setTimeout(() => collectAfterFirstSync(collect, clock, log), 0);
-      }
+      if (first) collectAfterFirstSync(this.deps.collect, clock, this.deps.log);
     } catch (e) {
       progress.needFull = true;
       progress.failingSince ??= t0;

@@ -81,11 +81,15 @@ export async function rehearseChange(r: RehearsalInput): Promise<void> {
  */
 export function collectAfterFirstSync(collect: Collect | undefined, clock: Clock, log: Log): void {
   if (!collect) return;
-  const t0 = clock.now();
-  try {
-    collect();
-    log('debug', 'emptied the young generation after the first sync', { ms: clock.now() - t0 });
-  } catch (e) {
-    log('warn', 'emptying the young generation after the first sync failed', { error: (e as Error).message });
-  }
+  // On the loop's next turn: once the sync's frame is gone, its plan and messages are garbage and
+  // only what lives on is promoted.
+  clock.setTimeout(() => {
+    const t0 = clock.now();
+    try {
+      collect();
+      log('debug', 'emptied the young generation after the first sync', { ms: clock.now() - t0 });
+    } catch (e) {
+      log('warn', 'emptying the young generation after the first sync failed', { error: (e as Error).message });
+    }
+  }, 0);
 }
