@@ -240,6 +240,18 @@ export class NetlinkIpvs implements IpvsClient {
     });
   }
 
+  encode(ops: readonly IpvsOp[]): Buffer {
+    const familyId = this.link.familyId ?? 0;
+    const messages = ops.filter((op) => !checkOp(op)).map((op, seq) => opMessage(familyId, op, seq, 0));
+    const buf = Buffer.alloc(messages.reduce((n, m) => n + m.size, 0));
+    let at = 0;
+    for (const m of messages) {
+      m.write(buf, at);
+      at += m.size;
+    }
+    return buf;
+  }
+
   close(): void {
     this.link.close();
     this.pool.close();

@@ -72,6 +72,12 @@ export interface IpvsClient {
    * A failing op does not stop the ops after it. Rejects only when the transport itself fails.
    */
   apply(ops: readonly IpvsOp[]): Promise<OpResult[]>;
+  /**
+   * The messages `apply` would send for `ops` (those checkOp lets through), encoded into one
+   * buffer and not sent: the write's code run once without touching the kernel (sync/rehearsal.ts).
+   * Optional: a client without it has no encoding to run.
+   */
+  encode?(ops: readonly IpvsOp[]): Buffer;
   /** Releases the socket; further calls reject. */
   close(): void;
 }

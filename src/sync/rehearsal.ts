@@ -1,16 +1,17 @@
 // A change's code, run once before the first change. V8 compiles a function on its first call,
-// and a node's first sync runs none of what one change runs: the compares that tell what a rebuilt
-// Service changed, the partial read and its decode of real servers, the partial plan. Under TCG the
-// first add and remove took 2-3 times the later ones, and not with every function compiled at load
-// (docs/performance.md, "The first change of each kind waits for V8's lazy compilation"). So the
-// first sync ends by running that code on what it has: one Service rebuilt from its own objects,
-// its virtual server's real servers read back from the kernel into the copy (the kernel's truth),
-// that virtual server planned as a change would plan it. Nothing is written; the plan is dropped.
-// Bytecode V8 flushes after a quiet spell is compiled again on the next change: this covers start.
+// and a node's first sync runs none of what one change runs (the compares that tell what a rebuilt
+// Service changed, the partial read and its decode, a partial plan that makes ops): under TCG the
+// first add and remove took 2-3 times the later ones (docs/performance.md, "The first change of each
+// kind waits for V8's lazy compilation"). So the first sync ends by rebuilding one Service from its
+// own objects, reading its virtual server's real servers back into the copy (the kernel's truth),
+// planning it as a change would, then planning it as one change of each kind would leave it (a
+// weight, a real server fewer, one more) with the plan's text, settling and encoding. Nothing is
+// written or kept. Bytecode V8 flushes after a quiet spell is compiled again on the next change.
 import type { ProxyConfig } from '../config/types.js';
 import type { DesiredState } from '../desired/state.js';
-import type { Desired } from '../desired/types.js';
-import { planSync } from '../plan/sync.js';
+import type { Desired, DesiredVirtualServer } from '../desired/types.js';
+import { settleSync } from '../plan/settle.js';
+import { formatSyncPlan, planSync } from '../plan/sync.js';
 import type { KernelReader } from './kernel-read.js';
 import { type SyncCarry, syncInput } from './loop-state.js';
 import type { OperatorDeps } from './operator-types.js';
@@ -42,6 +43,18 @@ export function rehearsalKey(
 }
 
 /**
+ * The rehearsed virtual server as one endpoint change of each kind would leave it: its first real
+ * server's weight one more, its last one gone (when it has two or more) and one added (the first's
+ * address on the next port). pure.
+ */
+export function rehearsalChange(entry: DesiredVirtualServer): DesiredVirtualServer {
+  const [first, ...rest] = entry.dests;
+  if (!first) return entry;
+  const added = { ...first, port: first.port === 65535 ? 1 : first.port + 1 };
+  return { ...entry, dests: [{ ...first, weight: first.weight + 1 }, ...rest.slice(0, -1), added] };
+}
+
+/**
  * Runs a change's code once (see the file comment). A failure is logged and dropped: the
  * rehearsal is not the sync's work, and the copy it reads into is the kernel's truth either way.
  */
@@ -59,10 +72,17 @@ export async function rehearseChange(r: RehearsalInput): Promise<void> {
       link: config.interfaceName, syncPeriodMs: config.syncPeriod * 1000, changeWaiting: () => false,
     });
     await reader.cache.readSome(ipvs, changed);
-    planSync(syncInput(carry, reader, {
-      now: clock.now(), full: false, changed, reread: new Set(), desired, config, versions: r.state.versions,
-    }));
-    log('debug', 'ran a change\'s code once after the first sync', { virtualServer: key, ms: clock.now() - t0 });
+    const { versions } = r.state;
+    const input = { now: clock.now(), full: false, changed, reread: new Set<string>(), config, versions };
+    planSync(syncInput(carry, reader, { ...input, desired }));
+    const table = new Map(desired.table).set(key, rehearsalChange(desired.table.get(key)!));
+    const plan = planSync(syncInput(carry, reader, { ...input, desired: { ...desired, table } }));
+    formatSyncPlan(plan);
+    settleSync(plan, plan.ops.map(() => undefined), { retries: carry.retries, record: carry.record.keys });
+    ipvs.encode?.(plan.ops);
+    log('debug', 'ran a change\'s code once after the first sync', {
+      virtualServer: key, ops: plan.ops.length, ms: clock.now() - t0,
+    });
   } catch (e) {
     log('warn', 'running a change\'s code once after the first sync failed', {
       virtualServer: key, error: (e as Error).message,

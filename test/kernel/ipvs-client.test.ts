@@ -6,6 +6,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { NetlinkIpvs } from '../../src/ipvs/client.js';
+import { encodeRequest, opRequest } from '../../src/ipvs/requests.js';
+import { checkOp } from '../../src/ipvs/validate.js';
 import { isExists, isInvalidArgument, isNotFound } from '../../src/netlink/errors.js';
 import {
   type IpvsOp, type RealServer, type VirtualServer, SvcFlag, formatRealServer, formatVirtualServer, makeRealServer,
@@ -284,6 +286,31 @@ describe('(d2) a batch answers for each op, though only the last of a datagram a
     expect(results[200]?.message).toContain('10.12.9.9');
     const dumped = await ipvs.listRealServers(vs);
     expect(new Set(dumped.map(realServerKey))).toEqual(new Set(dests.map(realServerKey)));
+  });
+});
+
+describe('(d3) encode: the messages apply would send, and nothing sent', () => {
+  // The operator's first sync runs a change's code once (sync/rehearsal.ts), the ops' encoding
+  // included, and must leave the kernel as it was.
+  it('equals each op\'s request as encodeRequest builds it, skips what checkOp refuses, and the table stays', async () => {
+    const vs = makeVirtualServer({ family: 'IPv4', address: '10.200.3.3', port: 80 });
+    const [a, b] = [rs('10.12.0.1', 80), rs('10.12.0.2', 80)];
+    expect((await ipvs.apply([{ kind: 'add-service', vs }, { kind: 'add-dest', vs, rs: a }, { kind: 'add-dest', vs, rs: b }]))
+      .filter(Boolean)).toEqual([]);
+    const before = ipvsadm('-Sn');
+    const ops: IpvsOp[] = [
+      { kind: 'update-dest', vs, rs: { ...a, weight: 5 } }, { kind: 'add-dest', vs, rs: rs('10.12.0.1', 81) },
+      { kind: 'add-dest', vs, rs: rs('not an address', 80) }, { kind: 'delete-dest', vs, rs: b },
+      { kind: 'update-service', vs: { ...vs, scheduler: 'wrr' } }, { kind: 'delete-service', vs },
+    ];
+    const sent = ops.filter((op) => !checkOp(op));
+    expect(sent).toHaveLength(5);
+    const expected = Buffer.concat(sent.map((op, seq) => encodeRequest(ipvs.familyId!, opRequest(op), seq, 0)));
+    expect(ipvs.encode(ops).equals(expected)).toBe(true);
+    expect(ipvsadm('-Sn')).toBe(before);
+    // The same ops applied do change it: the messages are ones the kernel takes.
+    expect((await ipvs.apply(ops.slice(0, 2))).filter(Boolean)).toEqual([]);
+    expect(ipvsadm('-Sn')).not.toBe(before);
   });
 });
 

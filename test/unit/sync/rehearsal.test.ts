@@ -9,10 +9,12 @@ import { defaultProxyConfig } from '../../../src/config/types.js';
 import { IpvsError } from '../../../src/ipvs/errors.js';
 import { FakeIpvs } from '../../../src/ipvs/fake.js';
 import { NoIptables } from '../../../src/iptables/sync.js';
-import { type RealServer, type VirtualServer, formatOp, virtualServerKey } from '../../../src/model/ipvs.js';
+import {
+  type IpvsOp, type RealServer, type VirtualServer, formatOp, makeRealServer, virtualServerKey,
+} from '../../../src/model/ipvs.js';
 import type { SyncPlan } from '../../../src/plan/sync.js';
 import { FakeVipLink } from '../../../src/rtnl/vips.js';
-import { rehearsalKey } from '../../../src/sync/rehearsal.js';
+import { rehearsalChange, rehearsalKey } from '../../../src/sync/rehearsal.js';
 import { Operator } from '../../../src/sync/operator.js';
 import { memoryLog } from '../../../src/util/log.js';
 import { NODE, makeNode, makeService, makeSlice } from '../../support/fixtures.js';
@@ -21,10 +23,18 @@ import { waitFor } from '../../support/wait.js';
 const config = { ...defaultProxyConfig, interfaceName: 'ipvs-op0' };
 const kernel = { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr']) };
 
-/** FakeIpvs that records each batched real server read, and refuses them (EIO per dump, as the kernel answers) when told. */
+/**
+ * FakeIpvs that records each batched real server read, and refuses them (EIO per dump, as the
+ * kernel answers) when told; and records the ops it is asked to encode without sending.
+ */
 class ReadRecordingIpvs extends FakeIpvs {
   readonly reads: string[][] = [];
+  readonly encoded: IpvsOp[][] = [];
   refuseReads = false;
+  encode(ops: readonly IpvsOp[]): Buffer {
+    this.encoded.push([...ops]);
+    return Buffer.alloc(0);
+  }
   override async listRealServersMany(vss: readonly VirtualServer[]): Promise<Array<RealServer[] | IpvsError>> {
     this.reads.push(vss.map(virtualServerKey));
     if (this.refuseReads) return vss.map(() => new IpvsError('GET_DEST', 5, 'EIO'));
@@ -75,6 +85,35 @@ describe('running a change\'s code once after the first sync', () => {
     op.handle({ kind: 'endpointslice', type: 'upsert', object: slice(2, 3, '2') });
     await op.sync();
     expect(log.entries.filter((e) => e.message.startsWith('ran a change\'s code once'))).toHaveLength(1);
+  });
+
+  it('plans and encodes one change of each kind on that virtual server, and sends none of it', async () => {
+    const { ipvs, plans, log, op } = setup(3);
+    await op.sync();
+    // Its first real server's weight, its last one removed (no connections: at once, grace period
+    // or not), one added on the first's next port; in the planner's order.
+    expect(ipvs.encoded.map((ops) => ops.map(formatOp))).toEqual([[
+      'update-dest TCP 10.200.1.1:80 -> 10.10.0.1:8080 w=2 masq',
+      'add-dest TCP 10.200.1.1:80 -> 10.10.0.1:8081 w=1 masq',
+      expect.stringMatching(/^delete-dest TCP 10\.200\.1\.1:80 -> 10\.10\.0\.[23]:8080$/),
+    ]]);
+    const written = new FakeIpvs();
+    await written.apply(plans[0]!.ops);
+    expect(ipvs.dump()).toBe(written.dump());
+    const ran = log.entries.filter((e) => e.message.startsWith('ran a change\'s code once'));
+    expect(ran.map((e) => e.fields)).toEqual([{ virtualServer: 'TCP 10.200.1.1:80', ops: 3, ms: expect.any(Number) }]);
+    // Nothing of it carried: the drain it planned is not the loop's, and a later sync changes nothing.
+    await op.sync({ periodic: true, retry: false });
+    expect(plans[1]!.ops).toEqual([]);
+  });
+
+  it('the change it rehearses: a weight one more, the last real server gone, one added on the next port', () => {
+    const rs = (port: number, weight = 1) => makeRealServer({ address: '10.10.0.1', port, weight });
+    const entry = (dests: RealServer[]) => ({ vs: {}, origin: {}, dests }) as never;
+    expect(rehearsalChange(entry([rs(80), rs(81), rs(82, 3)])).dests).toEqual([rs(80, 2), rs(81), rs(81)]);
+    expect(rehearsalChange(entry([rs(65535, 5)])).dests).toEqual([rs(65535, 6), rs(1, 5)]);
+    const none = entry([]);
+    expect(rehearsalChange(none)).toBe(none);
   });
 
   it('leaves the desired state as it was: the next change on the rehearsed Service plans exactly its op', async () => {
