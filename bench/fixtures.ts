@@ -93,6 +93,11 @@ export function percentile(xs: readonly number[], p: number): number {
 }
 
 /** A progress line on stderr. */
+/** A sync's phases (src/sync/outcome.ts), as `build 3 read 20 plan 2 write 10 after 3` (or `sep` between them). */
+export function formatPhases(p: object, sep = ' '): string {
+  return Object.entries(p).map(([k, ms]) => `${k} ${String(ms)}`).join(sep);
+}
+
 export function progress(msg: string): void {
   process.stderr.write(`bench: ${msg}\n`);
 }

@@ -40,7 +40,7 @@ import type { NodeStatus, SourceEvent } from '../src/source/types.js';
 import { CHUNK } from '../src/netlink/socket.js';
 import { NETLINK_GENERIC, NETLINK_ROUTE, type ReplayResult, linkIndex, recordSends, replay, replayerPath, retargetAddressAdds, retargetFamily, toolPath } from './replay.js';
 import { describeStalls, estimationOn, probeStalls, setEstimation } from './estimator.js';
-import { NODE_NAME, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
+import { NODE_NAME, formatPhases, isNodePort, isWeighted, makeBenchService, makeBenchSlice, makeCluster, msSince, percentile, podName, progress } from './fixtures.js';
 import type { SyncPhases } from '../src/sync/outcome.js';
 import { exposedCollector } from '../src/util/gc.js';
 import { getHeapSpaceStatistics } from 'node:v8';
@@ -223,11 +223,6 @@ class StatusWaiter {
   next(): Promise<NodeStatus> {
     return new Promise((r) => this.waiters.push(r));
   }
-}
-
-/** A sync's phases (src/sync/outcome.ts), as `build 3 read 20 plan 2 write 10 after 3`. */
-function formatPhases(p: SyncPhases): string {
-  return Object.entries(p).map(([k, ms]) => `${k} ${String(ms)}`).join(' ');
 }
 
 function sh(cmd: string, args: string[], input?: string): string {

@@ -15,7 +15,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { dirname, join } from 'node:path';
 import { runInVm } from '../lab/vm.js';
 import { projectRoot } from '../lab/paths.js';
-import { progress } from './fixtures.js';
+import { formatPhases, progress } from './fixtures.js';
 import { estimatorParagraph } from './estimator.js';
 import { buildTools } from './replay.js';
 import { IDLE_MS } from '../src/util/helper-thread.js';
@@ -205,7 +205,7 @@ function renderTable(r: any): string {
     const slow = big?.changes.slowest as Array<{ index: number; kind: string; latencyMs: number; gcMs: number; major: boolean; phasesMs?: Record<string, number> }> | undefined;
     if (slow?.length) {
       // phasesMs: the change's sync, phase by phase (src/sync/outcome.ts); absent in older reports.
-      const phases = (p: Record<string, number> | undefined) => (p ? `; sync ${Object.entries(p).map(([k, ms]) => `${k} ${ms}`).join(', ')} ms` : '');
+      const phases = (p: Record<string, number> | undefined) => (p ? `; sync ${formatPhases(p, ', ')} ms` : '');
       lines.push('', `Slowest changes at ${big.services} Services (index in the run, kind, latency, of it in garbage collection; the sync's phases): ` +
         `${slow.map((x) => `#${x.index} ${x.kind} ${s(x.latencyMs)} (GC ${s(x.gcMs)}${x.major ? ', major' : ''}${phases(x.phasesMs)})`).join('; ')}.`);
     }

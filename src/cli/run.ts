@@ -96,7 +96,8 @@ export async function runOperator(o: RunOptions): Promise<number> {
   const proxierHealth = new ProxierHealth(2 * config.syncPeriod * 1000);
   const proxierServer = new ProxierHealthServer(proxierHealth, log);
   const serviceHealth = new ServiceHealthServers(() => proxierHealth.isHealthy(), log, o.nodeName);
-  // One collection at the end of the first sync (sync/rehearsal.ts): its garbage is not the first change's.
+  // The young generation emptied on the turn after the first sync (sync/rehearsal.ts): what it left
+  // there is not copied out in the first change.
   const collect = exposedCollector();
   const operator = new Operator(config, {
     ipvs, vips, iptables, events, status, log,
