@@ -92,12 +92,12 @@ export function percentile(xs: readonly number[], p: number): number {
   return xs.length ? nearestRank([...xs].sort((a, b) => a - b), p / 100) : NaN;
 }
 
-/** A progress line on stderr. */
 /** A sync's phases (src/sync/outcome.ts), as `build 3 read 20 plan 2 write 10 after 3` (or `sep` between them). */
 export function formatPhases(p: object, sep = ' '): string {
   return Object.entries(p).map(([k, ms]) => `${k} ${String(ms)}`).join(sep);
 }
 
+/** A progress line on stderr. */
 export function progress(msg: string): void {
   process.stderr.write(`bench: ${msg}\n`);
 }
