@@ -8,6 +8,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NetlinkSocket } from '../src/netlink/socket.js';
 import { RTM_NEWADDR } from '../src/rtnl/messages.js';
+import { NLMSG_HDRLEN } from '../src/netlink/constants.js';
 
 export { NETLINK_ROUTE } from '../src/rtnl/socket.js';
 export const NETLINK_GENERIC = 16;
@@ -21,31 +22,36 @@ export interface Recording {
 }
 
 /**
- * Records every non-dump message any NetlinkSocket of this process sends until stop(). They are
- * kept as one copy of each sent chunk and each message's length: at 30 000 Services the 426 000
- * messages as Buffers of their own were as many objects on the heap through the steady-state
- * changes that follow, whose latency is measured.
+ * Records every non-dump message any NetlinkSocket of this process sends until stop(): one copy of
+ * each datagram sent (NetlinkSocket.recorder leaves out those with a dump), split into messages by
+ * their headers only when asked. At 30 000 Services the 426 000 messages as Buffers of their own
+ * were as many objects on the heap through the changes that follow, whose latency is measured; and
+ * a view and an object per message as sent cost the first sync about 5% of its time in the lab VM
+ * (docs/performance.md).
  */
 export function recordSends(): Recording {
-  const byProtocol = new Map<number, { chunks: Buffer[]; lengths: number[] }>();
-  NetlinkSocket.recorder = (protocol, sent) => {
+  const byProtocol = new Map<number, Buffer[]>();
+  NetlinkSocket.recorder = (protocol, datagram) => {
     let r = byProtocol.get(protocol);
-    if (!r) byProtocol.set(protocol, (r = { chunks: [], lengths: [] }));
-    const writes = sent.filter((o) => !o.dump);
-    if (!writes.length) return;
-    r.chunks.push(Buffer.concat(writes.map((o) => o.bytes)));
-    for (const o of writes) r.lengths.push(o.bytes.length);
+    if (!r) byProtocol.set(protocol, (r = []));
+    r.push(Buffer.from(datagram));
   };
   return {
-    messages: (protocol) => {
-      const r = byProtocol.get(protocol);
-      if (!r) return [];
-      const all = Buffer.concat(r.chunks);
-      let at = 0;
-      return r.lengths.map((n) => all.subarray(at, (at += n)));
-    },
+    messages: (protocol) => splitMessages(Buffer.concat(byProtocol.get(protocol) ?? [])),
     stop: () => { NetlinkSocket.recorder = undefined; },
   };
+}
+
+/** The netlink messages held back to back in `buf` (as sent: each padded to 4 bytes), as views on it. */
+export function splitMessages(buf: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let at = 0; at + NLMSG_HDRLEN <= buf.length;) {
+    const len = buf.readUInt32LE(at);
+    if (len < NLMSG_HDRLEN || at + len > buf.length) throw new RangeError(`a netlink message of ${len} bytes at ${at} of ${buf.length}`);
+    out.push(buf.subarray(at, at + len));
+    at += (len + 3) & ~3;
+  }
+  return out;
 }
 
 /**

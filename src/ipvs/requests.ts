@@ -68,8 +68,8 @@ const OP_CMD: Record<IpvsOp['kind'], number> = {
 /**
  * One op's message as the socket takes it: sized now, written straight into the datagram that
  * carries it (no buffer, attribute array or request object per op: at 400 000 ops those were most
- * of the client's time, in the garbage collector). The same bytes as encodeRequest(opRequest(op)).
- * Writing throws IpvsError only for an address checkOp refuses first.
+ * of the client's time, in the garbage collector), where its bytes are zero. The same bytes as
+ * encodeRequest(opRequest(op)). Writing throws IpvsError only for an address checkOp refuses first.
  */
 export function opMessage(familyId: number, op: IpvsOp, seq: number, port: number): OutgoingWriter {
   const fullService = op.kind === 'add-service' || op.kind === 'update-service';
@@ -80,7 +80,7 @@ export function opMessage(familyId: number, op: IpvsOp, seq: number, port: numbe
     seq, dump: false, size,
     write(buf: Buffer, at: number): void {
       const what = () => formatOp(op);
-      const w = new NlaWriter(size, buf, at);
+      const w = new NlaWriter(size, buf, at, true); // the datagram is zero there (OutgoingWriter)
       w.headers(size, familyId, NLM_F_REQUEST | NLM_F_ACK, seq, port, OP_CMD[op.kind], IPVS_GENL_VERSION);
       writeServiceAttr(w, what, op.vs, fullService);
       if (rs) writeDestAttr(w, what, rs, fullDest);

@@ -57,12 +57,13 @@ export class NlaWriter {
 
   /**
    * A writer of `size` bytes: into a buffer of its own, or into `into` from `at` (a datagram
-   * holding many messages: no buffer per message), zeroed first there too.
+   * holding many messages: no buffer per message), zeroed first there too unless `zeroed` says the
+   * caller did (a datagram zeroed once for all its messages).
    */
-  constructor(size: number, into?: Buffer, at = 0) {
+  constructor(size: number, into?: Buffer, at = 0, zeroed = false) {
     // allocUnsafe takes small buffers from Node's pool; alloc would make a new ArrayBuffer for each.
     this.buf = into ?? Buffer.allocUnsafe(size);
-    this.buf.fill(0, at, at + size);
+    if (!zeroed || !into) this.buf.fill(0, at, at + size);
     this.start = at;
     this.off = at;
     this.limit = at + size;

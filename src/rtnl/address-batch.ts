@@ -31,9 +31,12 @@ export interface PostedError {
   message: string;
 }
 
-/** The thread's answer to a batch: each message's errno (0 = ACK), or the socket's error. */
+/**
+ * The thread's answer to a batch: each message's errno (0 = ACK), with `recorded` the datagrams
+ * as sent when the batch asked (`record`); or the socket's error.
+ */
 export type BatchAnswer =
-  | { id: number; errnos: number[]; recorded?: Buffer; recordedLengths: number[] }
+  | { id: number; errnos: number[]; recorded?: Buffer }
   | { id: number; error: PostedError };
 
 /** One buffer holding `messages` back to back, and their lengths. */

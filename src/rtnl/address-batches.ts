@@ -103,15 +103,9 @@ export class AddressBatches {
       w.reject(new RtnlError(op, errno, code, message.startsWith(`${op}: `) ? message.slice(op.length + 2) : message));
       return;
     }
-    const recorder = NetlinkSocket.recorder;
-    if (recorder && m.recorded) {
-      const all = Buffer.from(m.recorded.buffer, m.recorded.byteOffset, m.recorded.byteLength);
-      let at = 0;
-      recorder(NETLINK_ROUTE, m.recordedLengths.map((n) => {
-        const bytes = all.subarray(at, (at += n));
-        return { seq: bytes.readUInt32LE(8), bytes, dump: false };
-      }));
-    }
+    // The datagrams as the thread sent them, back to back: one call, its messages told by their headers.
+    const r = m.recorded;
+    if (r) NetlinkSocket.recorder?.(NETLINK_ROUTE, Buffer.from(r.buffer, r.byteOffset, r.byteLength));
     w.resolve(m.errnos);
   }
 

@@ -31,12 +31,9 @@ async function send(batch: AddressBatch, signal: AbortSignal): Promise<BatchAnsw
     const s = (inUse = new RouteSocket(false));
     signal.addEventListener('abort', cancel, { once: true });
     const out = numberMessages(unpackMessages(Buffer.from(batch.bytes), batch.lengths), () => s.nextSeq(), s.port);
-    NetlinkSocket.recorder = batch.record
-      ? (_protocol, chunk) => { for (const o of chunk) if (!o.dump) sent.push(Buffer.from(o.bytes)); }
-      : undefined;
+    NetlinkSocket.recorder = batch.record ? (_protocol, datagram) => { sent.push(Buffer.from(datagram)); } : undefined;
     const errnos = await s.exchange(out);
-    const recorded = batch.record ? Buffer.concat(sent) : undefined;
-    return { id: batch.id, errnos, recorded, recordedLengths: sent.map((b) => b.length) };
+    return { id: batch.id, errnos, ...(batch.record ? { recorded: Buffer.concat(sent) } : {}) };
   } catch (e) {
     const err = e instanceof NetlinkError ? e : NetlinkError.fromPackageError('address-batch', e);
     return { id: batch.id, error: { op: err.op, errno: err.errno, code: err.code, message: err.message } };

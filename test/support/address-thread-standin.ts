@@ -19,5 +19,5 @@ export function run(b: AddressBatch, post: (a: BatchAnswer) => void): void {
     errnos.push(all.readUInt16LE(at + 6) & 0x400 ? 17 : 0);
     at += n;
   }
-  post({ id: b.id, errnos, recorded: b.record ? all : undefined, recordedLengths: [...b.lengths] });
+  post({ id: b.id, errnos, ...(b.record ? { recorded: all } : {}) });
 }
