@@ -38,6 +38,21 @@ describe('node-seeded order', () => {
     expect(fnv1a32('foobar')).toBe(0xbf9cf968);
   });
 
+  it("fnv1a32 hashes the bytes Buffer.from(s, 'utf8') makes, lone surrogates as U+FFFD", () => {
+    const byBuffer = (s: string) => {
+      let h = 0x811c9dc5;
+      for (const b of Buffer.from(s, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+      return h;
+    };
+    const samples = ['node-1\u0000default/web/http/IPv4', 'é', '\u07ff', '\u0800', 'ü-zone/日本', '\uffff', '😀x',
+      '\ud83d', 'a\ud83d', '\ude00b', '\udbff\udfff', '\ud800\ud800\udc00'];
+    // And a thousand strings of random UTF-16 units, surrogates among them.
+    let seed = 7;
+    const unit = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) % 0x10000;
+    for (let i = 0; i < 1000; i++) samples.push(String.fromCharCode(...Array.from({ length: i % 9 }, unit)));
+    for (const s of samples) expect([s, fnv1a32(s)]).toEqual([s, byBuffer(s)]);
+  });
+
   it('a rotation of the sorted list, reversed for adding', () => {
     const sorted = ['a', 'b', 'c', 'd', 'e'];
     for (const node of ['n1', 'n2', 'worker-17']) {
