@@ -22,10 +22,11 @@ export type MutableIpvsTable = Map<string, MutableEntry>;
  * clients refuse invalid ops before the kernel sees them). `schedulers`: the kernel's schedulers;
  * when given, NEW/SET_SERVICE with another one is ENOENT (after EEXIST/ESRCH, as the kernel
  * orders them). Objects in `op` are stored as given: the caller decides what a new real server's
- * counters are.
+ * counters are. `key`: op.vs's key, when the caller has it.
  */
-export function applyOp(table: MutableIpvsTable, op: IpvsOp, schedulers?: ReadonlySet<string>): number | undefined {
-  const key = virtualServerKey(op.vs);
+export function applyOp(
+  table: MutableIpvsTable, op: IpvsOp, schedulers?: ReadonlySet<string>, key = virtualServerKey(op.vs),
+): number | undefined {
   const e = table.get(key);
   switch (op.kind) {
     case 'add-service':

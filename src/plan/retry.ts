@@ -6,7 +6,7 @@
 // before the sync; updateRetries applies it to the sync's results. A key whose ops all went
 // through, or that nobody wants and the kernel does not have, leaves the state. pure: no I/O.
 import type { Problem } from '../desired/types.js';
-import { type IpvsOp, formatOp, virtualServerKey } from '../model/ipvs.js';
+import { type IpvsOp, formatOp, sameServerKeys, virtualServerKey } from '../model/ipvs.js';
 
 /** One virtual server's failed tries. */
 export interface RetryEntry {
@@ -64,8 +64,9 @@ export function updateRetries(
     const key = virtualServerKey(r.op.vs);
     if (!first.has(key)) first.set(key, r);
   }
+  const keyOf = sameServerKeys();
   for (const op of ops) {
-    const key = virtualServerKey(op.vs);
+    const key = keyOf(op.vs);
     if (!first.has(key)) next.delete(key);
   }
   for (const key of plan.drop) next.delete(key);

@@ -12,6 +12,7 @@ import type { ProxyConfig } from '../config/types.js';
 import type { IptablesSync } from '../iptables/sync.js';
 import { type IpvsError, isStaleFamily } from '../ipvs/errors.js';
 import type { IpvsClient, OpResult } from '../ipvs/types.js';
+import { sameServerKeys } from '../model/ipvs.js';
 import type { ConntrackClient } from '../conntrack/client.js';
 import { dueConntrack } from '../plan/conntrack.js';
 import type { SyncPlan } from '../plan/sync.js';
@@ -117,9 +118,10 @@ export async function executeSyncPlan(
   let nodeFault: IpvsError | undefined;
   const applied = await ipvs;
   if (applied.ok) {
+    const keyOf = sameServerKeys();
     applied.value.forEach((error, i) => {
       if (error && isStaleFamily(error)) nodeFault ??= error;
-      else if (!error) cache.record(plan.ops[i]!);
+      else if (!error) cache.record(plan.ops[i]!, keyOf(plan.ops[i]!.vs));
     });
   }
   const binds = await bound;

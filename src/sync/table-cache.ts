@@ -226,12 +226,11 @@ export class TableCache {
     });
   }
 
-  /** Records an op the kernel accepted. */
-  record(op: IpvsOp): void {
-    const key = virtualServerKey(op.vs);
+  /** Records an op the kernel accepted; `key`: its virtual server's (virtualServerKey), when the caller has it. */
+  record(op: IpvsOp, key = virtualServerKey(op.vs)): void {
     const before = this.table.get(key)?.dests.size ?? 0;
     // A service update keeps the kernel's real servers; SET_SERVICE does not touch them.
-    if (applyOp(this.table, op) !== undefined) {
+    if (applyOp(this.table, op, undefined, key) !== undefined) {
       // The kernel accepted what the copy would refuse: the copy was wrong. Make it agree.
       if (op.kind === 'add-service' || op.kind === 'update-service') {
         this.table.set(key, { vs: op.vs, dests: this.table.get(key)?.dests ?? new Map() });

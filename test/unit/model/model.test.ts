@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import {
-  SvcFlag, formatOp, makeRealServer, makeVirtualServer, realServerEqual, virtualServerEqual,
+  SvcFlag, formatOp, makeRealServer, makeVirtualServer, realServerEqual, sameServerKeys, virtualServerEqual,
+  virtualServerKey,
 } from '../../../src/model/ipvs.js';
 import { canonicalIP, cidrContains, maskToPrefix, parseCidr, parseIp, prefixToMask } from '../../../src/model/addr.js';
 
@@ -37,6 +38,16 @@ describe('equality', () => {
   it('sees a weight change', () => {
     expect(realServerEqual(rs, { ...rs, weight: 2 })).toBe(false);
     expect(realServerEqual(rs, { ...rs, activeConns: 5 })).toBe(true);
+  });
+});
+
+describe('sameServerKeys', () => {
+  it('gives each object its virtualServerKey, made again whenever the object changes in the run', () => {
+    const keyOf = sameServerKeys();
+    const udp = { ...vs, protocol: 'UDP' as const };
+    const fwm = makeVirtualServer({ family: 'IPv6', fwmark: 17 });
+    for (const x of [vs, vs, udp, vs, fwm, fwm, { ...vs }, udp]) expect(keyOf(x)).toBe(virtualServerKey(x));
+    expect(keyOf(udp)).toBe('UDP 10.200.1.63:9000');
   });
 });
 
