@@ -401,7 +401,10 @@ describe('lab cluster: 1 control plane + 3 workers, the operator on each from it
       const client = cluster.pods.get(`net-pod-${i}`)!;
       const r = await cluster.exec(client.name, ['python3', SCTP_TOOL, 'query', '--host', '10.200.1.37', '--port', '9999', '--count', '6']);
       expect({ client: client.name, code: r.code, stderr: r.stderr }).toEqual({ client: client.name, code: 0, stderr: '' });
-      const q = JSON.parse(r.stdout) as { ok: number; errorKinds: Record<string, number>; byPod: Record<string, number>; byPeer: Record<string, number> };
+      const q = JSON.parse(r.stdout) as { ok: number; errorKinds: Record<string, number>; byPod: Record<string, number>; byPeer: Record<string, number>; slow: Array<[number, number]> };
+      // An association past 1 s waited for SCTP to send a lost packet again (the first INIT resend
+      // comes after rto_initial, 3 s; docs/testing.md, "SCTP: a lost INIT"): said, not failed.
+      if (q.slow.length > 0) console.log(`SCTP from ${client.name}: slow associations [query, s] ${JSON.stringify(q.slow)}`);
       expect({ client: client.name, ok: q.ok, errorKinds: q.errorKinds, byPod: q.byPod, byPeer: q.byPeer })
         .toEqual({ client: client.name, ok: 6, errorKinds: {}, byPod: { 'webpod-1': 2, 'webpod-2': 2, 'webpod-3': 2 }, byPeer: { [client.ipv4]: 6 } });
     }
