@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { NetlinkSocket } from '../src/netlink/socket.js';
 import { RTM_NEWADDR } from '../src/rtnl/messages.js';
 import { NLMSG_HDRLEN } from '../src/netlink/constants.js';
+import { decodeMessages } from '../src/netlink/framing.js';
 
 export { NETLINK_ROUTE } from '../src/rtnl/socket.js';
 export const NETLINK_GENERIC = 16;
@@ -42,16 +43,15 @@ export function recordSends(): Recording {
   };
 }
 
-/** The netlink messages held back to back in `buf` (as sent: each padded to 4 bytes), as views on it. */
+/**
+ * The netlink messages held back to back in `buf` (as sent: each padded to 4 bytes), as views on it
+ * (decodeMessages' framing: a torn message or bytes left over throw).
+ */
 export function splitMessages(buf: Buffer): Buffer[] {
-  const out: Buffer[] = [];
-  for (let at = 0; at + NLMSG_HDRLEN <= buf.length;) {
-    const len = buf.readUInt32LE(at);
-    if (len < NLMSG_HDRLEN || at + len > buf.length) throw new RangeError(`a netlink message of ${len} bytes at ${at} of ${buf.length}`);
-    out.push(buf.subarray(at, at + len));
-    at += (len + 3) & ~3;
-  }
-  return out;
+  return decodeMessages(buf).map((m) => {
+    const end = m.payload.byteOffset - buf.byteOffset + m.payload.length;
+    return buf.subarray(end - m.payload.length - NLMSG_HDRLEN, end);
+  });
 }
 
 /**
