@@ -233,7 +233,7 @@ export function decodeErrno(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> =
     throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR`);
   }
   if (msg.payload.length < 4) throw NetlinkError.malformed.call(E, 'decode', 'NLMSG_ERROR shorter than its error code');
-  return -msg.payload.readInt32LE(0);
+  return -msg.payload.readInt32LE(0) || 0; // an ACK is 0, not -0
 }
 
 /** The attributes of a generic netlink message (after its 4-byte genl header). */

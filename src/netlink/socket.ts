@@ -120,6 +120,7 @@ export class NetlinkSocket {
   private readonly requests: Requests =
     { seq: Math.floor(Math.random() * 0x7fffffff) + 1, pending: new Map(), quietTicks: 0 };
   private failure: NetlinkError | undefined;
+  private readonly onFailure = new Set<(err: NetlinkError) => void>();
   private closed = false;
 
   /**
@@ -187,6 +188,7 @@ export class NetlinkSocket {
       this.requests.quietTicks = 0;
       this.requests.watchdog ??= setInterval(() => this.watch(), WATCH_MS).unref();
       const finish = (err?: NetlinkError) => {
+        this.onFailure.delete(finish);
         for (const o of chunk) this.requests.pending.delete(o.seq);
         if (this.requests.pending.size === 0) this.rawCall(() => this.raw.unref());
         if (err) reject(err); else resolve(replies);
@@ -205,7 +207,7 @@ export class NetlinkSocket {
         if (!o.dump && i < lastIndex) datagram.writeUInt16LE(datagram.readUInt16LE(off + 6) & ~NLM_F_ACK, off + 6);
         off += sizeOf(o);
       });
-      this.onFailure = finish;
+      this.onFailure.add(finish);
       const recorder = NetlinkSocket.recorder;
       if (recorder && !chunk.some((o) => o.dump)) recorder(this.protocol, datagram);
       // A descriptor closed under us makes the package throw synchronously: a socket failure too.
@@ -217,8 +219,6 @@ export class NetlinkSocket {
       });
     });
   }
-
-  private onFailure: ((err: NetlinkError) => void) | undefined;
 
   /**
    * Fails the socket when requests wait and nothing arrived for REPLY_TIMEOUT_MS (a long dump that
@@ -243,9 +243,9 @@ export class NetlinkSocket {
 
   private fail(err: NetlinkError): void {
     this.failure = err;
-    const cb = this.onFailure;
-    this.onFailure = undefined;
-    cb?.(err);
+    const waiting = [...this.onFailure];
+    this.onFailure.clear();
+    for (const finish of waiting) finish(err);
   }
 
   private receive(buf: Buffer): void {
@@ -271,7 +271,7 @@ export class NetlinkSocket {
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
       p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E)
-        : m.payload.length >= 4 ? -m.payload.readInt32LE(0) : 0;
+        : m.payload.length >= 4 ? -m.payload.readInt32LE(0) || 0 : 0;
       this.requests.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {
