@@ -4,7 +4,7 @@
 // an IPVS decode path still throws IpvsError.
 import {
   CTRL_ATTR_FAMILY_ID, CTRL_ATTR_FAMILY_NAME, CTRL_ATTR_VERSION, CTRL_CMD_GETFAMILY, GENL_HDRLEN, GENL_ID_CTRL,
-  NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST,
+  NLA_HDRLEN, NLA_TYPE_MASK, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, NLM_F_ACK, NLM_F_REQUEST,
 } from './constants.js';
 import { NetlinkError, type NetlinkErrorClass } from './errors.js';
 
@@ -227,10 +227,11 @@ export function decodeMessages(buf: Buffer, E: NetlinkErrorClass<NetlinkError> =
   return out;
 }
 
-/** The errno of an NLMSG_ERROR message: 0 for an ACK, else positive errno. */
+/** The errno that ends a request, positive: NLMSG_ERROR's (0 = ACK) or a dump's NLMSG_DONE's (0 if it has none). */
 export function decodeErrno(msg: NlMessage, E: NetlinkErrorClass<NetlinkError> = NetlinkError): number {
-  if (msg.type !== NLMSG_ERROR) {
-    throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR`);
+  if (msg.type === NLMSG_DONE && msg.payload.length < 4) return 0;
+  if (msg.type !== NLMSG_ERROR && msg.type !== NLMSG_DONE) {
+    throw NetlinkError.malformed.call(E, 'decode', `message type ${msg.type} is not NLMSG_ERROR or NLMSG_DONE`);
   }
   if (msg.payload.length < 4) throw NetlinkError.malformed.call(E, 'decode', 'NLMSG_ERROR shorter than its error code');
   return -msg.payload.readInt32LE(0) || 0; // an ACK is 0, not -0

@@ -270,8 +270,7 @@ export class NetlinkSocket {
     if (m.flags & NLM_F_DUMP_INTR) p.reply.interrupted = true;
     if (m.type === NLMSG_ERROR || m.type === NLMSG_DONE) {
       // NLMSG_ERROR ends a request (error 0 = ACK); DONE ends a dump and carries an int32 error too.
-      p.reply.errno = m.type === NLMSG_ERROR ? decodeErrno(m, this.E)
-        : m.payload.length >= 4 ? -m.payload.readInt32LE(0) || 0 : 0;
+      p.reply.errno = decodeErrno(m, this.E);
       this.requests.pending.delete(m.seq);
       p.done(p.reply);
     } else if (m.type === NLMSG_OVERRUN) {

@@ -16,7 +16,7 @@ const refusals: Array<[string, (E?: typeof NetlinkError) => unknown]> = [
   ['parseAttrs: attribute longer than its buffer', (E) => parseAttrs(Buffer.from([12, 0, 1, 0, 0, 0, 0, 0]), E)],
   ['parseAttrs: attribute length below its header', (E) => parseAttrs(Buffer.from([2, 0, 1, 0]), E)],
   ['genlAttrs: no genl header', (E) => genlAttrs({ type: 0x20, flags: 0, seq: 0, port: 0, payload: Buffer.alloc(2) }, E)],
-  ['decodeErrno: not NLMSG_ERROR', (E) => decodeErrno({ type: 0x20, flags: 0, seq: 0, port: 0, payload: Buffer.alloc(4) }, E)],
+  ['decodeErrno: neither NLMSG_ERROR nor NLMSG_DONE', (E) => decodeErrno({ type: 0x20, flags: 0, seq: 0, port: 0, payload: Buffer.alloc(4) }, E)],
   ['decodeFamily: no family id', (E) => decodeFamily(decodeMessages(encodeGenlMessage(0x10, 1, 1, 0, 1, 0, [nla(2, Buffer.from('IPVS\0'))]))[0]!, E)],
 ];
 
@@ -60,6 +60,13 @@ describe('framing round trips', () => {
     const b = Buffer.alloc(36);
     b.writeUInt32LE(36, 0); b.writeUInt16LE(2, 4); b.writeInt32LE(-Errno.EEXIST, 16);
     expect(decodeErrno(decodeMessages(b)[0]!)).toBe(Errno.EEXIST);
+    const msg = (type: number, payload: Buffer) => ({ type, flags: 0, seq: 0, port: 0, payload });
+    expect(Object.is(decodeErrno(msg(2, Buffer.alloc(20))), 0)).toBe(true); // an ACK is 0, not -0
+    expect(Object.is(decodeErrno(msg(3, Buffer.alloc(4))), 0)).toBe(true); // a dump's DONE: 0
+    expect(decodeErrno(msg(3, Buffer.alloc(0)))).toBe(0); // a DONE without its int32
+    const dumpErr = Buffer.alloc(4); dumpErr.writeInt32LE(-Errno.ENOBUFS, 0);
+    expect(decodeErrno(msg(3, dumpErr))).toBe(Errno.ENOBUFS);
+    expect(() => decodeErrno(msg(2, Buffer.alloc(2)))).toThrow(/shorter than its error code/);
     expect(isExists(RtnlError.fromErrno('add-address', Errno.EEXIST))).toBe(true);
     expect(isNotFound(IpvsError.fromErrno('delete-service', -Errno.ESRCH))).toBe(true);
     expect(isNotFound(NetlinkError.fromErrno('x', Errno.ENODEV))).toBe(false);
