@@ -12,6 +12,8 @@ import {
 
 /** The kernel's names of the forwarding methods (ip_vs_fwd_name), in FORWARD_METHODS' order. */
 export const FORWARD_NAMES = ['Masq', 'Local', 'Tunnel', 'Route', 'Bypass'] as const;
+/** The first letters of FORWARD_NAMES, in order: each name's is its own. */
+const FORWARD_FIRST = FORWARD_NAMES.map((name) => name[0]).join('');
 const PROTOCOLS: ReadonlySet<string> = new Set<Protocol>(['TCP', 'UDP', 'SCTP']);
 
 const SERVICE_LINE = /^(\S+) {2}(?:([0-9A-F]{8})|\[([0-9a-f:]+)\]):([0-9A-F]{4}) \S+/;
@@ -184,7 +186,7 @@ function ipv4RealServer(l: string): RealServer | undefined {
   const port = hexAt(l, 14, 18);
   at = 18;
   const f = token(l);
-  const i = f < 0 ? -1 : FORWARD_NAMES.findIndex((name) => name.length === at - f && l.startsWith(name, f));
+  const i = f < 0 ? -1 : forwardAt(l, f);
   const weight = intAt(l, token(l));
   const activeConns = intAt(l, token(l));
   const inactiveConns = intAt(l, token(l));
@@ -192,10 +194,18 @@ function ipv4RealServer(l: string): RealServer | undefined {
   const bad = ip < 0 || port < 0 || i < 0 || at !== l.length;
   if (bad || Number.isNaN(weight + activeConns + inactiveConns)) return undefined;
   return {
+    // join, not a template: an address of 13 characters or more would be a cons string (docs/performance.md).
     address: [ip >>> 24, (ip >>> 16) & 0xff, (ip >>> 8) & 0xff, ip & 0xff].join('.'), port, family: 'IPv4', weight,
     forward: FORWARD_METHODS[i] as ForwardMethod, upperThreshold: 0, lowerThreshold: 0, tunnelType: 'ipip',
     tunnelPort: 0, tunnelFlags: 0, activeConns, inactiveConns, persistentConns: undefined,
   };
+}
+
+/** The index in FORWARD_NAMES of the name from `start` to `at`; -1 when none. By its first letter: all differ. */
+function forwardAt(l: string, start: number): number {
+  const i = FORWARD_FIRST.indexOf(l[start]!);
+  const name = FORWARD_NAMES[i];
+  return name !== undefined && name.length === at - start && l.startsWith(name, start) ? i : -1;
 }
 
 /** Skips one or more spaces at `at`, then the token there; its start, or -1 when no spaces or no token. */

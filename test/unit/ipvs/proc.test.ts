@@ -112,6 +112,15 @@ TCP  0A000007:0050 rr
     expect(parseProcListing(text).get('TCP 10.0.0.7:80')![0]).toMatchObject({ activeConns: -1, inactiveConns: 0, persistentConns: undefined });
   });
 
+  it('reads each forwarding method by its whole name, not by its first letter', () => {
+    const record = (method: string) => `TCP  0A000001:0050 rr  \n  -> 0A010001:1F90      ${method}  1      0          0\n`;
+    const methods = ['Masq', 'Local', 'Tunnel', 'Route', 'Bypass'].map((m) => parseProcListing(record(m)).get('TCP 10.0.0.1:80')?.[0]?.forward);
+    expect(methods).toEqual(['masq', 'local', 'tunnel', 'route', 'bypass']);
+    for (const wrong of ['Mas', 'Masqs', 'M', 'Tun', 'Routes', 'masq', 'Xasq']) {
+      expect(parseProcListing(record(wrong)).has('TCP 10.0.0.1:80')).toBe(false);
+    }
+  });
+
   it('gives each virtual server once its record is complete, in pieces of any size alike', () => {
     const whole: ListedServer[] = [];
     const p = new ListingParser();
