@@ -1,23 +1,13 @@
 // Host microbenchmark of the netlink encoding of a full sync: every op of the bench cluster's
 // from-scratch plan turned into request bytes, as NetlinkIpvs.apply does (opRequest + encodeRequest).
 // Run: node dist/bench/codec.js [services] [endpoints]
-import { PluginRegistry } from '../plugins/index.js';
-import { DesiredState } from '../src/desired/state.js';
-import { defaultProxyConfig } from '../src/config/types.js';
 import { encodeRequest, opRequest } from '../src/ipvs/requests.js';
 import type { VirtualServer } from '../src/model/ipvs.js';
-import { planIpvs } from '../src/plan/plan.js';
-import { NODE_NAME, makeCluster, msSince, percentile } from './fixtures.js';
+import { msSince, opsFromScratch, percentile } from './fixtures.js';
 
 const N = Number(process.argv[2] ?? 10_000);
 const E = Number(process.argv[3] ?? 10);
-const c = makeCluster(N, E);
-const state = new DesiredState(defaultProxyConfig, new PluginRegistry(), NODE_NAME);
-state.setNode(c.node);
-for (const s of c.services) state.setService(s);
-for (const s of c.slices) state.setSlice(s);
-state.sync();
-const { ops } = planIpvs({ desired: state.desiredTable, actual: new Map(), owns: () => true, now: 0, draining: new Map(), gracePeriodMs: 1 });
+const ops = opsFromScratch(N, E);
 const times: number[] = [];
 let bytes = 0;
 for (let r = 0; r < 6; r++) {

@@ -7,6 +7,11 @@
 // the default scheduler. One EndpointSlice per Service.
 import type { V1EndpointSlice, V1Node, V1Service } from '@kubernetes/client-node';
 import { percentile as nearestRank } from '../lab/compare/stats.js';
+import { PluginRegistry } from '../plugins/index.js';
+import { defaultProxyConfig } from '../src/config/types.js';
+import { DesiredState } from '../src/desired/state.js';
+import type { IpvsOp } from '../src/model/ipvs.js';
+import { planIpvs } from '../src/plan/plan.js';
 
 export const NODE_NAME = 'lab-node';
 export const NODE_IP = '192.168.100.1';
@@ -85,6 +90,18 @@ export function makeCluster(n: number, e: number): { node: V1Node; services: V1S
     services: Array.from({ length: n }, (_, i) => makeBenchService(i, '1')),
     slices: Array.from({ length: n }, (_, i) => makeBenchSlice(i, '1', js, e)),
   };
+}
+
+/** The ops that program the bench cluster (N x E) into an empty table, planned as a first sync plans them. */
+export function opsFromScratch(n: number, e: number): IpvsOp[] {
+  const c = makeCluster(n, e);
+  const state = new DesiredState(defaultProxyConfig, new PluginRegistry(), NODE_NAME);
+  state.setNode(c.node);
+  for (const s of c.services) state.setService(s);
+  for (const s of c.slices) state.setSlice(s);
+  state.sync();
+  const empty = { actual: new Map(), owns: () => true, now: 0, draining: new Map(), gracePeriodMs: 1 };
+  return planIpvs({ desired: state.desiredTable, ...empty }).ops;
 }
 
 /** p-th percentile (nearest rank) of numbers. */

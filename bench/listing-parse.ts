@@ -5,13 +5,9 @@
 // host's load falls on all alike: an A/B. Figures only, nothing asserted.
 // Run: node dist/bench/listing-parse.js [services] [endpoints] [rounds] [other proc.js ...]
 import { pathToFileURL } from 'node:url';
-import { PluginRegistry } from '../plugins/index.js';
-import { defaultProxyConfig } from '../src/config/types.js';
-import { DesiredState } from '../src/desired/state.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import * as current from '../src/ipvs/proc.js';
-import { planIpvs } from '../src/plan/plan.js';
-import { NODE_NAME, makeCluster, msSince, percentile } from './fixtures.js';
+import { msSince, opsFromScratch, percentile } from './fixtures.js';
 
 const [N = 10_000, E = 10, ROUNDS = 20] = process.argv.slice(2, 5).map(Number);
 const others = process.argv.slice(5);
@@ -19,15 +15,8 @@ type Parsers = Pick<typeof current, 'ListingParser'>;
 const builds: Array<{ name: string; m: Parsers }> = [{ name: 'this build', m: current }];
 for (const path of others) builds.push({ name: path, m: (await import(pathToFileURL(path).href)) as Parsers });
 
-const c = makeCluster(N, E);
-const state = new DesiredState(defaultProxyConfig, new PluginRegistry(), NODE_NAME);
-state.setNode(c.node);
-for (const s of c.services) state.setService(s);
-for (const s of c.slices) state.setSlice(s);
-state.sync();
-const { ops } = planIpvs({ desired: state.desiredTable, actual: new Map(), owns: () => true, now: 0, draining: new Map(), gracePeriodMs: 1 });
 const fake = new FakeIpvs();
-await fake.apply(ops);
+await fake.apply(opsFromScratch(N, E));
 const text = fake.listingText();
 
 /** One parse of the whole text in 64 KiB pieces: its time, and how many virtual servers came out. */
