@@ -34,8 +34,8 @@ export function chooseDefault(
 }
 
 function defaultOptions(registry: PluginRegistry, name: string): unknown {
-  const v = registry.validateOptions(name, {});
-  return v.ok ? v.options : {};
+  const read = readOptions(registry, name, '');
+  return read.ok ? read.options : {};
 }
 
 /** The scheduler for one Service from its annotations; problems appended for every mistake. */
@@ -77,29 +77,69 @@ export function chooseScheduler(
   if (rawOptions === undefined || rawOptions.trim() === '') {
     return plugin === fallback.plugin ? fallback : { plugin, options: defaultOptions(registry, plugin.name) };
   }
-  const tooBig = optionsTooBig(rawOptions);
-  if (tooBig) {
-    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
-      message: `${SCHEDULER_OPTIONS_ANNOTATION}: ${tooBig}; given ${truncate(rawOptions)}${fallbackNote}` });
+  const read = readOptions(registry, plugin.name, rawOptions);
+  if (!read.ok) {
+    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions', message: `${read.why}${fallbackNote}` });
     return fallback;
   }
+  return { plugin, options: read.options };
+}
+
+/** What an options text gives a plugin: its options, checked and frozen, or why they are refused. */
+type OptionsRead = { ok: true; options: unknown } | { ok: false; why: string };
+
+/**
+ * Reads, by registry, then plugin name and text (a name has no newline): Services written from one
+ * template carry one text, and a plugin's schema gives the same answer to it every time (a name
+ * keeps its plugin in a registry). Their options are one frozen object. Emptied when full: annotations
+ * that churn cost a read each, as without it.
+ */
+const reads = new WeakMap<PluginRegistry, Map<string, OptionsRead>>();
+/** Texts kept per registry: at most MAX_OPTIONS_BYTES each. */
+export const MAX_KEPT_OPTION_TEXTS = 1024;
+
+/** The options `text` gives plugin `name` ('' for its defaults), read once per text. */
+function readOptions(registry: PluginRegistry, name: string, text: string): OptionsRead {
+  let known = reads.get(registry);
+  if (!known) reads.set(registry, (known = new Map()));
+  const key = [name, text].join('\n');
+  let read = known.get(key);
+  if (!read) {
+    if (known.size >= MAX_KEPT_OPTION_TEXTS) known.clear();
+    read = text === '' ? checked(registry, name, {}, text) : parsedAndChecked(registry, name, text);
+    known.set(key, read);
+  }
+  return read;
+}
+
+function parsedAndChecked(registry: PluginRegistry, name: string, text: string): OptionsRead {
+  const tooBig = optionsTooBig(text);
+  if (tooBig) return { ok: false, why: `${SCHEDULER_OPTIONS_ANNOTATION}: ${tooBig}; given ${truncate(text)}` };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(rawOptions);
+    parsed = JSON.parse(text);
   } catch (e) {
-    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
-      message: `${SCHEDULER_OPTIONS_ANNOTATION}: not JSON (${(e as Error).message}): ${truncate(rawOptions)}; ` +
-        `expected a JSON object for "${plugin.name}"${fallbackNote}` });
-    return fallback;
+    return { ok: false, why: `${SCHEDULER_OPTIONS_ANNOTATION}: not JSON (${(e as Error).message}): ` +
+      `${truncate(text)}; expected a JSON object for "${name}"` };
   }
-  const v = registry.validateOptions(plugin.name, parsed);
+  return checked(registry, name, parsed, text);
+}
+
+function checked(registry: PluginRegistry, name: string, parsed: unknown, text: string): OptionsRead {
+  const v = registry.validateOptions(name, parsed);
   if (!v.ok) {
-    problems.push({ service: serviceId, reason: 'InvalidSchedulerOptions',
-      message: `${SCHEDULER_OPTIONS_ANNOTATION} for "${plugin.name}": ${v.errors}; given ` +
-        `${truncate(rawOptions)}${fallbackNote}` });
-    return fallback;
+    return { ok: false, why: `${SCHEDULER_OPTIONS_ANNOTATION} for "${name}": ${v.errors}; given ${truncate(text)}` };
   }
-  return { plugin, options: v.options };
+  return { ok: true, options: deepFreeze(v.options) };
+}
+
+/** `v` frozen all the way down: validateOptions' own copy, plain data nested at most MAX_OPTIONS_DEPTH. */
+function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const child of Object.values(v)) deepFreeze(child);
+  }
+  return v;
 }
 
 /** Limits on the options annotation, checked before JSON.parse (options are a few flat keys). */
