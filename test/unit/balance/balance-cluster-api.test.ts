@@ -10,11 +10,11 @@ import { ClusterView } from '../../../src/kube/cluster-view.js';
 import { LEASE_NAME, VIEW_AT_ANNOTATION } from '../../../src/kube/cluster-view-options.js';
 import { pickReporters } from '../../../src/balance/reporting.js';
 import { BACKENDS, KEY, VIEW, kernelStub, table } from '../../support/cluster-view.js';
+import { scratchDir } from '../../support/scratch.js';
 import { Metrics } from '../../../src/metrics/metrics.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -125,7 +125,7 @@ describe('the cluster load view against an API server', () => {
     expect(text).toMatch(/ipvsop_balance_estimate_seconds\{namespace="shop",service="web",port="http",backend="10\.10\.1\.3:8080"\} 0\.[45]/);
     expect(text).toMatch(/ipvsop_balance_imbalance\{namespace="shop",service="web",port="http"\} \d/);
     // `status --service`, the CLI process over the same API: each backend's weight and share.
-    const kubeconfig = join(mkdtempSync(join(tmpdir(), 'view-')), 'kubeconfig');
+    const kubeconfig = join(scratchDir('view-'), 'kubeconfig');
     writeFileSync(kubeconfig, `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "${server.url}"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n`);
     // Not spawnSync: the API server answers from this process's event loop.
     const out = await promisify(execFile)(process.execPath, [CLI, 'status', '--service', 'shop/web', '--kubeconfig', kubeconfig], { encoding: 'utf8', timeout: 30_000 });

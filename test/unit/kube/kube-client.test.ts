@@ -4,13 +4,13 @@
 // for exec users (a real exec plugin: a shell script printing an ExecCredential).
 import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { type IncomingMessage, type Server, createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeClient, loadKubeClient, pager } from '../../../src/kube/client.js';
+import { scratchDir } from '../../support/scratch.js';
 import { inClusterCredentials, kubeconfigCredentials, readSmallFile } from '../../../src/kube/credentials.js';
 import { KubeApiError } from '../../../src/kube/transport.js';
 import { describeError, httpStatus, retryAfterMs } from '../../../src/kube/informer.js';
@@ -36,7 +36,7 @@ async function recorder(answer: (r: Seen) => [number, unknown, Record<string, st
   return { seen, url, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
 }
 
-const dir = mkdtempSync(join(tmpdir(), 'kube-client-'));
+const dir = scratchDir('kube-client-');
 const kubeconfig = (cluster: Record<string, unknown>, user: Record<string, unknown>) => JSON.stringify({
   apiVersion: 'v1', kind: 'Config', 'current-context': 'c',
   contexts: [{ name: 'c', context: { cluster: 'k', user: 'u' } }],
@@ -70,7 +70,7 @@ describe('kubeconfig credentials', () => {
   });
 
   it('without --kubeconfig: the service account when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG', async () => {
-    const empty = mkdtempSync(join(tmpdir(), 'no-sa-'));
+    const empty = scratchDir('no-sa-');
     await expect(loadKubeClient(undefined, { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, empty))
       .rejects.toThrow(`in-cluster configuration: no service account token at ${join(empty, 'token')}`);
     writeFileSync(join(dir, 'env-config'), kubeconfig({ server: 'https://10.9.9.9:6443' }, { token: 'x' }));
@@ -79,7 +79,7 @@ describe('kubeconfig credentials', () => {
   });
 
   it('the in-cluster service account: server from the environment (IPv6 in brackets), its CA, its token file', () => {
-    const sa = mkdtempSync(join(tmpdir(), 'sa-'));
+    const sa = scratchDir('sa-');
     writeFileSync(join(sa, 'token'), 'sa-token');
     writeFileSync(join(sa, 'ca.crt'), 'SA CA');
     expect(inClusterCredentials({ KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443' }, sa))
@@ -141,13 +141,13 @@ describe('requests', () => {
 
 describe('TLS and the hand-over to client-node', () => {
   it('trusts the kubeconfig\'s CA and refuses a server it does not vouch for', async () => {
-    const tlsDir = mkdtempSync(join(tmpdir(), 'tls-'));
+    const tlsDir = scratchDir('tls-');
     const { cert, key } = makeSelfSignedCert(tlsDir);
     const srv = await recorder(() => [200, { ok: true }], { cert, key });
     try {
       writeFileSync(join(tlsDir, 'config'), kubeconfig({ server: srv.url, 'certificate-authority': cert }, { token: 't' }));
       expect(await (await loadKubeClient(join(tlsDir, 'config'))).request('GET', '/ok')).toEqual({ ok: true });
-      const other = makeSelfSignedCert(mkdtempSync(join(tmpdir(), 'tls-')));
+      const other = makeSelfSignedCert(scratchDir('tls-'));
       writeFileSync(join(tlsDir, 'config2'), kubeconfig({ server: srv.url, 'certificate-authority': other.cert }, { token: 't' }));
       await expect((await loadKubeClient(join(tlsDir, 'config2'))).request('GET', '/ok')).rejects.toThrow(/self[- ]signed|signature|verify/i);
       expect(srv.seen.map((s) => s.auth)).toEqual(['Bearer t']);
@@ -173,13 +173,13 @@ describe('TLS and the hand-over to client-node', () => {
 });
 
 describe('credentials against a careless or hostile node (issue "Never wedged")', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'kube-creds-'));
+  const dir = scratchDir('kube-creds-');
   const config = (cluster: string, user = 'token: t') =>
     `apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {${cluster}}}]\nusers: [{name: u, user: {${user}}}]\n`;
 
   it('no kubeconfig and not in a pod: an error naming what was looked for, never http://localhost:8080', async () => {
     const home = process.env.HOME;
-    process.env.HOME = mkdtempSync(join(tmpdir(), 'no-home-'));
+    process.env.HOME = scratchDir('no-home-');
     try {
       await expect(loadKubeClient(undefined, {})).rejects.toMatchObject({
         name: 'NoCredentialsError', message: expect.stringMatching(/no --kubeconfig, not in a pod \(KUBERNETES_SERVICE_HOST unset\), \$KUBECONFIG unset and no .*\.kube\/config/),

@@ -5,18 +5,18 @@
 // requests answered with a Status, never a crash.
 // Addresses: Services 10.200.1.0/24 (+ fd00:10:200::/108), pods 10.10.0.0/16, nodes 192.168.10.0/24.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { request } from 'node:http';
 import { LabApiServer } from '../../../lab/cluster/apiserver.js';
+import { scratchDir } from '../../support/scratch.js';
 import { podLogPath } from '../../../lab/cluster/podlog.js';
 import { parseTokenFile } from '../../../lab/cluster/rbac.js';
 
 const manifest = (f: string) => readFileSync(new URL(`../../../../manifests/${f}`, import.meta.url), 'utf8');
 const SA = 'system:serviceaccount:ipvs-operator:ipvs-operator';
 let api: LabApiServer;
-const podLogDir = mkdtempSync(join(tmpdir(), 'lab-pod-logs-'));
+const podLogDir = scratchDir('lab-pod-logs-');
 
 beforeAll(async () => {
   api = await LabApiServer.start({

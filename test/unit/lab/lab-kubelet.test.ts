@@ -7,12 +7,11 @@
 // container "runs" from its restart to its exit.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { LabApiServer } from '../../../lab/cluster/apiserver.js';
+import { scratchDir } from '../../support/scratch.js';
 import { type BackoffEntry, KUBELET_BACKOFF, formatBackoff, planRestart } from '../../../lab/cluster/backoff.js';
 import { apiRequest } from '../../../lab/cluster/cluster.js';
 import { type ApiRequest, Kubelet, type PodLaunch, type PodsUpdate, deletedBy, followPods } from '../../../lab/cluster/kubelet.js';
@@ -170,7 +169,7 @@ describe('lab kubelet: when a pod it runs counts as deleted (deletedBy)', () => 
 
 describe('lab kubelet: a deliberate stop/start and the kubelet\'s replacement never fight', () => {
   let api: LabApiServer;
-  const logDir = mkdtempSync(join(tmpdir(), 'lab-kubelet-'));
+  const logDir = scratchDir('lab-kubelet-');
   beforeAll(async () => {
     api = await LabApiServer.start();
   });

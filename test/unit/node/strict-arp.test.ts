@@ -2,10 +2,10 @@
 // in for /proc/sys/net/ipv4/conf/all with a real state directory. The kernel's ARP behaviour
 // itself is checked in the lab VM (test/kernel/strict-arp.test.ts).
 import { describe, expect, it } from '@jest/globals';
-import { mkdtempSync, readFileSync, existsSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ArpSettings, applyStrictArp, planStrictArp, savedArpPath } from '../../../src/node/arp.js';
+import { scratchDir } from '../../support/scratch.js';
 
 const s = (arpIgnore: string, arpAnnounce: string): ArpSettings => ({ arpIgnore, arpAnnounce });
 
@@ -29,8 +29,8 @@ describe('planStrictArp', () => {
 
 describe('applyStrictArp', () => {
   it('turns on, survives a restart, turns off to the values the node had, and cleans its state', async () => {
-    const sys = mkdtempSync(join(tmpdir(), 'arp-sys-'));
-    const state = join(mkdtempSync(join(tmpdir(), 'arp-state-')), 'run');
+    const sys = scratchDir('arp-sys-');
+    const state = join(scratchDir('arp-state-'), 'run');
     const set = (i: string, a: string) => { writeFileSync(join(sys, 'arp_ignore'), `${i}\n`); writeFileSync(join(sys, 'arp_announce'), `${a}\n`); };
     const get = () => `${readFileSync(join(sys, 'arp_ignore'), 'utf8').trim()}/${readFileSync(join(sys, 'arp_announce'), 'utf8').trim()}`;
     set('0', '1');
@@ -45,8 +45,8 @@ describe('applyStrictArp', () => {
   });
 
   it('a malformed saved file is no saved values; an unreadable sysctl throws (the caller logs it)', async () => {
-    const sys = mkdtempSync(join(tmpdir(), 'arp-sys-'));
-    const state = mkdtempSync(join(tmpdir(), 'arp-state-'));
+    const sys = scratchDir('arp-sys-');
+    const state = scratchDir('arp-state-');
     writeFileSync(savedArpPath(state), 'garbage');
     await expect(applyStrictArp(false, state, sys)).rejects.toThrow(/arp_ignore/);
     writeFileSync(join(sys, 'arp_ignore'), '1');
