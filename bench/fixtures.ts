@@ -11,6 +11,7 @@ import { PluginRegistry } from '../plugins/index.js';
 import { defaultProxyConfig } from '../src/config/types.js';
 import { DesiredState } from '../src/desired/state.js';
 import type { IpvsOp } from '../src/model/ipvs.js';
+import type { SourceEvent } from '../src/source/types.js';
 import { planIpvs } from '../src/plan/plan.js';
 
 export const NODE_NAME = 'lab-node';
@@ -90,6 +91,13 @@ export function makeCluster(n: number, e: number): { node: V1Node; services: V1S
     services: Array.from({ length: n }, (_, i) => makeBenchService(i, '1')),
     slices: Array.from({ length: n }, (_, i) => makeBenchSlice(i, '1', js, e)),
   };
+}
+
+/** Hands the cluster to an operator as a source's first lists would: its Node, Services, then slices. */
+export function feedCluster(op: { handle(e: SourceEvent): void }, c: ReturnType<typeof makeCluster>): void {
+  op.handle({ kind: 'node', type: 'upsert', object: c.node });
+  for (const object of c.services) op.handle({ kind: 'service', type: 'upsert', object });
+  for (const object of c.slices) op.handle({ kind: 'endpointslice', type: 'upsert', object });
 }
 
 /** The ops that program the bench cluster (N x E) into an empty table, planned as a first sync plans them. */

@@ -11,7 +11,7 @@ import { defaultProxyConfig } from '../src/config/types.js';
 import { FakeIpvs } from '../src/ipvs/fake.js';
 import { Operator } from '../src/sync/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';
-import { NODE_NAME, makeBenchSlice, makeCluster, msSince, percentile } from './fixtures.js';
+import { NODE_NAME, feedCluster, makeBenchSlice, makeCluster, msSince, percentile } from './fixtures.js';
 
 const N = Number(process.argv[2] ?? 10_000);
 const K = Number(process.argv[3] ?? 50);
@@ -31,9 +31,7 @@ const op = new Operator({ ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 3
 });
 const keepAlive = setInterval(() => undefined, 60_000);
 const next = () => new Promise<void>((r) => { done = r; });
-op.handle({ kind: 'node', type: 'upsert', object: c.node });
-for (const object of c.services) op.handle({ kind: 'service', type: 'upsert', object });
-for (const object of c.slices) op.handle({ kind: 'endpointslice', type: 'upsert', object });
+feedCluster(op, c);
 let w = next();
 op.start();
 await w;

@@ -13,7 +13,7 @@ import { IptablesRestore } from '../src/iptables/restore.js';
 import { Operator } from '../src/sync/operator.js';
 import { FakeVipLink } from '../src/rtnl/vips.js';
 import { FakeHost } from '../test/support/iptables-fake.js';
-import { NODE_NAME, makeCluster, msSince } from './fixtures.js';
+import { NODE_NAME, feedCluster, makeCluster, msSince } from './fixtures.js';
 
 const N = Number(process.argv[2] ?? 30_000);
 const K = Number(process.argv[3] ?? 5);
@@ -27,9 +27,7 @@ const op = new Operator({ ...defaultProxyConfig, minSyncPeriod: 0, syncPeriod: 1
   kernel: { release: '6.1.0', ipvsVersion: '1.2.1', schedulers: new Set(['rr', 'wrr']) }, registry: new PluginRegistry(), nodeName: NODE_NAME,
 });
 const keepAlive = setInterval(() => undefined, 60_000);
-op.handle({ kind: 'node', type: 'upsert', object: c.node });
-for (const object of c.services) op.handle({ kind: 'service', type: 'upsert', object });
-for (const object of c.slices) op.handle({ kind: 'endpointslice', type: 'upsert', object });
+feedCluster(op, c);
 await op.sync(); // the full first sync; the runner is not started (no timer of its own)
 const profile = process.argv.includes('--profile') ? new Session() : undefined;
 const post = (method: string, params?: object) => new Promise<unknown>((resolve, reject) =>
